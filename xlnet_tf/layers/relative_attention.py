@@ -1,0 +1,177 @@
+"""Transformer-XL relative multi-head attention with XLNet's two streams."""
+
+import keras
+from keras import ops
+
+from xlnet_tf.layers.attention_masks import mask_value
+from xlnet_tf.layers.rel_shift import rel_shift
+
+
+class RelativeAttention(keras.layers.Layer):
+    """Relative multi-head attention over `[memory | current block]`, one or two streams.
+
+    The score of query i and key j is
+    `((q_i + r_w)·k_j + rel_shift((q_i + r_r)·r)_ij + (q_i + r_s)·s_ij) / sqrt(head_dim)`
+    where `r` are the projected relative position encodings and `s_ij` is the
+    segment encoding of "same segment" or "different segment" (memory columns
+    count as segment 0). The biases `r_w, r_r, r_s` and the segment encodings
+    are passed in by the caller because XLNet may tie them across layers.
+
+    The content stream `h` attends to `[memory | h]`. The optional query stream
+    `g` (XLNet's two-stream attention) uses the same projections: its queries
+    come from `g`, its keys and values from the content stream, and its mask
+    hides each target's own token. With `target_mapping`, `g` holds one row per
+    prediction and is scattered to / gathered from sequence positions.
+
+    Post-LN: each stream's output is `LayerNorm(stream + dropout(attention))`.
+
+    Args:
+        num_heads: N.
+        head_dim: D.
+        dropout: dropout on the attention output.
+        attention_dropout: dropout on the attention probabilities.
+        layer_norm_epsilon: epsilon of the layer norm.
+        kernel_initializer: initializer of the projections.
+
+    Call arguments:
+        content_stream: `[B, L, H]`, the content stream h.
+        position_encoding: `[B or 1, R, H]` from `RelativePositionEncoding`.
+        segment_different: bool `[B, L, M+L]`, True where query and key segments differ.
+        content_mask: bool `[B, L, M+L]`, True = blocked.
+        content_bias, positional_bias, segment_bias: `[N, D]` (r_w, r_r, r_s).
+        segment_encoding: `[2, N, D]`, row 0 "same", row 1 "different".
+        memory: optional `[B, M, H]`, this layer's cached inputs.
+        query_stream: optional `[B, P, H]` (with target_mapping) or `[B, L, H]`.
+        query_mask: bool `[B, L, M+L]`, required with `query_stream`.
+        target_mapping: optional `[B, P, L]` one-hot rows.
+        training: Python bool.
+
+    Returns:
+        `(content_output [B, L, H], query_output [B, P, H] or None)`.
+
+    Example:
+    >>> import numpy as np
+    >>> layer = RelativeAttention(num_heads=2, head_dim=4)
+    >>> h = np.random.rand(1, 3, 8).astype("float32")
+    >>> pos = np.random.rand(1, 6, 8).astype("float32")
+    >>> no_mask = np.zeros((1, 3, 3), bool)
+    >>> bias = np.zeros((2, 4), "float32")
+    >>> out, _ = layer(h, pos, no_mask, no_mask, bias, bias, bias, np.zeros((2, 2, 4), "float32"))
+    >>> out.shape
+    TensorShape([1, 3, 8])
+    """
+
+    def __init__(self, num_heads, head_dim, dropout=0.0, attention_dropout=0.0,
+                 layer_norm_epsilon=1e-12, kernel_initializer="glorot_uniform", **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.head_dim = head_dim
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.output_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.probability_dropout = keras.layers.Dropout(attention_dropout, dtype=self.dtype_policy)
+        self.layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm")
+
+    def build(self, content_stream_shape, *args, **kwargs):
+        hidden_dim = content_stream_shape[-1]
+        shape = (hidden_dim, self.num_heads, self.head_dim)
+
+        def kernel(name):
+            # A fresh initializer object per kernel so seeded initializers don't repeat.
+            initializer = keras.initializers.get(
+                {"class_name": self.kernel_initializer.__class__.__name__,
+                 "config": self.kernel_initializer.get_config()})
+            return self.add_weight(name=name, shape=shape, initializer=initializer)
+
+        self.query_kernel = kernel("query_kernel")
+        self.key_kernel = kernel("key_kernel")
+        self.value_kernel = kernel("value_kernel")
+        self.position_kernel = kernel("position_kernel")
+        self.output_kernel = kernel("output_kernel")
+        self.layer_norm.build(content_stream_shape)
+        self.built = True
+
+    def _attend(self, query_heads, key_heads, value_heads, position_heads, segment_different,
+                mask, content_bias, positional_bias, segment_bias, segment_encoding, training):
+        """Attention of `query_heads [B, N, L, D]` over keys; returns `[B, N, L, D]`."""
+        key_length = ops.shape(key_heads)[2]
+        content_scores = ops.einsum(
+            "bnid,bnjd->bnij", query_heads + content_bias[:, None, :], key_heads)  # [B, N, L, K]
+        position_query = query_heads + positional_bias[:, None, :]
+        if ops.shape(position_heads)[0] == 1:
+            position_scores = ops.einsum(
+                "bnid,nrd->bnir", position_query, position_heads[0])  # [B, N, L, R]
+        else:
+            position_scores = ops.einsum(
+                "bnid,bnrd->bnir", position_query, position_heads)  # [B, N, L, R]
+        position_scores = rel_shift(position_scores, key_length)  # [B, N, L, K]
+        segment_scores = ops.einsum(
+            "bnid,snd->bnis", query_heads + segment_bias[:, None, :], segment_encoding)  # [B, N, L, 2]
+        segment_scores = ops.where(
+            segment_different[:, None, :, :],
+            segment_scores[..., 1:2],
+            segment_scores[..., 0:1],
+        )  # [B, N, L, K]
+        scores = (content_scores + position_scores + segment_scores) * (1.0 / self.head_dim ** 0.5)
+        # Softmax in float32 with a float32 mask constant: nothing overflows in bf16/fp16.
+        scores = ops.cast(scores, "float32")
+        scores = ops.where(mask[:, None, :, :], mask_value("float32"), scores)
+        probabilities = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
+        probabilities = self.probability_dropout(probabilities, training=training)
+        return ops.einsum("bnij,bnjd->bnid", probabilities, value_heads)  # [B, N, L, D]
+
+    def _post_attention(self, stream, attention_heads, training):
+        output = ops.einsum("bnid,hnd->bih", attention_heads, self.output_kernel)  # [B, L, H]
+        output = self.output_dropout(output, training=training)
+        return self.layer_norm(stream + output)
+
+    def call(self, content_stream, position_encoding, segment_different, content_mask,
+             content_bias, positional_bias, segment_bias, segment_encoding,
+             memory=None, query_stream=None, query_mask=None, target_mapping=None,
+             training=None):
+        if memory is not None:
+            keys_input = ops.concatenate([ops.cast(memory, content_stream.dtype), content_stream],
+                                         axis=1)  # [B, M+L, H]
+        else:
+            keys_input = content_stream
+        key_heads = ops.einsum("bjh,hnd->bnjd", keys_input, self.key_kernel)  # [B, N, K, D]
+        value_heads = ops.einsum("bjh,hnd->bnjd", keys_input, self.value_kernel)  # [B, N, K, D]
+        position_heads = ops.einsum(
+            "brh,hnd->bnrd", position_encoding, self.position_kernel)  # [B|1, N, R, D]
+        biases = dict(content_bias=content_bias, positional_bias=positional_bias,
+                      segment_bias=segment_bias, segment_encoding=segment_encoding)
+
+        content_query = ops.einsum("bih,hnd->bnid", content_stream, self.query_kernel)  # [B, N, L, D]
+        content_heads = self._attend(content_query, key_heads, value_heads, position_heads,
+                                     segment_different, content_mask, training=training, **biases)
+        content_output = self._post_attention(content_stream, content_heads, training)
+
+        if query_stream is None:
+            return content_output, None
+        if query_mask is None:
+            raise ValueError("RelativeAttention: query_stream needs query_mask.")
+        query_heads = ops.einsum("bph,hnd->bnpd", query_stream, self.query_kernel)  # [B, N, P, D]
+        if target_mapping is not None:
+            target_mapping = ops.cast(target_mapping, query_heads.dtype)
+            query_heads = ops.einsum("bnpd,bpl->bnld", query_heads, target_mapping)  # [B, N, L, D]
+        query_heads = self._attend(query_heads, key_heads, value_heads, position_heads,
+                                   segment_different, query_mask, training=training, **biases)
+        if target_mapping is not None:
+            query_heads = ops.einsum("bnld,bpl->bnpd", query_heads, target_mapping)  # [B, N, P, D]
+        query_output = self._post_attention(query_stream, query_heads, training)
+        return content_output, query_output
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            num_heads=self.num_heads,
+            head_dim=self.head_dim,
+            dropout=self.dropout,
+            attention_dropout=self.attention_dropout,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+        )
+        return config

@@ -1,0 +1,281 @@
+"""The XLNet network: embeddings, relative position encoding and a stack of two-stream blocks."""
+
+import os
+
+import keras
+from keras import ops
+
+from xlnet_tf.config import XLNetConfig
+from xlnet_tf.layers.attention_masks import xlnet_attention_masks
+from xlnet_tf.layers.relative_position_encoding import RelativePositionEncoding
+from xlnet_tf.layers.xlnet_block import XLNetBlock
+from xlnet_tf.models import preset_io
+
+REQUIRED_INPUTS = ("token_ids", "segment_ids", "padding_mask")
+OPTIONAL_INPUTS = ("perm_mask", "target_mapping", "mems")
+
+
+class XLNetBackbone(keras.Model):
+    """XLNet (Yang et al. 2019): a Transformer-XL with two-stream attention.
+
+    Batch-major everywhere. The content stream `h` starts from the word
+    embeddings; when `target_mapping` is given, a query stream `g` starts from
+    a learned `mask_embedding` at each prediction and shares every weight of
+    the content stream. Recurrence memory (`memory_length > 0`) caches each
+    layer's input for the next segment.
+
+    Args:
+        config: an `XLNetConfig`.
+        dtype: a dtype policy, e.g. `"mixed_bfloat16"`.
+
+    Call arguments:
+        inputs: a dict with
+            `token_ids` int `[B, L]`, `segment_ids` int `[B, L]`,
+            `padding_mask` int/bool `[B, L]` (1 = real token), and optionally
+            `perm_mask` float `[B, L, L]` (1 = position i may NOT attend to j),
+            `target_mapping` float `[B, P, L]` (one-hot row per prediction),
+            `mems` float `[B, num_layers, M, H]` (the previous segment's `new_mems`).
+        training: Python bool.
+
+    Returns:
+        A dict: `sequence_output` `[B, L, H]` (content stream),
+        `query_output` `[B, P, H]` when `target_mapping` is given, and
+        `new_mems` `[B, num_layers, min(M + C, memory_length), H]` when
+        `memory_length > 0`, where C is `reuse_length` or L.
+
+    Example:
+    >>> import numpy as np
+    >>> config = XLNetConfig(vocabulary_size=50, num_layers=2, num_heads=2, head_dim=4,
+    ...                      hidden_dim=8, intermediate_dim=16)
+    >>> backbone = XLNetBackbone(config)
+    >>> outputs = backbone({"token_ids": np.ones((2, 5), "int32"),
+    ...                     "segment_ids": np.zeros((2, 5), "int32"),
+    ...                     "padding_mask": np.ones((2, 5), "int32")})
+    >>> outputs["sequence_output"].shape
+    TensorShape([2, 5, 8])
+    """
+
+    def __init__(self, config, dtype=None, **kwargs):
+        if isinstance(config, dict):
+            config = XLNetConfig.from_dict(config)
+        if not isinstance(config, XLNetConfig):
+            raise TypeError(f"XLNetBackbone expects an XLNetConfig, got {type(config).__name__}.")
+        kwargs.setdefault("name", "xlnet_backbone")
+        super().__init__(dtype=dtype, **kwargs)
+        self.config = config
+        initializer = keras.initializers.RandomNormal(stddev=config.initializer_range)
+        self.token_embedding = keras.layers.Embedding(
+            config.vocabulary_size, config.hidden_dim,
+            embeddings_initializer=keras.initializers.RandomNormal(stddev=config.initializer_range),
+            dtype=self.dtype_policy, name="token_embedding")
+        self.position_encoding = RelativePositionEncoding(
+            config.hidden_dim, attention_type=config.attention_type, bi_data=config.bi_data,
+            clamp_length=config.clamp_length, dtype=self.dtype_policy, name="position_encoding")
+        self.embedding_dropout = keras.layers.Dropout(config.dropout, dtype=self.dtype_policy)
+        self.blocks = [
+            XLNetBlock(
+                hidden_dim=config.hidden_dim,
+                num_heads=config.num_heads,
+                head_dim=config.head_dim,
+                intermediate_dim=config.intermediate_dim,
+                activation=config.activation,
+                dropout=config.dropout,
+                attention_dropout=config.attention_dropout,
+                layer_norm_epsilon=config.layer_norm_epsilon,
+                kernel_initializer=keras.initializers.serialize(initializer),
+                dtype=self.dtype_policy,
+                name=f"block_{i}",
+            )
+            for i in range(config.num_layers)
+        ]
+        self.build()
+
+    def build(self, input_shape=None):
+        config = self.config
+        heads = (config.num_heads, config.head_dim)
+        bias_shape = heads if not config.untie_relative_bias else (config.num_layers,) + heads
+
+        def weight(name, shape):
+            return self.add_weight(
+                name=name, shape=shape,
+                initializer=keras.initializers.RandomNormal(stddev=config.initializer_range))
+
+        self.token_embedding.build((None, None))
+        self.mask_embedding = weight("mask_embedding", (1, 1, config.hidden_dim))
+        self.content_attention_bias = weight("content_attention_bias", bias_shape)
+        self.positional_attention_bias = weight("positional_attention_bias", bias_shape)
+        self.segment_attention_bias = weight("segment_attention_bias", bias_shape)
+        self.segment_embedding = weight("segment_embedding", (config.num_layers, 2) + heads)
+        for block in self.blocks:
+            block.build((None, None, config.hidden_dim))
+        self.built = True
+
+    # ------------------------------------------------------------------ inputs
+    def _validate_inputs(self, inputs):
+        if not isinstance(inputs, dict):
+            raise TypeError(
+                f"XLNetBackbone expects a dict of inputs with keys {REQUIRED_INPUTS} (and optionally "
+                f"{OPTIONAL_INPUTS}); got {type(inputs).__name__}.")
+        missing = [k for k in REQUIRED_INPUTS if k not in inputs or inputs[k] is None]
+        if missing:
+            raise ValueError(f"XLNetBackbone: missing input(s) {missing}; required: {list(REQUIRED_INPUTS)}.")
+        unknown = sorted(set(inputs) - set(REQUIRED_INPUTS) - set(OPTIONAL_INPUTS))
+        if unknown:
+            raise ValueError(f"XLNetBackbone: unknown input key(s) {unknown}; allowed: "
+                             f"{list(REQUIRED_INPUTS + OPTIONAL_INPUTS)}.")
+        tensors = {k: ops.convert_to_tensor(v) for k, v in inputs.items() if v is not None}
+        expected_rank = {"token_ids": 2, "segment_ids": 2, "padding_mask": 2, "perm_mask": 3,
+                         "target_mapping": 3, "mems": 4}
+        for key, tensor in tensors.items():
+            if len(tensor.shape) != expected_rank[key]:
+                raise ValueError(f"XLNetBackbone: input {key!r} must have rank {expected_rank[key]}, "
+                                 f"got shape {tuple(tensor.shape)}.")
+            dtype = keras.backend.standardize_dtype(tensor.dtype)
+            if key in ("token_ids", "segment_ids") and "int" not in dtype:
+                raise TypeError(f"XLNetBackbone: input {key!r} must be an integer tensor, got {dtype}.")
+            if key == "padding_mask" and "int" not in dtype and dtype != "bool":
+                raise TypeError(f"XLNetBackbone: input 'padding_mask' must be int or bool, got {dtype}.")
+            if key in ("perm_mask", "target_mapping", "mems") and "float" not in dtype:
+                raise TypeError(f"XLNetBackbone: input {key!r} must be a float tensor, got {dtype}.")
+        batch, length = tensors["token_ids"].shape
+        for key in ("segment_ids", "padding_mask"):
+            _check_dims(key, tensors[key].shape, (batch, length))
+        if "perm_mask" in tensors:
+            _check_dims("perm_mask", tensors["perm_mask"].shape, (batch, length, length))
+        if "target_mapping" in tensors:
+            _check_dims("target_mapping", tensors["target_mapping"].shape, (batch, None, length))
+        if "mems" in tensors:
+            _check_dims("mems", tensors["mems"].shape,
+                        (batch, self.config.num_layers, None, self.config.hidden_dim))
+            if tensors["mems"].shape[2] is None:
+                raise ValueError("XLNetBackbone: the memory length (axis 2 of 'mems') must be static.")
+        if self.config.bi_data and batch is not None and batch % 2:
+            raise ValueError(
+                f"XLNetBackbone: bi_data needs an even (per-replica) batch, got batch size {batch}.")
+        return tensors
+
+    # ------------------------------------------------------------------ forward
+    def _layer_bias(self, bias, index):
+        bias = ops.cast(bias, self.compute_dtype)
+        return bias[index] if self.config.untie_relative_bias else bias
+
+    def _cache_memory(self, layer_input, previous_memory):
+        """This layer's input kept for the next segment, without gradient."""
+        config = self.config
+        current = layer_input
+        if config.reuse_length > 0:
+            current = current[:, : config.reuse_length]  # [B, C, H]
+        if previous_memory is not None:
+            current = ops.concatenate([ops.cast(previous_memory, current.dtype), current], axis=1)
+        return ops.stop_gradient(current[:, -config.memory_length:])  # [B, memory_length, H]
+
+    def call(self, inputs, training=None):
+        tensors = self._validate_inputs(inputs)
+        config = self.config
+        token_ids = ops.cast(tensors["token_ids"], "int32")
+        segment_ids = ops.cast(tensors["segment_ids"], "int32")
+        perm_mask = tensors.get("perm_mask")
+        target_mapping = tensors.get("target_mapping")
+        mems = tensors.get("mems")
+
+        batch_size = token_ids.shape[0] if token_ids.shape[0] is not None else ops.shape(token_ids)[0]
+        query_length = token_ids.shape[1] if token_ids.shape[1] is not None else ops.shape(token_ids)[1]
+        memory_length = 0 if mems is None else mems.shape[2]
+
+        content_mask, query_mask = xlnet_attention_masks(
+            tensors["padding_mask"], perm_mask, memory_length=memory_length,
+            attention_type=config.attention_type, same_length=config.same_length)
+        # Memory positions count as segment 0 in the same/different comparison.
+        key_segments = segment_ids
+        if memory_length:
+            key_segments = ops.concatenate(
+                [ops.zeros((batch_size, memory_length), "int32"), segment_ids], axis=1)  # [B, M+L]
+        segment_different = ops.not_equal(segment_ids[:, :, None], key_segments[:, None, :])  # [B, L, M+L]
+
+        content_stream = self.embedding_dropout(self.token_embedding(token_ids), training=training)
+        query_stream = None
+        if target_mapping is not None:
+            num_predictions = target_mapping.shape[1] or ops.shape(target_mapping)[1]
+            mask_embedding = ops.cast(self.mask_embedding, self.compute_dtype)
+            query_stream = ops.broadcast_to(
+                mask_embedding, (batch_size, num_predictions, config.hidden_dim))  # [B, P, H]
+            query_stream = self.embedding_dropout(query_stream, training=training)
+        position_encoding = self.position_encoding(
+            query_length=query_length, key_length=memory_length + query_length,
+            batch_size=batch_size)  # [B|1, R, H]
+        position_encoding = self.embedding_dropout(position_encoding, training=training)
+
+        new_mems = []
+        for index, block in enumerate(self.blocks):
+            layer_memory = None if mems is None else mems[:, index]  # [B, M, H]
+            if config.memory_length > 0:
+                new_mems.append(self._cache_memory(content_stream, layer_memory))
+            content_stream, query_stream = block(
+                content_stream, position_encoding, segment_different, content_mask,
+                self._layer_bias(self.content_attention_bias, index),
+                self._layer_bias(self.positional_attention_bias, index),
+                self._layer_bias(self.segment_attention_bias, index),
+                ops.cast(self.segment_embedding[index], self.compute_dtype),
+                memory=layer_memory, query_stream=query_stream, query_mask=query_mask,
+                target_mapping=target_mapping, training=training)
+
+        outputs = {"sequence_output": self.embedding_dropout(content_stream, training=training)}
+        if query_stream is not None:
+            outputs["query_output"] = self.embedding_dropout(query_stream, training=training)
+        if new_mems:
+            outputs["new_mems"] = ops.stack(new_mems, axis=1)  # [B, num_layers, memory_length, H]
+        return outputs
+
+    # ------------------------------------------------------------------ presets and config
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable,
+                "dtype": keras.dtype_policies.serialize(self.dtype_policy)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        model_config = XLNetConfig.from_dict(config.pop("config"))
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+        return cls(model_config, **config)
+
+    def save_to_preset(self, preset_dir, vocabulary=None):
+        """Writes `config.json`, `model.weights.h5` and (when given) `spiece.model`."""
+        os.makedirs(preset_dir, exist_ok=True)
+        self.config.save_json(os.path.join(preset_dir, preset_io.CONFIG_FILE))
+        self.save_weights(os.path.join(preset_dir, preset_io.WEIGHTS_FILE))
+        if vocabulary is not None:
+            preset_io.copy_vocabulary(vocabulary, preset_dir)
+
+    @classmethod
+    def from_preset(cls, preset_dir, dtype=None, load_weights=True, **config_overrides):
+        """Builds a backbone from a preset directory.
+
+        Args:
+            preset_dir: a directory with `config.json` and `model.weights.h5`.
+            dtype: a dtype policy for the new model.
+            load_weights: False builds the architecture with fresh weights.
+            **config_overrides: `XLNetConfig` fields to change (e.g. `memory_length`,
+                `dropout`); fields that change weight shapes are rejected.
+        """
+        config = XLNetConfig.from_json(preset_io.preset_file(preset_dir, preset_io.CONFIG_FILE))
+        if config_overrides:
+            shape_fields = {"vocabulary_size", "num_layers", "num_heads", "head_dim", "hidden_dim",
+                            "intermediate_dim", "untie_relative_bias"}
+            changed = sorted(shape_fields & set(config_overrides)) if load_weights else []
+            if changed:
+                raise ValueError(f"from_preset: cannot override {changed} when loading weights "
+                                 "(they change weight shapes).")
+            config = config.replace(**config_overrides)
+        backbone = cls(config, dtype=dtype)
+        if load_weights:
+            backbone.load_weights(preset_io.preset_file(preset_dir, preset_io.WEIGHTS_FILE))
+        return backbone
+
+
+def _check_dims(key, shape, expected):
+    shape = tuple(shape)
+    for actual, wanted in zip(shape, expected):
+        if wanted is not None and actual is not None and actual != wanted:
+            pretty = tuple("?" if w is None else w for w in expected)
+            raise ValueError(f"XLNetBackbone: input {key!r} has shape {shape}, expected {pretty}.")

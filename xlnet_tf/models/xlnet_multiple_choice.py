@@ -1,0 +1,75 @@
+"""`XLNetMultipleChoice`: RACE-style multiple choice on an XLNet backbone."""
+
+import keras
+from keras import ops
+
+from xlnet_tf.models.xlnet_task import CLS_TOKEN_ID, XLNetTask, cls_positions, gather_positions
+
+
+class XLNetMultipleChoice(XLNetTask):
+    """Scores each (context, question + option) pair and returns one logit per choice.
+
+    Every choice is packed as its own sequence (`context <sep> question option
+    <sep> <cls>`); all choices of a batch run through the backbone as one
+    `[B * C, L]` batch, the `<cls>` summary (projection + tanh + dropout, as in
+    the original RACE code) gives one score each, and the scores are reshaped
+    to `[B, C]` for a softmax over choices.
+
+    Args:
+        backbone: an `XLNetBackbone`.
+        dropout: dropout rate of the summary.
+        cls_token_id: id of `<cls>`.
+        **kwargs: `name`, `dtype`, `trainable`.
+
+    Call arguments:
+        inputs: dict with `token_ids`, `segment_ids`, `padding_mask`, each int32 `[B, C, L]`
+            (C = number of choices, static).
+        training: bool, enables dropout.
+
+    Returns:
+        float32 logits `[B, C]`.
+
+    Example:
+    >>> model = XLNetMultipleChoice(backbone)
+    >>> model({"token_ids": ids, "segment_ids": seg, "padding_mask": mask}).shape  # ids: [2, 4, 16]
+    TensorShape([2, 4])
+    """
+
+    def __init__(self, backbone, dropout=0.1, cls_token_id=CLS_TOKEN_ID, **kwargs):
+        super().__init__(backbone, **kwargs)
+        self.dropout = float(dropout)
+        self.cls_token_id = int(cls_token_id)
+        initializer = keras.initializers.TruncatedNormal(stddev=backbone.config.initializer_range)
+        self.summary_projection = keras.layers.Dense(
+            backbone.config.hidden_dim, activation="tanh", kernel_initializer=initializer,
+            dtype=self.dtype_policy, name="summary_projection")
+        self.summary_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy,
+                                                    name="summary_dropout")
+        self.score_dense = keras.layers.Dense(1, kernel_initializer=initializer,
+                                              dtype=self.dtype_policy, name="score")
+
+    def call(self, inputs, training=None):
+        features = self.backbone_inputs(inputs)
+        token_ids = ops.convert_to_tensor(features["token_ids"])
+        if len(token_ids.shape) != 3:
+            raise ValueError("XLNetMultipleChoice expects token_ids of shape [batch, choices, "
+                             f"length], got {tuple(token_ids.shape)}.")
+        num_choices = token_ids.shape[1]
+        length = ops.shape(token_ids)[2]
+        flat = {k: ops.reshape(ops.convert_to_tensor(v), (-1, length))  # [B*C, L]
+                for k, v in features.items()}
+        sequence = self.backbone(flat, training=training)["sequence_output"]  # [B*C, L, H]
+        index = cls_positions(flat["token_ids"], flat["padding_mask"], self.cls_token_id)
+        summary = gather_positions(sequence, index)  # [B*C, H]
+        summary = self.summary_dropout(self.summary_projection(summary), training=training)
+        scores = self.score_dense(summary)  # [B*C, 1]
+        return ops.cast(ops.reshape(scores, (-1, num_choices)), "float32")  # [B, C]
+
+    def dummy_inputs(self, batch_size=1, sequence_length=4):
+        single = super().dummy_inputs(batch_size * 2, sequence_length)
+        return {k: ops.reshape(v, (batch_size, 2, sequence_length)) for k, v in single.items()}
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"dropout": self.dropout, "cls_token_id": self.cls_token_id})
+        return config

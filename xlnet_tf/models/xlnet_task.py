@@ -1,0 +1,256 @@
+"""Shared base of the fine-tuning task models (backbone handling, presets, `<cls>` pooling).
+
+A task preset directory (written by `XLNetTask.save_to_preset`, read by
+`XLNetTask.from_preset` and `load_task_preset`) holds:
+
+- `config.json`: the backbone's `XLNetConfig` (same file as a backbone preset);
+- `task.json`: `{"format": "xlnet_tf.task.v1", "class_name": ..., "config": {...}}` where `config`
+  is the task model's `get_config()` without the backbone;
+- `task.weights.h5`: every weight of the task model (backbone + head), Keras 3 format;
+- `spiece.model`: the SentencePiece vocabulary when known;
+- `preprocessing.json`: how raw text is packed (sequence length, special ids, ...) when known.
+
+A plain backbone preset (`config.json` + `model.weights.h5`) is also accepted by
+`from_preset`: the backbone weights are loaded and a freshly initialised head is built.
+"""
+
+import json
+import os
+import shutil
+
+import keras
+from keras import ops
+
+TASK_PRESET_FORMAT = "xlnet_tf.task.v1"
+TASK_CONFIG_FILE = "task.json"
+TASK_WEIGHTS_FILE = "task.weights.h5"
+BACKBONE_CONFIG_FILE = "config.json"
+BACKBONE_WEIGHTS_FILE = "model.weights.h5"
+VOCABULARY_FILE = "spiece.model"
+PREPROCESSING_FILE = "preprocessing.json"
+
+# Ids of the released XLNet vocabulary.
+CLS_TOKEN_ID = 3
+
+
+def cls_positions(token_ids, padding_mask, cls_token_id=CLS_TOKEN_ID):
+    """Index of the `<cls>` token of every row, whatever side the padding is on.
+
+    The last real `<cls>` of a row is used (XLNet puts `<cls>` last). A row
+    without any `<cls>` falls back to its last real token, which is where the
+    `<cls>` sits for both left padding (`L - 1`) and right padding
+    (`length - 1`); a row without any real token falls back to `L - 1`.
+
+    Args:
+        token_ids: int tensor `[B, L]`.
+        padding_mask: int/bool tensor `[B, L]`, 1 = real token.
+        cls_token_id: id of `<cls>`.
+
+    Returns:
+        int32 tensor `[B]`.
+    """
+    length = ops.shape(token_ids)[1]
+    real = ops.cast(padding_mask, "bool")
+    positions = ops.arange(length, dtype="int32")[None, :]  # [1, L]
+    is_cls = ops.logical_and(ops.equal(token_ids, cls_token_id), real)
+    last_cls = ops.max(ops.where(is_cls, positions, -1), axis=1)
+    last_real = ops.max(ops.where(real, positions, -1), axis=1)
+    index = ops.where(last_cls >= 0, last_cls, last_real)
+    return ops.where(index >= 0, index, length - 1)
+
+
+def gather_positions(sequence, index):
+    """Picks `sequence[b, index[b]]` with a one-hot product (works on every device).
+
+    Args:
+        sequence: `[B, L, H]`.
+        index: int `[B]`.
+
+    Returns:
+        `[B, H]`.
+    """
+    one_hot = ops.one_hot(index, ops.shape(sequence)[1], dtype=sequence.dtype)  # [B, L]
+    return ops.einsum("blh,bl->bh", sequence, one_hot)
+
+
+class XLNetTask(keras.Model):
+    """Base class of the XLNet task models: holds the backbone, serialises it, reads presets.
+
+    Subclasses build their head in `__init__`, implement `call`, and list their
+    own constructor arguments in `get_config` by extending `super().get_config()`.
+
+    Args:
+        backbone: an `xlnet_tf.models.xlnet_backbone.XLNetBackbone`.
+        **kwargs: `name`, `dtype`, `trainable` of `keras.Model`.
+    """
+
+    def __init__(self, backbone, **kwargs):
+        super().__init__(**kwargs)
+        self.backbone = backbone
+
+    def backbone_inputs(self, inputs):
+        """The three backbone inputs of a feature dict (other keys, e.g. labels, are dropped)."""
+        missing = [k for k in ("token_ids", "segment_ids", "padding_mask") if k not in inputs]
+        if missing:
+            raise ValueError(
+                f"{type(self).__name__} inputs are missing key(s) {missing}; got {sorted(inputs)}.")
+        return {
+            "token_ids": inputs["token_ids"],
+            "segment_ids": inputs["segment_ids"],
+            "padding_mask": inputs["padding_mask"],
+        }
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "backbone_config": self.backbone.config.to_dict(),
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        from xlnet_tf.config import XLNetConfig
+        from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+
+        config = dict(config)
+        backbone_config = config.pop("backbone_config", None)
+        backbone = config.pop("backbone", None)
+        if backbone is None:
+            if backbone_config is None:
+                raise ValueError(f"{cls.__name__}.from_config needs `backbone_config`.")
+            backbone = XLNetBackbone(XLNetConfig.from_dict(backbone_config))
+        elif isinstance(backbone, dict):
+            backbone = keras.saving.deserialize_keras_object(backbone)
+        return cls(backbone=backbone, **config)
+
+    def build_with_dummy_inputs(self):
+        """Creates every weight by running the model once on a tiny input."""
+        self(self.dummy_inputs(), training=False)
+
+    def dummy_inputs(self, batch_size=1, sequence_length=4):
+        """A tiny valid input dict for this task (used to build weights before loading)."""
+        token_ids = ops.concatenate(
+            [ops.full((batch_size, sequence_length - 1), 10, dtype="int32"),
+             ops.full((batch_size, 1), CLS_TOKEN_ID, dtype="int32")], axis=1)  # [B, L]
+        return {
+            "token_ids": token_ids,
+            "segment_ids": ops.zeros((batch_size, sequence_length), dtype="int32"),
+            "padding_mask": ops.ones((batch_size, sequence_length), dtype="int32"),
+        }
+
+    @classmethod
+    def from_preset(cls, preset, load_weights=True, **kwargs):
+        """Builds the task model from a task preset or from a backbone preset.
+
+        Args:
+            preset: a directory. With `task.json` (a saved task model of this class)
+                the whole model is restored and `kwargs` override its config
+                (weights are then only loaded when the head's shapes still match).
+                Without it, the directory is a backbone preset: the backbone is
+                loaded and a new head is built from `kwargs`.
+            load_weights: load weights (False: same architecture, fresh weights).
+            **kwargs: constructor arguments of the task class.
+
+        Returns:
+            A built task model.
+        """
+        task_file = os.path.join(preset, TASK_CONFIG_FILE)
+        if os.path.exists(task_file):
+            with open(task_file) as f:
+                saved = json.load(f)
+            if saved.get("class_name") != cls.__name__:
+                raise ValueError(f"{task_file} holds a {saved.get('class_name')!r}, "
+                                 f"not a {cls.__name__}; use load_task_preset().")
+            model = load_task_preset(preset, load_weights=load_weights, **kwargs)
+            return model
+        from xlnet_tf.config import XLNetConfig
+        from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+
+        if not os.path.exists(os.path.join(preset, BACKBONE_CONFIG_FILE)):
+            raise FileNotFoundError(
+                f"{preset} is not a preset directory: no {BACKBONE_CONFIG_FILE} or {TASK_CONFIG_FILE}.")
+        if load_weights:
+            backbone = XLNetBackbone.from_preset(preset)
+        else:
+            backbone = XLNetBackbone(XLNetConfig.from_json(os.path.join(preset, BACKBONE_CONFIG_FILE)))
+        model = cls(backbone=backbone, **kwargs)
+        model.build_with_dummy_inputs()
+        return model
+
+    def save_to_preset(self, preset, vocabulary_file=None, preprocessing=None):
+        """Writes a task preset directory (layout in the module docstring).
+
+        Args:
+            preset: output directory (created).
+            vocabulary_file: path of `spiece.model` to copy in, if any.
+            preprocessing: a JSON-serialisable dict describing the input packing
+                (e.g. `{"sequence_length": 128, "text_fields": [...]}`), if any.
+        """
+        os.makedirs(preset, exist_ok=True)
+        if not self.built:
+            self.build_with_dummy_inputs()
+        self.backbone.config.save_json(os.path.join(preset, BACKBONE_CONFIG_FILE))
+        config = self.get_config()
+        config.pop("backbone_config", None)
+        with open(os.path.join(preset, TASK_CONFIG_FILE), "w") as f:
+            json.dump({"format": TASK_PRESET_FORMAT, "class_name": type(self).__name__,
+                       "config": config}, f, indent=2, sort_keys=True)
+            f.write("\n")
+        self.save_weights(os.path.join(preset, TASK_WEIGHTS_FILE))
+        if vocabulary_file:
+            target = os.path.join(preset, VOCABULARY_FILE)
+            if os.path.abspath(vocabulary_file) != os.path.abspath(target):
+                shutil.copyfile(vocabulary_file, target)
+        if preprocessing is not None:
+            with open(os.path.join(preset, PREPROCESSING_FILE), "w") as f:
+                json.dump(preprocessing, f, indent=2, sort_keys=True)
+                f.write("\n")
+
+
+def task_classes():
+    """Name -> class of every task model (imported lazily to keep imports light)."""
+    from xlnet_tf.models.xlnet_classifier import XLNetClassifier
+    from xlnet_tf.models.xlnet_multiple_choice import XLNetMultipleChoice
+    from xlnet_tf.models.xlnet_span_labeler import XLNetSpanLabeler
+    from xlnet_tf.models.xlnet_token_classifier import XLNetTokenClassifier
+
+    return {c.__name__: c for c in (XLNetClassifier, XLNetSpanLabeler,
+                                     XLNetMultipleChoice, XLNetTokenClassifier)}
+
+
+def load_task_preset(preset, load_weights=True, **overrides):
+    """Rebuilds any saved task model from a task preset directory.
+
+    Args:
+        preset: directory written by `XLNetTask.save_to_preset`.
+        load_weights: restore `task.weights.h5`.
+        **overrides: constructor arguments replacing the saved ones (e.g. `dropout=0.0`).
+
+    Returns:
+        The task model (built), an instance of the class named in `task.json`.
+    """
+    from xlnet_tf.config import XLNetConfig
+    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+
+    task_file = os.path.join(preset, TASK_CONFIG_FILE)
+    if not os.path.exists(task_file):
+        raise FileNotFoundError(f"No {TASK_CONFIG_FILE} in {preset}: not a task preset directory.")
+    with open(task_file) as f:
+        saved = json.load(f)
+    if saved.get("format") != TASK_PRESET_FORMAT:
+        raise ValueError(f"{task_file}: format {saved.get('format')!r}, expected {TASK_PRESET_FORMAT!r}.")
+    classes = task_classes()
+    name = saved.get("class_name")
+    if name not in classes:
+        raise ValueError(f"{task_file}: unknown task class {name!r}; known: {sorted(classes)}.")
+    config = dict(saved["config"])
+    config.update(overrides)
+    backbone = XLNetBackbone(XLNetConfig.from_json(os.path.join(preset, BACKBONE_CONFIG_FILE)))
+    model = classes[name](backbone=backbone, **config)
+    model.build_with_dummy_inputs()
+    if load_weights:
+        weights = os.path.join(preset, TASK_WEIGHTS_FILE)
+        if not os.path.exists(weights):
+            raise FileNotFoundError(f"Task weights not found: {weights}")
+        model.load_weights(weights)
+    return model

@@ -1,0 +1,57 @@
+"""`XLNetTokenClassifier`: one label per token (NER-style) on an XLNet backbone."""
+
+import keras
+from keras import ops
+
+from xlnet_tf.models.xlnet_task import XLNetTask
+
+
+class XLNetTokenClassifier(XLNetTask):
+    """Dropout and a dense layer on every content-stream output.
+
+    Labels are per piece; the usual word-level scheme (label on the first piece
+    of each word, the other pieces and the special tokens ignored) is produced
+    by `xlnet_tf.data.finetuning` with `label_weights`.
+
+    Args:
+        backbone: an `XLNetBackbone`.
+        num_classes: number of tags.
+        dropout: dropout rate before the classifier.
+        **kwargs: `name`, `dtype`, `trainable`.
+
+    Call arguments:
+        inputs: dict with `token_ids`, `segment_ids`, `padding_mask`, each int32 `[B, L]`.
+        training: bool, enables dropout.
+
+    Returns:
+        float32 logits `[B, L, num_classes]`.
+
+    Example:
+    >>> model = XLNetTokenClassifier(backbone, num_classes=9)
+    >>> model(features).shape  # features["token_ids"]: [2, 16]
+    TensorShape([2, 16, 9])
+    """
+
+    def __init__(self, backbone, num_classes=2, dropout=0.1, **kwargs):
+        super().__init__(backbone, **kwargs)
+        if int(num_classes) < 2:
+            raise ValueError(f"XLNetTokenClassifier.num_classes must be >= 2, got {num_classes}.")
+        self.num_classes = int(num_classes)
+        self.dropout = float(dropout)
+        self.output_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy,
+                                                   name="output_dropout")
+        self.logits_dense = keras.layers.Dense(
+            self.num_classes,
+            kernel_initializer=keras.initializers.TruncatedNormal(
+                stddev=backbone.config.initializer_range),
+            dtype=self.dtype_policy, name="logits")
+
+    def call(self, inputs, training=None):
+        sequence = self.backbone(self.backbone_inputs(inputs), training=training)["sequence_output"]
+        sequence = self.output_dropout(sequence, training=training)  # [B, L, H]
+        return ops.cast(self.logits_dense(sequence), "float32")  # [B, L, C]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"num_classes": self.num_classes, "dropout": self.dropout})
+        return config

@@ -1,0 +1,151 @@
+"""Text normalization applied before SentencePiece, in Python and in-graph.
+
+The released XLNet models were trained on text that went through one fixed
+normalization before SentencePiece saw it: runs of whitespace collapsed to one
+space and the ends stripped, the LaTeX-style quotes ```` `` ```` and ``''``
+turned into ``"``, accents removed (NFKD, then every combining character
+dropped) and, for uncased models, lowercasing. Feeding un-normalized text to a
+released vocabulary gives different ids than the model saw in pretraining, so
+the tokenizer (in-graph, `normalize_text_tf`) and the Beam job (plain Python,
+`normalize_text`) both apply it, and tests check the two agree.
+
+Both functions use the same explicit tables (Python's whitespace set and
+Python's `unicodedata.combining` set) rather than Unicode categories, so they
+agree character for character except where TensorFlow's ICU and Python's
+`unicodedata` disagree on NFKD itself (a newer Unicode version on one side).
+"""
+
+import functools
+import re
+import sys
+import unicodedata
+
+# Python's `str.split()` whitespace: exactly these code points (checked in the
+# tests against `str.isspace` over all of Unicode).
+_WHITESPACE_CLASS = r"\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+_RE2_WHITESPACE_CLASS = (
+    r"\t\n\x{000B}\x{000C}\r\x{001C}-\x{001F} \x{0085}\x{00A0}\x{1680}"
+    r"\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}"
+)
+_WHITESPACE_RE = re.compile(f"[{_WHITESPACE_CLASS}]+")
+_LATEX_QUOTES_RE = re.compile(r"``|''")
+
+
+@functools.lru_cache(maxsize=None)
+def combining_ranges():
+    """Code point ranges `(first, last)` whose `unicodedata.combining` is non-zero."""
+    ranges = []
+    for code_point in range(sys.maxunicode + 1):
+        if unicodedata.combining(chr(code_point)):
+            if ranges and ranges[-1][1] == code_point - 1:
+                ranges[-1][1] = code_point
+            else:
+                ranges.append([code_point, code_point])
+    return tuple((first, last) for first, last in ranges)
+
+
+@functools.lru_cache(maxsize=None)
+def _combining_re():
+    parts = []
+    for first, last in combining_ranges():
+        parts.append(re.escape(chr(first)) if first == last else f"{re.escape(chr(first))}-{re.escape(chr(last))}")
+    return re.compile(f"[{''.join(parts)}]+")
+
+
+@functools.lru_cache(maxsize=None)
+def _re2_combining_class():
+    parts = []
+    for first, last in combining_ranges():
+        parts.append(f"\\x{{{first:04X}}}" if first == last else f"\\x{{{first:04X}}}-\\x{{{last:04X}}}")
+    return f"[{''.join(parts)}]+"
+
+
+def normalize_text(text, *, lowercase=False, keep_accents=False, remove_space=True):
+    """Normalizes one string the way XLNet's pretraining data was normalized.
+
+    Args:
+        text: `str`.
+        lowercase: lowercase the result (uncased vocabularies).
+        keep_accents: when False, decompose (NFKD) and drop combining marks.
+        remove_space: collapse whitespace runs to one space and strip the ends.
+
+    Returns:
+        The normalized `str`.
+
+    Example:
+    >>> normalize_text("  Caf\u00e9 ``quoted''  ")
+    'Cafe "quoted"'
+    """
+    if remove_space:
+        text = _WHITESPACE_RE.sub(" ", text).strip(" ")
+    text = _LATEX_QUOTES_RE.sub('"', text)
+    if not keep_accents and not text.isascii():
+        text = unicodedata.normalize("NFKD", text)
+        text = _combining_re().sub("", text)
+    if lowercase:
+        text = text.lower()
+    return text
+
+
+def normalize_text_tf(text, *, lowercase=False, keep_accents=False, remove_space=True):
+    """In-graph `normalize_text` for a `tf.string` tensor of any shape.
+
+    Args:
+        text: `tf.string` tensor, any shape (elementwise).
+        lowercase, keep_accents, remove_space: as in `normalize_text`.
+
+    Returns:
+        A `tf.string` tensor of the same shape.
+    """
+    import tensorflow as tf
+    import tensorflow_text as tf_text
+
+    if remove_space:
+        text = tf.strings.regex_replace(text, f"[{_RE2_WHITESPACE_CLASS}]+", " ")
+        text = tf.strings.regex_replace(text, "^ | $", "")
+    text = tf.strings.regex_replace(text, "``|''", '"')
+    if not keep_accents:
+        text = tf_text.normalize_utf8(text, "NFKD")
+        text = tf.strings.regex_replace(text, _re2_combining_class(), "")
+    if lowercase:
+        text = tf.strings.lower(text, encoding="utf-8")
+    return text
+
+
+def split_long_line(line, max_chars):
+    """Splits `line` into pieces of at most `max_chars` characters.
+
+    Cuts at the last space inside each window so words stay whole; a window
+    without any space (a 10 MB run of one "word") is cut hard at `max_chars`.
+    Spaces at the cuts are dropped. A line already short enough comes back as
+    the only piece.
+
+    Args:
+        line: normalized `str` (whitespace already collapsed to single spaces).
+        max_chars: positive `int`.
+
+    Returns:
+        A list of non-empty `str` pieces whose concatenation, with the dropped
+        spaces, is `line`.
+    """
+    if max_chars <= 0:
+        raise ValueError(f"max_chars must be positive, got {max_chars}.")
+    if len(line) <= max_chars:
+        return [line] if line else []
+    pieces = []
+    start = 0
+    while len(line) - start > max_chars:
+        end = start + max_chars
+        # A space right after the window is a clean cut as well.
+        cut = line.rfind(" ", start, end + 1)
+        if cut <= start:
+            pieces.append(line[start:end])
+            start = end
+        else:
+            pieces.append(line[start:cut])
+            start = cut + 1
+        while start < len(line) and line[start] == " ":
+            start += 1
+    if start < len(line):
+        pieces.append(line[start:])
+    return [piece for piece in pieces if piece]

@@ -1,0 +1,290 @@
+"""Trains a SentencePiece vocabulary with the released XLNet special ids.
+
+`xlnet-tf vocab --input FILES --vocab-size N --output spiece.model`
+
+The released XLNet vocabulary is a unigram SentencePiece model whose first
+nine pieces are `<unk> <s> </s> <cls> <sep> <pad> <mask> <eod> <eop>` (ids
+0..8). SentencePiece reserves 0..2 for unk/bos/eos by default; the next five
+are declared as control symbols (never produced from text) and `<eop>` as a
+user-defined symbol (the literal text `<eop>` encodes to id 8, which is how the
+original data marked paragraph ends). The original also declared a few
+punctuation marks as user-defined symbols right after `<eop>` so they are
+always single pieces; `DEFAULT_EXTRA_SYMBOLS` keeps that choice.
+
+Input convention (the original one): UTF-8 text files, one sentence per line,
+a blank line between documents. Blank lines are skipped; every other line is
+normalized exactly as the tokenizer and the Beam job normalize it
+(`xlnet_tf.text_normalization.normalize_text`) so the pieces learned are the
+pieces seen at encode time. Lines longer than `max_sentence_chars` are split
+at spaces (as the Beam job does) instead of being dropped by SentencePiece.
+"""
+
+import argparse
+import glob as _glob
+import io
+import os
+import sys
+
+from xlnet_tf.text_normalization import normalize_text
+from xlnet_tf.text_normalization import split_long_line
+
+SPECIAL_PIECES = ("<unk>", "<s>", "</s>", "<cls>", "<sep>", "<pad>", "<mask>", "<eod>", "<eop>")
+CONTROL_SYMBOLS = ("<cls>", "<sep>", "<pad>", "<mask>", "<eod>")
+EOP_SYMBOL = "<eop>"
+DEFAULT_EXTRA_SYMBOLS = (".", "(", ")", '"', "-", "\u2013", "\u00a3", "\u20ac")
+
+
+class VocabularyTrainingError(ValueError):
+    """Bad input or settings for `train_vocabulary`."""
+
+
+def _has_scheme(path):
+    return "://" in path
+
+
+def expand_input_patterns(patterns):
+    """Expands files/globs (local or any `tf.io.gfile` scheme such as gs://).
+
+    Args:
+        patterns: a `str` or a list of `str` paths or glob patterns.
+
+    Returns:
+        The sorted, de-duplicated list of matched files.
+
+    Raises:
+        VocabularyTrainingError: naming the first pattern that matches nothing.
+    """
+    if isinstance(patterns, (str, os.PathLike)):
+        patterns = [patterns]
+    files = []
+    for pattern in patterns:
+        pattern = os.fspath(pattern)
+        if _has_scheme(pattern):
+            import tensorflow as tf
+
+            matched = tf.io.gfile.glob(pattern)
+        else:
+            matched = [p for p in _glob.glob(os.path.expanduser(pattern)) if os.path.isfile(p)]
+        if not matched:
+            raise VocabularyTrainingError(f"Input {pattern!r} matches no file.")
+        files.extend(matched)
+    return sorted(set(files))
+
+
+def _open_binary(path):
+    if _has_scheme(path):
+        import tensorflow as tf
+
+        return tf.io.gfile.GFile(path, "rb")
+    return open(path, "rb")
+
+
+def _iter_sentences(files, *, lowercase, keep_accents, max_sentence_chars, counts):
+    for path in files:
+        with _open_binary(path) as f:
+            for line_number, raw in enumerate(f, start=1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    # One bad line should not sink a vocabulary built from terabytes; it is
+                    # counted and reported instead.
+                    counts["undecodable_lines"] += 1
+                    if counts["undecodable_lines"] <= 5:
+                        print(f"xlnet-tf vocab: skipping undecodable line {path}:{line_number} ({e}).", file=sys.stderr)
+                    continue
+                line = normalize_text(line, lowercase=lowercase, keep_accents=keep_accents)
+                if not line:
+                    continue
+                for piece in split_long_line(line, max_sentence_chars):
+                    counts["sentences"] += 1
+                    yield piece
+
+
+def train_vocabulary(
+    input_files,
+    vocab_size,
+    output_path,
+    *,
+    character_coverage=0.99995,
+    input_sentence_size=10_000_000,
+    shuffle_input_sentence=True,
+    extra_symbols=DEFAULT_EXTRA_SYMBOLS,
+    lowercase=False,
+    keep_accents=False,
+    max_sentence_chars=4096,
+    hard_vocab_limit=True,
+    num_threads=None,
+    seed=0,
+    verbose=False,
+):
+    """Trains a unigram SentencePiece model with XLNet's special ids 0..8.
+
+    Args:
+        input_files: path, glob, or list of them (local or gs://). One sentence per
+            line, blank line between documents, UTF-8.
+        vocab_size: number of pieces, special pieces included.
+        output_path: where to write the `.model` file (local or gs://).
+        character_coverage: fraction of characters covered by the alphabet
+            (the original used 0.99995; use 1.0 for small alphabets).
+        input_sentence_size: sentences sampled for training (0 = all).
+        shuffle_input_sentence: sample randomly rather than take the first ones.
+        extra_symbols: extra user-defined pieces placed right after `<eop>`.
+        lowercase: lowercase before training (an uncased vocabulary).
+        keep_accents: keep accents (otherwise NFKD and drop combining marks).
+        max_sentence_chars: longer lines are split at spaces into pieces this long.
+        hard_vocab_limit: if False, the vocabulary may come out smaller than asked
+            when the corpus is too small.
+        num_threads: trainer threads (default: all cores). Use 1 for a
+            bit-reproducible model.
+        seed: SentencePiece's random seed (sampling and shuffling).
+        verbose: print SentencePiece's training log.
+
+    Returns:
+        A dict: `path`, `vocabulary_size`, `sentences` (fed to the trainer),
+        `undecodable_lines` (skipped), `files` (matched inputs).
+
+    Raises:
+        VocabularyTrainingError: missing input, no text, or a bad setting.
+
+    Example:
+    >>> train_vocabulary("corpus/*.txt", 32000, "spiece.model")  # doctest: +SKIP
+    """
+    import sentencepiece as spm
+
+    if int(vocab_size) <= len(SPECIAL_PIECES) + len(extra_symbols):
+        raise VocabularyTrainingError(
+            f"vocab_size={vocab_size} leaves no room for learned pieces after the "
+            f"{len(SPECIAL_PIECES) + len(extra_symbols)} special and extra symbols."
+        )
+    if not 0.0 < character_coverage <= 1.0:
+        raise VocabularyTrainingError(f"character_coverage must be in (0, 1], got {character_coverage}.")
+    for symbol in extra_symbols:
+        if not symbol or symbol in SPECIAL_PIECES:
+            raise VocabularyTrainingError(f"extra symbol {symbol!r} is empty or collides with a special piece.")
+    files = expand_input_patterns(input_files)
+    counts = {"sentences": 0, "undecodable_lines": 0}
+    sentences = _iter_sentences(
+        files,
+        lowercase=lowercase,
+        keep_accents=keep_accents,
+        max_sentence_chars=max_sentence_chars,
+        counts=counts,
+    )
+    spm.set_random_generator_seed(int(seed))
+    model = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=sentences,
+            model_writer=model,
+            model_type="unigram",
+            vocab_size=int(vocab_size),
+            character_coverage=float(character_coverage),
+            input_sentence_size=int(input_sentence_size),
+            shuffle_input_sentence=bool(shuffle_input_sentence),
+            control_symbols=list(CONTROL_SYMBOLS),
+            user_defined_symbols=[EOP_SYMBOL, *extra_symbols],
+            unk_id=0,
+            bos_id=1,
+            eos_id=2,
+            pad_id=-1,
+            # Normalization happened above; the model keeps SentencePiece's default
+            # nmt_nfkc rule so it behaves like the released model on raw input too.
+            max_sentence_length=max(4192, 4 * int(max_sentence_chars)),
+            hard_vocab_limit=bool(hard_vocab_limit),
+            num_threads=int(num_threads or os.cpu_count() or 1),
+            minloglevel=0 if verbose else 2,
+        )
+    except RuntimeError as e:
+        if counts["sentences"] == 0:
+            raise VocabularyTrainingError(f"No text to train on: every line of {files} is blank or undecodable.") from e
+        raise VocabularyTrainingError(f"SentencePiece training failed: {e}") from e
+    proto = model.getvalue()
+    processor = spm.SentencePieceProcessor(model_proto=proto)
+    found = [processor.id_to_piece(i) for i in range(len(SPECIAL_PIECES))]
+    if tuple(found) != SPECIAL_PIECES:
+        # Guards against a SentencePiece release that orders reserved pieces differently.
+        raise VocabularyTrainingError(f"Trained model has special pieces {found}, expected {list(SPECIAL_PIECES)}.")
+    output_path = os.fspath(output_path)
+    if _has_scheme(output_path):
+        import tensorflow as tf
+
+        with tf.io.gfile.GFile(output_path, "wb") as f:
+            f.write(proto)
+    else:
+        parent = os.path.dirname(os.path.abspath(output_path))
+        os.makedirs(parent, exist_ok=True)
+        with open(output_path, "wb") as f:
+            f.write(proto)
+    return {
+        "path": output_path,
+        "vocabulary_size": processor.vocab_size(),
+        "sentences": counts["sentences"],
+        "undecodable_lines": counts["undecodable_lines"],
+        "files": files,
+    }
+
+
+def _parser():
+    parser = argparse.ArgumentParser(
+        prog="xlnet-tf vocab",
+        description="Train a unigram SentencePiece vocabulary whose ids 0..8 are XLNet's special pieces "
+        "(<unk> <s> </s> <cls> <sep> <pad> <mask> <eod> <eop>).",
+    )
+    parser.add_argument("--input", nargs="+", required=True, help="text files or globs (local or gs://); "
+                        "one sentence per line, blank line between documents")
+    parser.add_argument("--vocab-size", "--vocab_size", type=int, required=True, dest="vocab_size")
+    parser.add_argument("--output", required=True, help="path of the spiece.model to write")
+    parser.add_argument("--character-coverage", "--character_coverage", type=float, default=0.99995,
+                        dest="character_coverage")
+    parser.add_argument("--input-sentence-size", "--input_sentence_size", type=int, default=10_000_000,
+                        dest="input_sentence_size", help="sentences sampled for training; 0 = all")
+    parser.add_argument("--no-shuffle", action="store_true", help="take the first sentences instead of sampling")
+    parser.add_argument("--extra-symbols", "--extra_symbols", default=" ".join(DEFAULT_EXTRA_SYMBOLS),
+                        dest="extra_symbols",
+                        help="space-separated user-defined pieces after <eop> (default: the original's punctuation); "
+                        "pass '' for none")
+    parser.add_argument("--lowercase", action="store_true", help="uncased vocabulary")
+    parser.add_argument("--keep-accents", "--keep_accents", action="store_true", dest="keep_accents")
+    parser.add_argument("--max-sentence-chars", "--max_sentence_chars", type=int, default=4096,
+                        dest="max_sentence_chars")
+    parser.add_argument("--soft-vocab-limit", action="store_true",
+                        help="allow a smaller vocabulary than asked when the corpus is too small")
+    parser.add_argument("--num-threads", "--num_threads", type=int, default=None, dest="num_threads")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--verbose", action="store_true")
+    return parser
+
+
+def main(argv=None):
+    """Entry point of `xlnet-tf vocab`; returns the exit code."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        result = train_vocabulary(
+            args.input,
+            args.vocab_size,
+            args.output,
+            character_coverage=args.character_coverage,
+            input_sentence_size=args.input_sentence_size,
+            shuffle_input_sentence=not args.no_shuffle,
+            extra_symbols=tuple(args.extra_symbols.split()),
+            lowercase=args.lowercase,
+            keep_accents=args.keep_accents,
+            max_sentence_chars=args.max_sentence_chars,
+            hard_vocab_limit=not args.soft_vocab_limit,
+            num_threads=args.num_threads,
+            seed=args.seed,
+            verbose=args.verbose,
+        )
+    except VocabularyTrainingError as e:
+        print(f"xlnet-tf vocab: error: {e}", file=sys.stderr)
+        return 2
+    print(
+        f"Wrote {result['path']}: {result['vocabulary_size']} pieces from {result['sentences']} sentences in "
+        f"{len(result['files'])} file(s); {result['undecodable_lines']} undecodable line(s) skipped."
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
