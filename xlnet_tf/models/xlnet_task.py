@@ -104,6 +104,7 @@ class XLNetTask(keras.Model):
         return {
             "name": self.name,
             "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
             "backbone_config": self.backbone.config.to_dict(),
         }
 
@@ -113,12 +114,15 @@ class XLNetTask(keras.Model):
         from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 
         config = dict(config)
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
         backbone_config = config.pop("backbone_config", None)
         backbone = config.pop("backbone", None)
         if backbone is None:
             if backbone_config is None:
                 raise ValueError(f"{cls.__name__}.from_config needs `backbone_config`.")
-            backbone = XLNetBackbone(XLNetConfig.from_dict(backbone_config))
+            backbone = XLNetBackbone(XLNetConfig.from_dict(backbone_config),
+                                     dtype=config.get("dtype"))
         elif isinstance(backbone, dict):
             backbone = keras.saving.deserialize_keras_object(backbone)
         return cls(backbone=backbone, **config)
@@ -245,7 +249,10 @@ def load_task_preset(preset, load_weights=True, **overrides):
         raise ValueError(f"{task_file}: unknown task class {name!r}; known: {sorted(classes)}.")
     config = dict(saved["config"])
     config.update(overrides)
-    backbone = XLNetBackbone(XLNetConfig.from_json(os.path.join(preset, BACKBONE_CONFIG_FILE)))
+    if isinstance(config.get("dtype"), dict):
+        config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+    backbone = XLNetBackbone(XLNetConfig.from_json(os.path.join(preset, BACKBONE_CONFIG_FILE)),
+                             dtype=config.get("dtype"))
     model = classes[name](backbone=backbone, **config)
     model.build_with_dummy_inputs()
     if load_weights:

@@ -1,0 +1,196 @@
+"""`XLNetPacker`: packs one or two token-id segments as `A <sep> [B <sep>] <cls>`, left-padded."""
+
+import keras
+import tensorflow as tf
+
+# Segment ids of the original fine-tuning code (classifier_utils.py); the
+# model only compares segment ids for equality, so the values matter only for
+# consistency with checkpoints' fine-tuning recipes.
+SEGMENT_A = 0
+SEGMENT_B = 1
+SEGMENT_CLS = 2
+SEGMENT_PAD = 4
+TRUNCATION_STRATEGIES = ("longest_first", "keep_second")
+
+
+class XLNetPacker(keras.layers.Layer):
+    """Packs token ids into XLNet's fine-tuning layout, inside the graph.
+
+    Layout (left padding, `<cls>` last, as the original XLNet fine-tuning code):
+
+        [<pad> ... <pad>] A <sep> B <sep> <cls>      (pair)
+        [<pad> ... <pad>] A <sep> <cls>              (single segment)
+
+    Segment ids: A and its `<sep>` 0, B and its `<sep>` 1, `<cls>` 2, padding 4
+    (the original `SEG_ID_*` values). `padding_mask` is 1 on real tokens.
+
+    Truncation (applied to the pieces before the special tokens are added):
+    - `"longest_first"` (default, the original `_truncate_seq_pair`): while the
+      pair is too long, drop the last piece of the longer segment (of B on a tie).
+      A single segment keeps its first `sequence_length - 2` pieces.
+    - `"keep_second"` (the original RACE recipe): B first keeps only its *last*
+      `second_max_length` pieces (when set) and, if still too long, its last
+      `sequence_length - 3` pieces; then A keeps its first pieces that fit.
+
+    Runs on batched (`[B, None]`, ragged or dense) or unbatched (`[None]`)
+    int tensors, so it can be mapped over a `tf.data.Dataset` or traced into a
+    SavedModel. An empty segment is allowed (it packs to just its `<sep>`).
+
+    Args:
+        sequence_length: output length L (>= 3 for a single segment, >= 4 for pairs).
+        sep_token_id: id of `<sep>` (4 in the released vocabulary).
+        cls_token_id: id of `<cls>` (3).
+        pad_token_id: id of `<pad>` (5).
+        truncate: `"longest_first"` or `"keep_second"`.
+        second_max_length: cap on B's length for `"keep_second"` (original RACE: 128).
+        **kwargs: `name`, ...
+
+    Call arguments:
+        inputs: a tensor of token ids (`[B, None]` ragged/dense or `[None]`), or a
+            list/tuple of one or two such tensors (A, B).
+
+    Returns:
+        dict of int32 `token_ids`, `segment_ids`, `padding_mask`, each `[B, L]`
+        (or `[L]` for unbatched input).
+
+    Example:
+    >>> packer = XLNetPacker(sequence_length=8)
+    >>> out = packer(([[10, 11, 12]], [[20]]))
+    >>> out["token_ids"].numpy().tolist()
+    [[5, 10, 11, 12, 4, 20, 4, 3]]
+    >>> out["segment_ids"].numpy().tolist()
+    [[4, 0, 0, 0, 0, 1, 1, 2]]
+    """
+
+    def __init__(self, sequence_length, sep_token_id=4, cls_token_id=3, pad_token_id=5,
+                 truncate="longest_first", second_max_length=None, **kwargs):
+        kwargs.setdefault("dtype", "int32")
+        super().__init__(**kwargs)
+        if truncate not in TRUNCATION_STRATEGIES:
+            raise ValueError(f"XLNetPacker.truncate must be one of {TRUNCATION_STRATEGIES}, "
+                             f"got {truncate!r}.")
+        if int(sequence_length) < 3:
+            raise ValueError(f"XLNetPacker.sequence_length must be >= 3, got {sequence_length}.")
+        if second_max_length is not None and int(second_max_length) < 0:
+            raise ValueError(f"XLNetPacker.second_max_length must be >= 0, got {second_max_length}.")
+        self.sequence_length = int(sequence_length)
+        self.sep_token_id = int(sep_token_id)
+        self.cls_token_id = int(cls_token_id)
+        self.pad_token_id = int(pad_token_id)
+        self.truncate = truncate
+        self.second_max_length = None if second_max_length is None else int(second_max_length)
+        # Ragged and string-free int inputs go straight to `call` (no Keras conversion).
+        self._convert_input_args = False
+        self._allow_non_tensor_positional_args = True
+        self.built = True
+
+    def call(self, inputs):
+        segments = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+        if not 1 <= len(segments) <= 2:
+            raise ValueError(f"XLNetPacker takes one or two segments, got {len(segments)}.")
+        segments = [_to_ragged(s, i) for i, s in enumerate(segments)]
+        unbatched = segments[0].shape.rank == 1
+        if unbatched:
+            segments = [tf.RaggedTensor.from_tensor(s[None, :]) if not isinstance(s, tf.RaggedTensor)
+                        else s for s in segments]
+        ranks = {s.shape.rank for s in segments}
+        if ranks != {2}:
+            raise ValueError(f"XLNetPacker: segments must all be rank 1 or all rank 2, got ranks {ranks}.")
+        outputs = self._pack(segments)
+        if unbatched:
+            outputs = {k: v[0] for k, v in outputs.items()}
+        return outputs
+
+    def _pack(self, segments):
+        length = self.sequence_length
+        if len(segments) == 1:
+            first = segments[0][:, : length - 2]
+            parts = [(first, SEGMENT_A), (None, SEGMENT_A)]
+        else:
+            if length < 4:
+                raise ValueError(f"XLNetPacker: a pair needs sequence_length >= 4, got {length}.")
+            first, second = self._truncate_pair(segments[0], segments[1], length - 3)
+            parts = [(first, SEGMENT_A), (None, SEGMENT_A), (second, SEGMENT_B), (None, SEGMENT_B)]
+        batch = segments[0].nrows()
+        special = lambda value: tf.RaggedTensor.from_tensor(  # noqa: E731
+            tf.fill(tf.stack([batch, 1]), tf.constant(value, tf.int32)))
+        token_parts, segment_parts = [], []
+        for tokens, segment_id in parts:
+            tokens = special(self.sep_token_id) if tokens is None else tokens
+            token_parts.append(tokens)
+            segment_parts.append(tf.ones_like(tokens) * segment_id)
+        token_parts.append(special(self.cls_token_id))
+        segment_parts.append(special(SEGMENT_CLS))
+        token_ids = tf.concat(token_parts, axis=1)
+        segment_ids = tf.concat(segment_parts, axis=1)
+        mask = tf.ones_like(token_ids)
+        return {
+            "token_ids": _left_pad(token_ids, length, self.pad_token_id),
+            "segment_ids": _left_pad(segment_ids, length, SEGMENT_PAD),
+            "padding_mask": _left_pad(mask, length, 0),
+        }
+
+    def _truncate_pair(self, first, second, budget):
+        len_a = tf.cast(first.row_lengths(), tf.int32)
+        len_b = tf.cast(second.row_lengths(), tf.int32)
+        if self.truncate == "longest_first":
+            # Closed form of "pop from the longer, B on ties": the longer ends at
+            # ceil(budget / 2) unless the shorter leaves it more room.
+            keep_a = tf.minimum(len_a, tf.maximum(budget - len_b, (budget + 1) // 2))
+            keep_b = tf.minimum(len_b, budget - keep_a)
+            return _keep_first(first, keep_a), _keep_first(second, keep_b)
+        cap = budget if self.second_max_length is None else min(budget, self.second_max_length)
+        keep_b = tf.minimum(len_b, cap)
+        keep_a = tf.minimum(len_a, budget - keep_b)
+        return _keep_first(first, keep_a), _keep_last(second, keep_b)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "sequence_length": self.sequence_length, "sep_token_id": self.sep_token_id,
+            "cls_token_id": self.cls_token_id, "pad_token_id": self.pad_token_id,
+            "truncate": self.truncate, "second_max_length": self.second_max_length,
+        })
+        return config
+
+    def compute_output_shape(self, input_shape):
+        return {k: (None, self.sequence_length) for k in ("token_ids", "segment_ids", "padding_mask")}
+
+
+def _to_ragged(x, index):
+    if isinstance(x, tf.RaggedTensor):
+        if not x.dtype.is_integer:
+            raise TypeError(f"XLNetPacker: segment {index} must hold integer ids, got {x.dtype}.")
+        return tf.cast(x, tf.int32)
+    x = tf.convert_to_tensor(x)
+    if not x.dtype.is_integer:
+        raise TypeError(f"XLNetPacker: segment {index} must hold integer ids, got {x.dtype} "
+                        "(tokenize strings first).")
+    x = tf.cast(x, tf.int32)
+    if x.shape.rank == 2:
+        return tf.RaggedTensor.from_tensor(x)
+    if x.shape.rank != 1:
+        raise ValueError(f"XLNetPacker: segment {index} must be rank 1 or 2, got shape {x.shape}.")
+    return x
+
+
+def _keep_first(x, keep):
+    positions = tf.ragged.range(tf.cast(x.row_lengths(), tf.int32))
+    return tf.ragged.boolean_mask(x, positions < keep[:, None])
+
+
+def _keep_last(x, keep):
+    lengths = tf.cast(x.row_lengths(), tf.int32)
+    positions = tf.ragged.range(lengths)
+    return tf.ragged.boolean_mask(x, positions >= (lengths - keep)[:, None])
+
+
+def _left_pad(x, length, value):
+    """Right-aligns every row of a ragged `[B, None]` in a dense `[B, length]`."""
+    starts = x.row_starts()
+    limits = x.row_limits()
+    rows = x.value_rowids()
+    reverse = tf.gather(starts + limits - 1, rows) - tf.range(tf.shape(x.values, out_type=rows.dtype)[0])
+    reversed_rows = x.with_values(tf.gather(x.values, reverse))
+    dense = reversed_rows.to_tensor(default_value=value, shape=[None, length])  # [B, L]
+    return tf.reverse(dense, axis=[1])
