@@ -197,7 +197,11 @@ def train_vocabulary(
     except RuntimeError as e:
         if counts["sentences"] == 0:
             raise VocabularyTrainingError(f"No text to train on: every line of {files} is blank or undecodable.") from e
-        raise VocabularyTrainingError(f"SentencePiece training failed: {e}") from e
+        hint = ""
+        if "Vocabulary size too high" in str(e):
+            hint = " (the corpus is too small for this vocab_size; lower it, or allow a smaller vocabulary with " \
+                "hard_vocab_limit=False / --soft-vocab-limit)"
+        raise VocabularyTrainingError(f"SentencePiece training failed{hint}: {e}") from e
     proto = model.getvalue()
     processor = spm.SentencePieceProcessor(model_proto=proto)
     found = [processor.id_to_piece(i) for i in range(len(SPECIAL_PIECES))]

@@ -1,0 +1,201 @@
+"""XLNet's SentencePiece tokenizer (tensorflow-text ops inside graphs)."""
+
+import base64
+import binascii
+import os
+
+import keras
+import numpy as np
+from keras_hub.tokenizers import SentencePieceTokenizer
+
+from xlnet_tf.text_normalization import normalize_text
+from xlnet_tf.text_normalization import normalize_text_tf
+
+# The released vocabulary's reserved pieces, by id. Everything else in the
+# project (packer, pretraining records, reader) hard-codes these ids, so a
+# vocabulary that orders them differently is refused at load time.
+SPECIAL_PIECES = ("<unk>", "<s>", "</s>", "<cls>", "<sep>", "<pad>", "<mask>", "<eod>", "<eop>")
+
+
+@keras.saving.register_keras_serializable(package="xlnet_tf")
+class XLNetTokenizer(SentencePieceTokenizer):
+    """SentencePiece tokenizer for XLNet vocabularies.
+
+    A thin layer over `keras_hub.tokenizers.SentencePieceTokenizer` that
+    1. checks the vocabulary's pieces 0..8 are
+       `<unk> <s> </s> <cls> <sep> <pad> <mask> <eod> <eop>` (the released
+       layout, which the rest of the package relies on),
+    2. applies XLNet's text normalization before SentencePiece (whitespace
+       collapsed, LaTeX quotes to `"`, accents stripped unless `keep_accents`,
+       lowercasing when `lowercase`), the same normalization the pretraining
+       data went through (`xlnet_tf.text_normalization`),
+    3. exposes the special ids (`cls_id`, `sep_id`, ...).
+
+    Inside `tf.data.Dataset.map` or a `tf.function` (and so in an exported
+    SavedModel) it runs tensorflow-text ops only; called eagerly it runs the
+    `sentencepiece` package, with identical ids. `tokenize` adds no special
+    tokens: putting `<sep>`/`<cls>` in place is the packer's job.
+
+    Known difference from the original Python tokenizer: the original split a
+    piece ending in "digit," (e.g. `▁1990,`) into the number and the comma;
+    this tokenizer keeps SentencePiece's segmentation.
+
+    Args:
+        proto: the SentencePiece model: a path to `spiece.model`, its `bytes`,
+            or the base64 `str` that `get_config` stores.
+        lowercase: lowercase before tokenizing (uncased vocabularies).
+        keep_accents: when False, strip accents (NFKD, drop combining marks),
+            as the released models expect.
+        remove_space: collapse whitespace runs and strip the ends.
+        sequence_length: when set, outputs are dense, truncated or right-padded
+            with `<pad>` (id 5) to this length.
+        dtype: output dtype, an integer type or "string" (pieces).
+        **kwargs: `keras.layers.Layer` arguments (`name`, ...).
+
+    Call arguments:
+        inputs: `str`, list of `str`, or `tf.string` tensor of shape `[]` or `[B]`.
+
+    Returns:
+        Token ids: `[L]` for one string, `[B, None]` ragged for a batch (or
+        `[B, sequence_length]` dense when `sequence_length` is set).
+
+    Example:
+    >>> tokenizer = XLNetTokenizer("tests/testdata/tiny_spiece.model")
+    >>> ids = tokenizer("A quiet river.")
+    >>> tokenizer.detokenize(ids)
+    'A quiet river.'
+    >>> ds = tf.data.Dataset.from_tensor_slices(["a", "b"]).map(tokenizer)
+    """
+
+    def __init__(
+        self,
+        proto=None,
+        lowercase=False,
+        keep_accents=False,
+        remove_space=True,
+        sequence_length=None,
+        dtype="int32",
+        **kwargs,
+    ):
+        self.lowercase = bool(lowercase)
+        self.keep_accents = bool(keep_accents)
+        self.remove_space = bool(remove_space)
+        # Registered the keras-hub way too, so keras-hub packers find
+        # `cls_token_id`, `pad_token_id`, ... (dense outputs pad with `<pad>`).
+        for piece, name in zip(SPECIAL_PIECES, ("unk", "start", "end", "cls", "sep", "pad", "mask", "eod", "eop")):
+            self._add_special_token(piece, f"{name}_token")
+        super().__init__(proto=_decode_proto(proto), sequence_length=sequence_length, dtype=dtype, **kwargs)
+
+    unk_id = property(lambda self: 0, doc="Id of `<unk>` (0).")
+    bos_id = property(lambda self: 1, doc="Id of `<s>` (1).")
+    eos_id = property(lambda self: 2, doc="Id of `</s>` (2).")
+    cls_id = property(lambda self: 3, doc="Id of `<cls>` (3).")
+    sep_id = property(lambda self: 4, doc="Id of `<sep>` (4).")
+    pad_id = property(lambda self: 5, doc="Id of `<pad>` (5).")
+    mask_id = property(lambda self: 6, doc="Id of `<mask>` (6).")
+    eod_id = property(lambda self: 7, doc="Id of `<eod>` (7).")
+    eop_id = property(lambda self: 8, doc="Id of `<eop>` (8).")
+
+    @property
+    def special_ids(self):
+        """`{"unk": 0, "bos": 1, ..., "eop": 8}`, the layout written into manifests."""
+        names = ("unk", "bos", "eos", "cls", "sep", "pad", "mask", "eod", "eop")
+        return {name: i for i, name in enumerate(names)}
+
+    def set_proto(self, proto):
+        try:
+            super().set_proto(_decode_proto(proto))
+        except ValueError:
+            # Leave no half-loaded vocabulary behind a refused one.
+            super().set_proto(None)
+            raise
+
+    def _update_special_token_ids(self):
+        # Runs at the end of `set_proto`, before keras-hub's own lookup, so a wrong
+        # vocabulary gets the specific message.
+        vocabulary = self._vocabulary
+        if len(vocabulary) < len(SPECIAL_PIECES):
+            raise ValueError(
+                f"XLNetTokenizer: the SentencePiece model has {len(vocabulary)} pieces; an XLNet vocabulary needs "
+                f"at least the {len(SPECIAL_PIECES)} special pieces {list(SPECIAL_PIECES)}."
+            )
+        for token_id, expected in enumerate(SPECIAL_PIECES):
+            if vocabulary[token_id] != expected:
+                raise ValueError(
+                    f"XLNetTokenizer: id {token_id} of the SentencePiece model is {vocabulary[token_id]!r}, "
+                    f"expected {expected!r}. XLNet vocabularies reserve ids 0..8 for "
+                    f"{' '.join(SPECIAL_PIECES)}; train one with `xlnet-tf vocab`."
+                )
+        super()._update_special_token_ids()
+
+    def _normalize_python(self, inputs):
+        options = dict(lowercase=self.lowercase, keep_accents=self.keep_accents, remove_space=self.remove_space)
+
+        def one(text):
+            if isinstance(text, bytes):
+                text = text.decode("utf-8")
+            if not isinstance(text, str):
+                raise ValueError(f"XLNetTokenizer expects strings, got {type(text).__name__}: {text!r}.")
+            return normalize_text(text, **options)
+
+        if isinstance(inputs, (str, bytes)):
+            return one(inputs)
+        if isinstance(inputs, (list, tuple)):
+            return [one(text) for text in inputs]
+        array = keras.ops.convert_to_numpy(inputs) if not isinstance(inputs, np.ndarray) else inputs
+        if array.ndim == 0:
+            return one(array.item())
+        if array.ndim == 1:
+            return [one(text) for text in array.tolist()]
+        raise ValueError(f"XLNetTokenizer expects a string or a 1-D batch of strings, got shape {array.shape}.")
+
+    def tokenize(self, inputs):
+        self._check_vocabulary()
+        if self._use_tf_workflow():
+            import tensorflow as tf
+
+            inputs = normalize_text_tf(
+                tf.convert_to_tensor(inputs),
+                lowercase=self.lowercase,
+                keep_accents=self.keep_accents,
+                remove_space=self.remove_space,
+            )
+        else:
+            inputs = self._normalize_python(inputs)
+        return super().tokenize(inputs)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                # Inline, so `from_config(get_config())` needs no side file; keras-hub presets
+                # also store it as an asset (`vocabulary.spm`).
+                "proto": None if self.proto is None else base64.b64encode(self.proto).decode("ascii"),
+                "lowercase": self.lowercase,
+                "keep_accents": self.keep_accents,
+                "remove_space": self.remove_space,
+            }
+        )
+        return config
+
+
+def _decode_proto(proto):
+    """A path stays a path; a base64 `str` (from `get_config`) becomes `bytes`."""
+    if isinstance(proto, os.PathLike):
+        proto = os.fspath(proto)
+    if not isinstance(proto, str) or os.path.exists(proto):
+        return proto
+    if "://" in proto:
+        import tensorflow as tf
+
+        if not tf.io.gfile.exists(proto):
+            raise ValueError(f"XLNetTokenizer: SentencePiece model file {proto!r} does not exist.")
+        with tf.io.gfile.GFile(proto, "rb") as f:
+            return f.read()
+    # Any real model is kilobytes; a short string is a mistyped path, not base64.
+    if len(proto) >= 64:
+        try:
+            return base64.b64decode(proto, validate=True)
+        except (binascii.Error, ValueError):
+            pass
+    raise ValueError(f"XLNetTokenizer: SentencePiece model file {proto!r} does not exist.")
