@@ -1,0 +1,128 @@
+"""Fixtures for the serving tests: a tiny vocabulary, an in-graph packer and task models.
+
+The packer here is a small stand-in with the documented XLNet layout
+(`A <sep> B <sep> <cls>`, left padding, `<cls>` last); the serving code only
+relies on the preprocessor contract `(text[, text_pair]) -> {token_ids,
+segment_ids, padding_mask}`.
+"""
+
+import io
+
+import keras
+import numpy as np
+import pytest
+import sentencepiece as spm
+import tensorflow as tf
+
+SEQUENCE_LENGTH = 32
+HIDDEN = 16
+CLS, SEP, PAD = 3, 4, 5
+CORPUS = [
+    "the quick brown fox jumps over the lazy dog",
+    "hello world this is a small test of serving",
+    "xlnet reads text in every order",
+    "a fine film with a weak ending",
+] * 10
+
+
+@pytest.fixture(scope="session")
+def spiece_proto():
+    buffer = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(CORPUS),
+        model_writer=buffer,
+        vocab_size=64,
+        model_type="unigram",
+        unk_id=0,
+        bos_id=1,
+        eos_id=2,
+        pad_id=-1,
+        control_symbols=["<cls>", "<sep>", "<pad>", "<mask>", "<eod>", "<eop>"],
+        hard_vocab_limit=False,
+        minloglevel=2,
+    )
+    return buffer.getvalue()
+
+
+@pytest.fixture(scope="session")
+def vocabulary(spiece_proto):
+    processor = spm.SentencePieceProcessor(model_proto=spiece_proto)
+    return [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+
+
+def make_packer(spiece_proto, sequence_length=SEQUENCE_LENGTH):
+    """Stand-in packer: tokenizes with tensorflow-text and packs left-padded rows."""
+    import tensorflow_text as tf_text
+
+    class Packer(tf.Module):
+        # A tf.Module so that the SentencePiece resource is tracked by the SavedModel.
+        def __init__(self):
+            super().__init__()
+            self.tokenizer = tf_text.SentencepieceTokenizer(model=spiece_proto, out_type=tf.int32)
+
+        def __call__(self, text, text_pair=None):
+            return pack(self.tokenizer, text, text_pair)
+
+    return Packer()
+
+
+def pack(tokenizer, text, text_pair=None, sequence_length=SEQUENCE_LENGTH):
+        """Packs `A <sep> B <sep> <cls>`, left-padded, truncating A and B to fit."""
+        a = tokenizer.tokenize(text)  # ragged [B, None]
+        budget = sequence_length - (3 if text_pair is not None else 2)
+        if text_pair is None:
+            a = a[:, :budget]
+            sep = tf.fill([a.nrows(), 1], SEP)
+            cls = tf.fill([a.nrows(), 1], CLS)
+            ids = tf.concat([a, sep, cls], axis=1)
+            seg = tf.concat([tf.zeros_like(a), tf.zeros_like(sep), tf.fill([a.nrows(), 1], 2)], axis=1)
+        else:
+            b = tokenizer.tokenize(text_pair)
+            # Longest first: trim the pair (B) to half the budget, A to the rest.
+            b = b[:, : budget // 2]
+            a = a[:, : budget - budget // 2]
+            sep = tf.fill([a.nrows(), 1], SEP)
+            cls = tf.fill([a.nrows(), 1], CLS)
+            ids = tf.concat([a, sep, b, sep, cls], axis=1)
+            seg = tf.concat(
+                [tf.zeros_like(a), tf.zeros_like(sep), tf.ones_like(b), tf.ones_like(sep), tf.fill([a.nrows(), 1], 2)],
+                axis=1,
+            )
+        # Left padding: reversing the flat values and the row lengths reverses both the
+        # row order and each row; pad on the right, then reverse both axes back.
+        def rev(r):
+            return tf.RaggedTensor.from_row_lengths(tf.reverse(r.flat_values, [0]), tf.reverse(r.row_lengths(), [0]))
+
+        ids_r = tf.reverse(rev(ids).to_tensor(default_value=PAD, shape=[None, sequence_length]), [0, 1])
+        seg_r = tf.reverse(rev(seg).to_tensor(default_value=4, shape=[None, sequence_length]), [0, 1])
+        mask = tf.reverse(
+            rev(tf.ones_like(ids)).to_tensor(default_value=0, shape=[None, sequence_length]), [0, 1]
+        )
+        return {"token_ids": ids_r, "segment_ids": seg_r, "padding_mask": mask}
+
+
+@pytest.fixture(scope="session")
+def packer(spiece_proto):
+    return make_packer(spiece_proto)
+
+
+def make_task_model(num_outputs, per_token=False, vocabulary_size=64, seed=0):
+    """A tiny attention model over the three XLNet inputs (stand-in for the task models)."""
+    # No keras.utils.set_random_seed here: it clears TF kernel caches, which deletes the
+    # kernel-owned SentencePiece resource of tokenizers built earlier (tensorflow-text).
+    del seed
+    inputs = {
+        k: keras.Input((SEQUENCE_LENGTH,), dtype="int32", name=k)
+        for k in ("token_ids", "segment_ids", "padding_mask")
+    }
+    x = keras.layers.Embedding(vocabulary_size, HIDDEN)(inputs["token_ids"])
+    x = x + keras.layers.Embedding(5, HIDDEN)(inputs["segment_ids"])
+    mask = keras.ops.cast(inputs["padding_mask"], "bool")
+    attention_mask = keras.ops.logical_and(mask[:, :, None], mask[:, None, :])
+    x = x + keras.layers.MultiHeadAttention(2, 8)(x, x, attention_mask=attention_mask)
+    x = keras.layers.LayerNormalization()(x)
+    if per_token:
+        logits = keras.layers.Dense(num_outputs)(x)
+    else:
+        logits = keras.layers.Dense(num_outputs)(keras.activations.tanh(x[:, -1]))
+    return keras.Model(inputs, logits)

@@ -1,0 +1,223 @@
+"""`TaskServingModule`: the `tf.Module` that a task SavedModel is made of."""
+
+import tensorflow as tf
+
+TASKS = ("classification", "regression", "token_classification", "span")
+TOKEN_INPUTS = ("token_ids", "segment_ids", "padding_mask")
+# U+FFFD, the Unicode replacement character.
+REPLACEMENT_CHARACTER = 0xFFFD
+
+
+def _pick(outputs, key):
+    """Returns `outputs[key]` for dict outputs, the tensor itself otherwise."""
+    if isinstance(outputs, dict):
+        if key not in outputs:
+            raise ValueError(
+                f"The task model returned the keys {sorted(outputs)}; the serving module needs {key!r}."
+            )
+        return outputs[key]
+    return outputs
+
+
+class TaskServingModule(tf.Module):
+    """Wraps a fine-tuned task model with two serving functions.
+
+    `serve_token_ids` takes packed ids and only uses core TensorFlow ops, so it runs
+    on any TensorFlow Serving build. `serve_text` takes raw strings and runs the
+    tokenizer and the XLNet packer inside the graph before the model, so clients
+    need no Python preprocessing; it needs the tensorflow-text ops (see
+    `xlnet_tf/serving/README.md`).
+
+    Both functions have a static sequence length and a dynamic batch size, so the
+    model graph has one shape per batch size (friendly to XLA and TPUs).
+
+    Input hygiene in `serve_text`: invalid UTF-8 is replaced by U+FFFD before
+    tokenization, an empty string packs to `<sep> <cls>` (or `<sep> <sep> <cls>`),
+    text longer than the sequence length is truncated by the packer's documented
+    rule, and a batch of mixed lengths is padded per row. A `text_pair` whose batch
+    size differs from `text` is rejected with an `InvalidArgumentError` naming both.
+
+    Args:
+        model: the task `keras.Model`; called with a dict of `token_ids`,
+            `segment_ids`, `padding_mask` (int32 `[B, L]`) and `training=False`.
+        task: one of `"classification"`, `"regression"`, `"token_classification"`,
+            `"span"`.
+        sequence_length: int, the packed length `L`.
+        preprocessor: optional callable `(text[, text_pair]) -> dict` of int32
+            `[B, L]` tensors named as above; `None` exports ids-in only. When it owns
+            resources (a SentencePiece model, lookup tables) it must be trackable
+            (a `tf.Module` or Keras layer) so the SavedModel saves them.
+        vocabulary: list of pieces (index = id); needed for `pieces` outputs of
+            token classification and answer text of span tasks.
+        has_text_pair: whether `serve_text` takes a `text_pair` input.
+        label_names: optional class names, returned next to class indices.
+        output_key: which key of a dict-returning model holds the logits.
+        span_decoder: for `task="span"`, a callable `(model_outputs, features) -> dict`
+            of `[B, ...]` tensors (top-k start/end token positions and scores).
+        name: module name.
+
+    Example:
+
+    ```python
+    module = TaskServingModule(classifier, task="classification", sequence_length=128,
+                               preprocessor=packer_fn, label_names=["neg", "pos"])
+    module.serve_text(tf.constant(["a fine film"]))["probabilities"]  # [1, 2]
+    ```
+    """
+
+    def __init__(
+        self,
+        model,
+        *,
+        task,
+        sequence_length,
+        preprocessor=None,
+        vocabulary=None,
+        has_text_pair=False,
+        label_names=None,
+        output_key="logits",
+        span_decoder=None,
+        name=None,
+    ):
+        super().__init__(name=name)
+        if task not in TASKS:
+            raise ValueError(f"task must be one of {TASKS}, got {task!r}.")
+        if not isinstance(sequence_length, int) or sequence_length < 3:
+            raise ValueError(f"sequence_length must be an int >= 3, got {sequence_length!r}.")
+        if task == "span" and span_decoder is None:
+            raise ValueError("task='span' needs a span_decoder.")
+        self.model = model
+        self.task = task
+        self.sequence_length = sequence_length
+        self.has_text_pair = bool(has_text_pair)
+        self.output_key = output_key
+        self._preprocessor = preprocessor
+        self._span_decoder = span_decoder
+        self.label_names = list(label_names) if label_names else None
+        self._label_table = (
+            tf.constant(self.label_names, tf.string) if self.label_names else None
+        )
+        self._vocabulary = (
+            tf.constant([str(p) for p in vocabulary], tf.string) if vocabulary is not None else None
+        )
+        if task == "token_classification" and preprocessor is not None and vocabulary is None:
+            raise ValueError("token_classification with a text signature needs the vocabulary.")
+
+        self.serve_token_ids = tf.function(
+            self._serve_token_ids,
+            input_signature=[
+                tf.TensorSpec([None, sequence_length], tf.int32, name=k) for k in TOKEN_INPUTS
+            ],
+        )
+        if preprocessor is not None:
+            text_spec = tf.TensorSpec([None], tf.string, name="text")
+            if self.has_text_pair:
+                pair_spec = tf.TensorSpec([None], tf.string, name="text_pair")
+                self.serve_text = tf.function(
+                    self._serve_text_pair, input_signature=[text_spec, pair_spec]
+                )
+            else:
+                self.serve_text = tf.function(self._serve_text, input_signature=[text_spec])
+
+    def signatures(self):
+        """Returns the `{name: concrete_function}` map to pass to `tf.saved_model.save`."""
+        ids_fn = self.serve_token_ids.get_concrete_function()
+        if self._preprocessor is None:
+            return {"serving_default": ids_fn, "serve_token_ids": ids_fn}
+        return {"serving_default": self.serve_text.get_concrete_function(), "serve_token_ids": ids_fn}
+
+    # -- serving functions -------------------------------------------------------------
+
+    def _serve_token_ids(self, token_ids, segment_ids, padding_mask):
+        features = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+        return self._predict(features)
+
+    def _serve_text(self, text):
+        text = self._sanitize(text)
+        features = self._preprocess(text)
+        outputs = self._predict(features)
+        outputs.update(self._text_extras(features, text))
+        return outputs
+
+    def _serve_text_pair(self, text, text_pair):
+        check = tf.debugging.assert_equal(
+            tf.shape(text),
+            tf.shape(text_pair),
+            message="text and text_pair must have the same batch size",
+        )
+        with tf.control_dependencies([check]):
+            text = self._sanitize(text)
+            text_pair = self._sanitize(text_pair)
+        features = self._preprocess(text, text_pair)
+        outputs = self._predict(features)
+        outputs.update(self._text_extras(features, text))
+        return outputs
+
+    # -- pieces ------------------------------------------------------------------------
+
+    @staticmethod
+    def _sanitize(text):
+        # Invalid UTF-8 must not reach the SentencePiece kernel; replacing it keeps
+        # one defined answer per row instead of failing the whole batch.
+        return tf.strings.unicode_transcode(
+            text,
+            input_encoding="UTF-8",
+            output_encoding="UTF-8",
+            errors="replace",
+            replacement_char=REPLACEMENT_CHARACTER,
+        )
+
+    def _preprocess(self, *texts):
+        features = self._preprocessor(*texts)
+        missing = [k for k in TOKEN_INPUTS if k not in features]
+        if missing:
+            raise ValueError(f"The preprocessor did not return {missing}; it returned {sorted(features)}.")
+        batch = tf.shape(texts[0])[0]
+        out = {}
+        for key in TOKEN_INPUTS:
+            value = tf.cast(features[key], tf.int32)
+            # A static [B, L] shape keeps one compiled model graph for every request.
+            value = tf.ensure_shape(value, [None, self.sequence_length])
+            out[key] = tf.reshape(value, [batch, self.sequence_length])  # [B, L]
+        return out
+
+    def _predict(self, features):
+        outputs = self.model(features, training=False)
+        if self.task == "classification":
+            logits = tf.cast(_pick(outputs, self.output_key), tf.float32)  # [B, C]
+            label = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [B]
+            result = {
+                "logits": logits,
+                "probabilities": tf.nn.softmax(logits, axis=-1),
+                "label": label,
+            }
+            if self._label_table is not None:
+                result["label_name"] = tf.gather(self._label_table, label)
+            return result
+        if self.task == "regression":
+            logits = tf.cast(_pick(outputs, self.output_key), tf.float32)
+            return {"score": tf.reshape(logits, [-1])}  # [B]
+        if self.task == "token_classification":
+            logits = tf.cast(_pick(outputs, self.output_key), tf.float32)  # [B, L, C]
+            labels = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [B, L]
+            # Padding positions carry no prediction.
+            labels = tf.where(features["padding_mask"] > 0, labels, -1)
+            result = {
+                "logits": logits,
+                "probabilities": tf.nn.softmax(logits, axis=-1),
+                "labels": labels,
+            }
+            if self._label_table is not None:
+                names = tf.gather(self._label_table, tf.maximum(labels, 0))  # [B, L]
+                result["label_names"] = tf.where(labels >= 0, names, "")
+            return result
+        # span
+        return dict(self._span_decoder(outputs, features))
+
+    def _text_extras(self, features, text):
+        """Outputs that only the strings-in signature can give (pieces, answer text)."""
+        extras = {}
+        if self.task == "token_classification":
+            pieces = tf.gather(self._vocabulary, features["token_ids"])  # [B, L]
+            extras["pieces"] = tf.where(features["padding_mask"] > 0, pieces, "")
+        return extras
