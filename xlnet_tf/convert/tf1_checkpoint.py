@@ -1,0 +1,155 @@
+"""Original zihangdai/xlnet TF1 checkpoints -> `XLNetPretrainer`."""
+
+import glob
+import os
+
+import numpy as np
+
+from xlnet_tf.config import XLNetConfig
+from xlnet_tf.convert.checkpoint_mapping import CheckpointMapping
+from xlnet_tf.convert.conversion_error import ConversionError
+
+CONFIG_NAME = "xlnet_config.json"
+# Variables that training leaves in a checkpoint and that are not model weights.
+IGNORED_PATTERNS = (
+    ("*/adam_m", "optimizer slot"), ("*/adam_v", "optimizer slot"),
+    ("*/Adam", "optimizer slot"), ("*/Adam_1", "optimizer slot"),
+    ("beta1_power", "optimizer state"), ("beta2_power", "optimizer state"),
+    ("global_step", "step counter"),
+)
+_EMBEDDING_SUFFIX = "transformer/word_embedding/lookup_table"
+
+
+def locate_tf1_checkpoint(input_path, config_path=None):
+    """Finds the checkpoint prefix, the config file and the vocabulary of a release.
+
+    Args:
+        input_path: a release directory (`xlnet_config.json`, `xlnet_model.ckpt.*`,
+            `spiece.model`) or a checkpoint prefix such as `dir/xlnet_model.ckpt`.
+        config_path: the original `xlnet_config.json`; by default next to the checkpoint.
+
+    Returns:
+        `(checkpoint_prefix, config_path, vocabulary_path_or_None)`.
+    """
+    import tensorflow as tf
+
+    if os.path.isdir(input_path):
+        directory = input_path
+        indexes = sorted(glob.glob(os.path.join(directory, "*.index")))
+        if len(indexes) == 1:
+            prefix = indexes[0][: -len(".index")]
+        else:
+            prefix = tf.train.latest_checkpoint(directory)
+            if prefix is None:
+                found = [os.path.basename(p) for p in indexes]
+                raise ConversionError(
+                    f"{directory}: expected exactly one TF checkpoint (*.index), found {found or 'none'}; "
+                    "pass the checkpoint prefix instead (e.g. DIR/xlnet_model.ckpt).")
+    else:
+        prefix = input_path
+        directory = os.path.dirname(prefix) or "."
+        if not os.path.exists(prefix + ".index"):
+            raise ConversionError(f"No TF checkpoint at {prefix} ({prefix}.index does not exist).")
+    config_path = config_path or os.path.join(directory, CONFIG_NAME)
+    if not os.path.exists(config_path):
+        raise ConversionError(f"No {CONFIG_NAME} found at {config_path}; pass it with --config.")
+    vocabulary = os.path.join(directory, "spiece.model")
+    return prefix, config_path, vocabulary if os.path.exists(vocabulary) else None
+
+
+def read_tf1_checkpoint(prefix):
+    """All variables of a TF checkpoint as a dict of numpy arrays."""
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(prefix)
+    return {name: np.asarray(reader.get_tensor(name))
+            for name in sorted(reader.get_variable_to_shape_map())}
+
+
+def convert_tf1_checkpoint(input_path, config_path=None, dtype=None):
+    """Builds an `XLNetPretrainer` holding the weights of an original TF1 checkpoint.
+
+    Every checkpoint variable must map to a model weight or be an optimizer slot /
+    step counter; every model weight must be filled exactly once with the right
+    shape. `untie_r` in the config decides whether the relative biases are
+    `[num_layers, N, D]` (untied) or `[N, D]` (tied). The original "gelu" is the
+    tanh approximation, so the config's activation becomes "gelu_approximate".
+
+    Args:
+        input_path: release directory or checkpoint prefix (see `locate_tf1_checkpoint`).
+        config_path: optional path of `xlnet_config.json`.
+        dtype: dtype policy of the new model.
+
+    Returns:
+        `(pretrainer, mapping, vocabulary_path_or_None)`; `mapping` is the
+        `CheckpointMapping` with the source arrays and what was ignored.
+
+    Raises:
+        ConversionError: naming every missing, unused or mis-shaped variable.
+
+    Example:
+    >>> pretrainer, _, vocab = convert_tf1_checkpoint("xlnet_cased_L-12_H-768_A-12")  # doctest: +SKIP
+    """
+    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+    from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
+
+    prefix, config_path, vocabulary = locate_tf1_checkpoint(input_path, config_path)
+    config = XLNetConfig.from_json(config_path)
+    arrays = read_tf1_checkpoint(prefix)
+    embedding_names = [n for n in arrays if n.endswith(_EMBEDDING_SUFFIX)]
+    if len(embedding_names) != 1:
+        raise ConversionError(
+            f"{prefix}: expected one variable ending in {_EMBEDDING_SUFFIX!r} (the word embedding), "
+            f"found {embedding_names}; is this an XLNet checkpoint?")
+    scope = embedding_names[0][: -len(_EMBEDDING_SUFFIX)]  # "model/" in the releases.
+
+    pretrainer = XLNetPretrainer(XLNetBackbone(config, dtype=dtype))
+    mapping = CheckpointMapping(arrays, source=prefix)
+    for pattern, reason in IGNORED_PATTERNS:
+        mapping.ignore(pattern, reason)
+    _assign(mapping, pretrainer, scope)
+    mapping.finish(pretrainer)
+    return pretrainer, mapping, vocabulary
+
+
+def _assign(mapping, pretrainer, scope):
+    backbone = pretrainer.backbone
+    t = scope + "transformer/"
+    embedding = mapping.take(t + "word_embedding/lookup_table")
+    mapping.assign(backbone.token_embedding.embeddings, embedding, t + "word_embedding/lookup_table")
+    direct = [
+        (backbone.mask_embedding, t + "mask_emb/mask_emb"),
+        (backbone.content_attention_bias, t + "r_w_bias"),
+        (backbone.positional_attention_bias, t + "r_r_bias"),
+        (backbone.segment_attention_bias, t + "r_s_bias"),
+        (backbone.segment_embedding, t + "seg_embed"),
+        (pretrainer.lm_bias, scope + "lm_loss/bias"),
+    ]
+    for i, block in enumerate(backbone.blocks):
+        layer = f"{t}layer_{i}/"
+        attention = block.attention
+        direct += [
+            (attention.query_kernel, layer + "rel_attn/q/kernel"),
+            (attention.key_kernel, layer + "rel_attn/k/kernel"),
+            (attention.value_kernel, layer + "rel_attn/v/kernel"),
+            (attention.position_kernel, layer + "rel_attn/r/kernel"),
+            (attention.output_kernel, layer + "rel_attn/o/kernel"),
+            (attention.layer_norm.gamma, layer + "rel_attn/LayerNorm/gamma"),
+            (attention.layer_norm.beta, layer + "rel_attn/LayerNorm/beta"),
+            (block.feedforward_intermediate.kernel, layer + "ff/layer_1/kernel"),
+            (block.feedforward_intermediate.bias, layer + "ff/layer_1/bias"),
+            (block.feedforward_output.kernel, layer + "ff/layer_2/kernel"),
+            (block.feedforward_output.bias, layer + "ff/layer_2/bias"),
+            (block.feedforward_layer_norm.gamma, layer + "ff/LayerNorm/gamma"),
+            (block.feedforward_layer_norm.beta, layer + "ff/LayerNorm/beta"),
+        ]
+    for variable, name in direct:
+        mapping.assign(variable, mapping.take(name), name)
+    # Released models tie the softmax weight to the embedding; accept an explicit copy only if equal.
+    softmax_name = scope + "lm_loss/weight"
+    if mapping.has(softmax_name):
+        softmax = mapping.take(softmax_name)
+        if embedding is not None and (softmax.shape != embedding.shape or not np.array_equal(softmax, embedding)):
+            mapping.errors.append(
+                f"{softmax_name!r} {softmax.shape} differs from the word embedding {embedding.shape}; "
+                "the LM head of XLNetPretrainer is tied to the embedding")

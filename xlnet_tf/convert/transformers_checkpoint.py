@@ -1,0 +1,148 @@
+"""Hugging Face `save_pretrained` XLNet directories -> `XLNetPretrainer`, without torch."""
+
+import json
+import os
+
+import numpy as np
+
+from xlnet_tf.config import XLNetConfig
+from xlnet_tf.convert.checkpoint_mapping import CheckpointMapping
+from xlnet_tf.convert.conversion_error import ConversionError
+
+_BIASES = (("r_w_bias", "content_attention_bias"), ("r_r_bias", "positional_attention_bias"),
+           ("r_s_bias", "segment_attention_bias"))
+
+
+def read_safetensors(directory):
+    """All tensors of `model.safetensors` (or its shards) as numpy arrays, read without torch."""
+    from safetensors.numpy import load_file
+
+    single = os.path.join(directory, "model.safetensors")
+    index = os.path.join(directory, "model.safetensors.index.json")
+    if os.path.exists(single):
+        return load_file(single)
+    if os.path.exists(index):
+        with open(index) as f:
+            shards = sorted(set(json.load(f)["weight_map"].values()))
+        arrays = {}
+        for shard in shards:
+            arrays.update(load_file(os.path.join(directory, shard)))
+        return arrays
+    present = sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+    raise ConversionError(
+        f"{directory}: no model.safetensors (or model.safetensors.index.json); found {present}. "
+        "Re-save the model with save_pretrained(..., safe_serialization=True).")
+
+
+def convert_transformers_checkpoint(input_dir, dtype=None):
+    """Builds an `XLNetPretrainer` from a Hugging Face XLNet `save_pretrained` directory.
+
+    Reads `config.json` and `model.safetensors` with numpy only. Hugging Face
+    keeps `r_w/r_r/r_s` biases in every layer; with `untie_r: false` they must be
+    identical across layers (they become one shared set), otherwise the
+    conversion fails. `lm_loss.weight`, when stored, must equal the word
+    embedding (the head is tied). Linear weights are transposed to Keras kernels.
+
+    Args:
+        input_dir: directory with `config.json` and `model.safetensors` (and
+            optionally `spiece.model`).
+        dtype: dtype policy of the new model.
+
+    Returns:
+        `(pretrainer, mapping, vocabulary_path_or_None)`.
+
+    Raises:
+        ConversionError: naming every missing, unused or mis-shaped variable.
+
+    Example:
+    >>> pretrainer, _, _ = convert_transformers_checkpoint("xlnet-base-cased")  # doctest: +SKIP
+    """
+    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+    from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
+
+    config_path = os.path.join(input_dir, "config.json")
+    if not os.path.exists(config_path):
+        raise ConversionError(f"{input_dir}: no config.json (expected a save_pretrained directory).")
+    config = XLNetConfig.from_json(config_path)
+    arrays = read_safetensors(input_dir)
+    # XLNetLMHeadModel stores "transformer.*"; a bare XLNetModel stores the same names unprefixed.
+    prefix = "transformer." if "transformer.word_embedding.weight" in arrays else ""
+
+    pretrainer = XLNetPretrainer(XLNetBackbone(config, dtype=dtype))
+    mapping = CheckpointMapping(arrays, source=os.path.join(input_dir, "model.safetensors"))
+    _assign(mapping, pretrainer, prefix)
+    mapping.finish(pretrainer)
+    vocabulary = os.path.join(input_dir, "spiece.model")
+    return pretrainer, mapping, vocabulary if os.path.exists(vocabulary) else None
+
+
+def _assign(mapping, pretrainer, prefix):
+    backbone = pretrainer.backbone
+    config = backbone.config
+    embedding = mapping.take(prefix + "word_embedding.weight")
+    mapping.assign(backbone.token_embedding.embeddings, embedding, prefix + "word_embedding.weight")
+    mapping.assign(backbone.mask_embedding, mapping.take(prefix + "mask_emb"), prefix + "mask_emb")
+    layers = [f"{prefix}layer.{i}.rel_attn." for i in range(config.num_layers)]
+
+    heads = (config.num_heads, config.head_dim)
+    seg_names = [layer + "seg_embed" for layer in layers]
+    seg = _stack(mapping, seg_names, backbone.segment_embedding, (2,) + heads)
+    mapping.assign(backbone.segment_embedding, seg, f"{prefix}layer.*.rel_attn.seg_embed")
+    for hf_name, attribute in _BIASES:
+        names = [layer + hf_name for layer in layers]
+        variable = getattr(backbone, attribute)
+        stacked = _stack(mapping, names, variable, heads)
+        if stacked is not None and not config.untie_relative_bias:
+            spread = float(np.max(np.abs(stacked - stacked[0:1])))
+            if spread > 0:
+                mapping.errors.append(
+                    f"config.json has untie_r false but {prefix}layer.*.rel_attn.{hf_name} differ across "
+                    f"layers (max abs difference {spread:.3g}); tied conversion needs identical biases")
+                stacked = None
+            else:
+                stacked = stacked[0]  # [N, D]
+        mapping.assign(variable, stacked, f"{prefix}layer.*.rel_attn.{hf_name}")
+
+    for i, block in enumerate(backbone.blocks):
+        attention_prefix = layers[i]
+        ff = f"{prefix}layer.{i}.ff."
+        attention = block.attention
+        for variable, name in [
+            (attention.query_kernel, attention_prefix + "q"),
+            (attention.key_kernel, attention_prefix + "k"),
+            (attention.value_kernel, attention_prefix + "v"),
+            (attention.position_kernel, attention_prefix + "r"),
+            (attention.output_kernel, attention_prefix + "o"),
+            (attention.layer_norm.gamma, attention_prefix + "layer_norm.weight"),
+            (attention.layer_norm.beta, attention_prefix + "layer_norm.bias"),
+            (block.feedforward_intermediate.bias, ff + "layer_1.bias"),
+            (block.feedforward_output.bias, ff + "layer_2.bias"),
+            (block.feedforward_layer_norm.gamma, ff + "layer_norm.weight"),
+            (block.feedforward_layer_norm.beta, ff + "layer_norm.bias"),
+        ]:
+            mapping.assign(variable, mapping.take(name), name)
+        for dense, name in [(block.feedforward_intermediate, ff + "layer_1.weight"),
+                            (block.feedforward_output, ff + "layer_2.weight")]:
+            weight = mapping.take(name)  # torch Linear: [out, in]
+            mapping.assign(dense.kernel, None if weight is None else weight.T, name,
+                           source_shape=None if weight is None else weight.shape)
+    mapping.assign(pretrainer.lm_bias, mapping.take("lm_loss.bias"), "lm_loss.bias")
+    if mapping.has("lm_loss.weight"):
+        softmax = mapping.take("lm_loss.weight")
+        if embedding is not None and (softmax.shape != embedding.shape or not np.array_equal(softmax, embedding)):
+            mapping.errors.append(
+                f"'lm_loss.weight' {softmax.shape} differs from the word embedding {embedding.shape}; "
+                "the LM head of XLNetPretrainer is tied to the embedding")
+
+
+def _stack(mapping, names, variable, layer_shape):
+    """Takes per-layer arrays and stacks them into [num_layers, ...]; None if one is missing or mis-shaped."""
+    arrays = [mapping.take(name) for name in names]
+    ok = all(a is not None for a in arrays)
+    for name, array in zip(names, arrays):
+        if array is not None and tuple(array.shape) != tuple(layer_shape):
+            mapping.errors.append(
+                f"shape mismatch: source {name!r} has shape {tuple(array.shape)}, each layer's slice of "
+                f"model weight {variable.path!r} {tuple(variable.shape)} has shape {tuple(layer_shape)}")
+            ok = False
+    return np.stack(arrays) if ok else None
