@@ -1,0 +1,1 @@
+"""Apache Beam jobs that turn raw data into the TFRecords the training code reads."""

@@ -1,0 +1,594 @@
+"""Apache Beam job: raw text or TFDS corpora -> XLNet pretraining TFRecords.
+
+`xlnet-tf prepare-pretraining --input FILES|tfds:NAME[:SPLIT] ... --vocab spiece.model --output_dir DIR`
+
+Writes the format of `/work/notes/RECORDS.md` ("xlnet_tf.pretraining.v1"):
+`pretrain-SSSSS-of-NNNNN.tfrecord` shards, each one contiguous token stream of
+whole documents followed by `<eod>`, cut into `chunk_length`-token records
+(`token_ids`, `sentence_ids`), plus `manifest.json`.
+
+What counts as a document:
+- text files (the original convention): a maximal run of non-blank lines; one
+  line is one sentence; blank lines only separate documents. `.gz` files are
+  decompressed.
+- TFDS: one example's text feature; its lines are its sentences.
+
+Every line is normalized like the tokenizer does
+(`xlnet_tf.text_normalization.normalize_text`) and encoded with SentencePiece.
+A line longer than `--max_sentence_chars` (a 10 MB line, say) is split at
+spaces into pieces of at most that many characters, each one a sentence, so
+the reader still finds sentence boundaries to cut A/B at (counted as
+`lines_split`).
+
+Skipped documents, counted by reason in Beam counters and the manifest:
+`empty` (nothing left after normalization), `undecodable` (bytes that are not
+UTF-8; with `--on_undecodable replace` they become U+FFFD instead and the
+document is kept, counted in `documents_repaired`).
+
+Determinism: a document's shard and its position inside the shard come from
+SHA-256(seed, normalized document text). Every shard is written by one DoFn
+call after a CoGroupByKey, sorting its documents by that hash, so the bytes of
+every shard depend only on the input text, the vocabulary and the settings --
+not on file names, the runner, the number of workers or bundle boundaries.
+Identical documents share a hash and a shard; their relative order cannot
+change the bytes.
+
+Memory: a shard's documents are held by one worker while it is sorted and
+written (about 4 bytes per token); pick `--num_shards` so a shard fits
+(e.g. 1024 shards for a 100B-token corpus is ~400 MB per shard).
+"""
+
+import argparse
+import gzip
+import hashlib
+import json
+import os
+import sys
+import time
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.metrics import Metrics
+from apache_beam.options.pipeline_options import PipelineOptions
+
+FORMAT = "xlnet_tf.pretraining.v1"
+MANIFEST = "manifest.json"
+SPECIAL_IDS = {"unk": 0, "bos": 1, "eos": 2, "cls": 3, "sep": 4, "pad": 5, "mask": 6, "eod": 7, "eop": 8}
+SPECIAL_PIECES = ("<unk>", "<s>", "</s>", "<cls>", "<sep>", "<pad>", "<mask>", "<eod>", "<eop>")
+EOD_ID = SPECIAL_IDS["eod"]
+SKIP_REASONS = ("empty", "undecodable")
+_NAMESPACE = "xlnet_pretraining"
+TFDS_PREFIX = "tfds:"
+
+
+class PipelineInputError(ValueError):
+    """A bad input, vocabulary or setting, found before the pipeline starts."""
+
+
+def shard_file_name(shard, num_shards):
+    """`pretrain-00003-of-00016.tfrecord`."""
+    return f"pretrain-{shard:05d}-of-{num_shards:05d}.tfrecord"
+
+
+# --------------------------------------------------------------------------- sources
+
+
+def _parse_tfds_spec(spec):
+    """`tfds:NAME[:SPLIT]` -> (NAME, SPLIT); NAME may hold a config and version (`wikipedia/20230601.en`)."""
+    body = spec[len(TFDS_PREFIX):]
+    name, _, split = body.partition(":")
+    if not name:
+        raise PipelineInputError(f"Input {spec!r}: expected tfds:NAME[:SPLIT], e.g. tfds:wikipedia/20230601.en:train.")
+    return name, split or "train"
+
+
+def resolve_sources(inputs, *, tfds_text_feature="text", tfds_data_dir=None, tfds_download=False,
+                    tfds_read_shards=1):
+    """Checks every input before the pipeline starts and lists what to read.
+
+    Args:
+        inputs: file paths/globs (local or any `tf.io.gfile` scheme) and
+            `tfds:NAME[:SPLIT]` specs.
+        tfds_text_feature: the TFDS feature holding the document text.
+        tfds_data_dir: TFDS data directory (default: TFDS's own).
+        tfds_download: run `download_and_prepare` for datasets not prepared yet.
+        tfds_read_shards: read each TFDS split as this many even sub-splits.
+
+    Returns:
+        A sorted list of source tuples: `("file", path)` or
+        `("tfds", name, split, feature, data_dir)`.
+
+    Raises:
+        PipelineInputError: naming the first pattern that matches nothing, an
+            unknown dataset or split, or a missing text feature.
+    """
+    import tensorflow as tf
+
+    if not inputs:
+        raise PipelineInputError("No --input given.")
+    sources = set()
+    for spec in inputs:
+        if spec.startswith(TFDS_PREFIX):
+            sources.update(_resolve_tfds(spec, tfds_text_feature, tfds_data_dir, tfds_download, tfds_read_shards))
+            continue
+        try:
+            matched = tf.io.gfile.glob(spec)
+        except tf.errors.OpError as e:
+            raise PipelineInputError(f"Input {spec!r} cannot be listed: {e}") from e
+        matched = [path for path in matched if not tf.io.gfile.isdir(path)]
+        if not matched:
+            raise PipelineInputError(f"Input {spec!r} matches no file.")
+        sources.update(("file", path) for path in matched)
+    return sorted(sources)
+
+
+def _resolve_tfds(spec, feature, data_dir, download, read_shards):
+    import tensorflow_datasets as tfds
+
+    name, split = _parse_tfds_spec(spec)
+    try:
+        builder = tfds.builder(name, data_dir=data_dir)
+    except Exception as e:  # TFDS raises several types for unknown names/configs.
+        raise PipelineInputError(f"Input {spec!r}: TFDS dataset {name!r} cannot be loaded: {e}") from e
+    features = builder.info.features
+    if feature not in features:
+        raise PipelineInputError(
+            f"Input {spec!r}: TFDS dataset {name!r} has no feature {feature!r} "
+            f"(features: {sorted(features.keys())}); set --tfds_text_feature."
+        )
+    if download:
+        builder.download_and_prepare()
+    elif not builder.is_prepared():
+        raise PipelineInputError(
+            f"Input {spec!r}: TFDS dataset {name!r} is not prepared in {builder.data_dir!r}; run "
+            f"`tfds build {name}` first or pass --tfds_download."
+        )
+    known_splits = set(builder.info.splits.keys())
+    base_split = split.split("[")[0]
+    if known_splits and base_split not in known_splits:
+        raise PipelineInputError(f"Input {spec!r}: no split {base_split!r} (splits: {sorted(known_splits)}).")
+    sub_splits = [split] if read_shards <= 1 else tfds.even_splits(split, n=read_shards)
+    return {("tfds", name, sub, feature, data_dir) for sub in sub_splits}
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _open_binary(path):
+    import tensorflow as tf
+
+    f = tf.io.gfile.GFile(path, "rb")
+    if path.endswith(".gz"):
+        return gzip.GzipFile(fileobj=f, mode="rb")
+    return f
+
+
+class _ReadDocuments(beam.DoFn):
+    """One source -> documents as lists of decoded lines; counts what it reads."""
+
+    def __init__(self, on_undecodable):
+        self._on_undecodable = on_undecodable
+        self._read = Metrics.counter(_NAMESPACE, "documents_read")
+        self._undecodable = Metrics.counter(_NAMESPACE, "documents_skipped_undecodable")
+        self._repaired = Metrics.counter(_NAMESPACE, "documents_repaired")
+        self._files = Metrics.counter(_NAMESPACE, "files_read")
+        self._empty_files = Metrics.counter(_NAMESPACE, "files_empty")
+
+    def process(self, source):
+        counts = {"documents_read": 0, "skipped:undecodable": 0, "documents_repaired": 0}
+        if source[0] == "file":
+            documents = self._file_documents(source[1])
+            self._files.inc()
+            counts["files_read"] = 1
+        else:
+            documents = self._tfds_documents(*source[1:])
+        for raw_lines in documents:
+            counts["documents_read"] += 1
+            self._read.inc()
+            try:
+                lines = [line.decode("utf-8") for line in raw_lines]
+            except UnicodeDecodeError:
+                if self._on_undecodable == "skip":
+                    counts["skipped:undecodable"] += 1
+                    self._undecodable.inc()
+                    continue
+                lines = [line.decode("utf-8", errors="replace") for line in raw_lines]
+                counts["documents_repaired"] += 1
+                self._repaired.inc()
+            yield lines
+        if source[0] == "file" and counts["documents_read"] == 0:
+            counts["files_empty"] = 1
+            self._empty_files.inc()
+        for key, value in counts.items():
+            if value:
+                yield beam.pvalue.TaggedOutput("stats", (key, value))
+
+    @staticmethod
+    def _file_documents(path):
+        document = []
+        with _open_binary(path) as f:
+            for raw in f:
+                if raw.strip():
+                    document.append(raw)
+                elif document:
+                    yield document
+                    document = []
+        if document:
+            yield document
+
+    @staticmethod
+    def _tfds_documents(name, split, feature, data_dir):
+        import tensorflow_datasets as tfds
+
+        builder = tfds.builder(name, data_dir=data_dir)
+        dataset = builder.as_dataset(split=split, shuffle_files=False)
+        for example in tfds.as_numpy(dataset):
+            text = example[feature]
+            if isinstance(text, str):
+                text = text.encode("utf-8")
+            if not isinstance(text, bytes):
+                raise ValueError(f"TFDS {name}:{split}: feature {feature!r} holds {type(text).__name__}, not text.")
+            # Blank lines inside one example are paragraph gaps, not document breaks.
+            yield [line for line in text.split(b"\n") if line.strip()]
+
+
+# --------------------------------------------------------------------------- tokenizing
+
+
+class _TokenizeDocuments(beam.DoFn):
+    """Document lines -> (shard, (order key, token ids, sentence lengths))."""
+
+    def __init__(self, vocab_proto, *, seed, num_shards, lowercase, keep_accents, max_sentence_chars):
+        self._vocab_proto = vocab_proto
+        self._seed = int(seed)
+        self._num_shards = int(num_shards)
+        self._normalize_options = dict(lowercase=lowercase, keep_accents=keep_accents)
+        self._max_sentence_chars = int(max_sentence_chars)
+        self._empty = Metrics.counter(_NAMESPACE, "documents_skipped_empty")
+        self._split = Metrics.counter(_NAMESPACE, "lines_split")
+        self._tokens = Metrics.counter(_NAMESPACE, "tokens_encoded")
+
+    def setup(self):
+        import sentencepiece as spm
+
+        self._processor = spm.SentencePieceProcessor(model_proto=self._vocab_proto)
+
+    def process(self, lines):
+        from xlnet_tf.text_normalization import normalize_text
+        from xlnet_tf.text_normalization import split_long_line
+
+        sentences = []
+        for line in lines:
+            line = normalize_text(line, **self._normalize_options)
+            if len(line) > self._max_sentence_chars:
+                pieces = split_long_line(line, self._max_sentence_chars)
+                self._split.inc()
+                yield beam.pvalue.TaggedOutput("stats", ("lines_split", 1))
+                sentences.extend(pieces)
+            elif line:
+                sentences.append(line)
+        ids = self._processor.encode(sentences, num_threads=1) if sentences else []
+        ids = [sentence for sentence in ids if sentence]
+        if not ids:
+            self._empty.inc()
+            yield beam.pvalue.TaggedOutput("stats", ("skipped:empty", 1))
+            return
+        digest = hashlib.sha256(self._seed.to_bytes(8, "little", signed=True) + "\n".join(sentences).encode("utf-8"))
+        digest = digest.digest()
+        shard = int.from_bytes(digest[:8], "little") % self._num_shards
+        lengths = np.fromiter((len(s) for s in ids), dtype=np.int32, count=len(ids))
+        tokens = np.fromiter((t for s in ids for t in s), dtype=np.int32, count=int(lengths.sum()))
+        self._tokens.inc(int(tokens.size))
+        yield shard, (digest[8:], tokens.tobytes(), lengths.tobytes())
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def shard_stream(documents):
+    """Concatenates sorted documents into one stream, `<eod>` after each.
+
+    Args:
+        documents: iterable of `(tokens [T] int32, sentence_lengths [S] int32)`.
+
+    Returns:
+        `(token_ids [N] int64, sentence_ids [N] int64)`: `sentence_ids` is a bit
+        that flips at every sentence and at every `<eod>` (which is its own
+        one-token sentence, as in the original data), starting at 0.
+    """
+    token_parts, length_parts = [], []
+    for tokens, lengths in documents:
+        token_parts.append(tokens)
+        token_parts.append(np.array([EOD_ID], dtype=np.int32))
+        length_parts.append(lengths)
+        length_parts.append(np.array([1], dtype=np.int32))
+    if not token_parts:
+        return np.zeros([0], np.int64), np.zeros([0], np.int64)
+    token_ids = np.concatenate(token_parts).astype(np.int64)  # [N]
+    lengths = np.concatenate(length_parts)  # [S]
+    bits = np.arange(lengths.size, dtype=np.int64) % 2  # [S]
+    return token_ids, np.repeat(bits, lengths)  # [N]
+
+
+class _WriteShard(beam.DoFn):
+    """All documents of one shard -> its TFRecord file; yields the shard's stats."""
+
+    def __init__(self, output_dir, num_shards, chunk_length):
+        self._output_dir = output_dir
+        self._num_shards = int(num_shards)
+        self._chunk_length = int(chunk_length)
+        self._written = Metrics.counter(_NAMESPACE, "documents_written")
+        self._records = Metrics.counter(_NAMESPACE, "records_written")
+        self._tokens = Metrics.counter(_NAMESPACE, "tokens_written")
+
+    def process(self, element):
+        import tensorflow as tf
+
+        shard, grouped = element
+        documents = sorted(grouped["documents"], key=lambda doc: doc[0])
+        token_ids, sentence_ids = shard_stream(
+            (np.frombuffer(tokens, np.int32), np.frombuffer(lengths, np.int32)) for _, tokens, lengths in documents
+        )
+        name = shard_file_name(shard, self._num_shards)
+        path = os.path.join(self._output_dir, name)
+        # Written under a temporary name first so a retried or crashed bundle never leaves a
+        # half shard under the final name.
+        temp_path = f"{path}.tmp-{os.getpid()}-{time.monotonic_ns()}"
+        num_records = 0
+        with tf.io.TFRecordWriter(temp_path) as writer:
+            for start in range(0, token_ids.size, self._chunk_length):
+                example = tf.train.Example(features=tf.train.Features(feature={
+                    "token_ids": tf.train.Feature(
+                        int64_list=tf.train.Int64List(value=token_ids[start:start + self._chunk_length])),
+                    "sentence_ids": tf.train.Feature(
+                        int64_list=tf.train.Int64List(value=sentence_ids[start:start + self._chunk_length])),
+                }))
+                writer.write(example.SerializeToString())
+                num_records += 1
+        tf.io.gfile.rename(temp_path, path, overwrite=True)
+        self._written.inc(len(documents))
+        self._records.inc(num_records)
+        self._tokens.inc(int(token_ids.size))
+        yield {"file": name, "num_records": num_records, "num_tokens": int(token_ids.size),
+               "num_documents": len(documents)}
+
+
+class _WriteManifest(beam.DoFn):
+    def __init__(self, output_dir, vocabulary, settings):
+        self._output_dir = output_dir
+        self._vocabulary = vocabulary
+        self._settings = settings
+
+    def process(self, unused_element, shards, stats):
+        import tensorflow as tf
+
+        shards = sorted(shards, key=lambda s: s["file"])
+        stats = dict(stats)
+        written = sum(s["num_documents"] for s in shards)
+        skipped = {reason: int(stats.get(f"skipped:{reason}", 0)) for reason in SKIP_REASONS}
+        read = int(stats.get("documents_read", 0))
+        if read != written + sum(skipped.values()):
+            raise RuntimeError(
+                f"Document accounting does not add up: read {read}, written {written}, skipped {skipped}."
+            )
+        manifest = {
+            "format": FORMAT,
+            "chunk_length": self._settings["chunk_length"],
+            "num_shards": self._settings["num_shards"],
+            "shards": [{k: s[k] for k in ("file", "num_records", "num_tokens", "num_documents")} for s in shards],
+            "num_tokens": sum(s["num_tokens"] for s in shards),
+            "num_records": sum(s["num_records"] for s in shards),
+            "documents": {"read": read, "written": written, "skipped": skipped,
+                          "repaired": int(stats.get("documents_repaired", 0))},
+            "files": {"read": int(stats.get("files_read", 0)), "empty": int(stats.get("files_empty", 0))},
+            "lines_split": int(stats.get("lines_split", 0)),
+            "vocabulary": self._vocabulary,
+            "settings": self._settings,
+        }
+        with tf.io.gfile.GFile(os.path.join(self._output_dir, MANIFEST), "w") as f:
+            f.write(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        yield manifest
+
+
+# --------------------------------------------------------------------------- pipeline
+
+
+def load_vocabulary(path):
+    """Reads `spiece.model`, checks XLNet's special pieces, returns `(bytes, manifest entry)`."""
+    import sentencepiece as spm
+    import tensorflow as tf
+
+    if not tf.io.gfile.exists(path):
+        raise PipelineInputError(f"Vocabulary {path!r} does not exist.")
+    with tf.io.gfile.GFile(path, "rb") as f:
+        proto = f.read()
+    try:
+        processor = spm.SentencePieceProcessor(model_proto=proto)
+    except RuntimeError as e:
+        raise PipelineInputError(f"Vocabulary {path!r} is not a SentencePiece model: {e}") from e
+    for token_id, expected in enumerate(SPECIAL_PIECES):
+        found = processor.id_to_piece(token_id) if token_id < processor.vocab_size() else None
+        if found != expected:
+            raise PipelineInputError(
+                f"Vocabulary {path!r}: id {token_id} is {found!r}, expected {expected!r} (XLNet special ids 0..8)."
+            )
+    entry = {"file": path, "sha256": hashlib.sha256(proto).hexdigest(), "vocabulary_size": processor.vocab_size(),
+             "special_ids": dict(SPECIAL_IDS)}
+    return proto, entry
+
+
+def build_pipeline(pipeline, settings, sources, vocab_proto, vocabulary_entry):
+    """Adds the job to `pipeline`; returns the PCollection holding the manifest dict."""
+    output_dir = settings["output_dir"]
+    num_shards = settings["num_shards"]
+    read = (
+        pipeline
+        | "Sources" >> beam.Create(sources)
+        # One element per file: without a shuffle a runner may read every file in one bundle.
+        | "SpreadSources" >> beam.Reshuffle()
+        | "Read" >> beam.ParDo(_ReadDocuments(settings["on_undecodable"])).with_outputs("stats", main="documents")
+    )
+    tokenized = (
+        read.documents
+        | "SpreadDocuments" >> beam.Reshuffle()
+        | "Tokenize" >> beam.ParDo(_TokenizeDocuments(
+            vocab_proto,
+            seed=settings["seed"],
+            num_shards=num_shards,
+            lowercase=settings["lowercase"],
+            keep_accents=settings["keep_accents"],
+            max_sentence_chars=settings["max_sentence_chars"],
+        )).with_outputs("stats", main="documents")
+    )
+    # Every shard id gets an element, so a shard that receives no document is still written (empty).
+    shard_ids = pipeline | "ShardIds" >> beam.Create([(shard, None) for shard in range(num_shards)])
+    shards = (
+        {"documents": tokenized.documents, "shard": shard_ids}
+        | "GroupShards" >> beam.CoGroupByKey()
+        | "WriteShards" >> beam.ParDo(_WriteShard(output_dir, num_shards, settings["chunk_length"]))
+    )
+    stats = (
+        (read.stats, tokenized.stats)
+        | "MergeStats" >> beam.Flatten()
+        | "SumStats" >> beam.CombinePerKey(sum)
+    )
+    return (
+        pipeline
+        | "ManifestTrigger" >> beam.Create([None])
+        | "WriteManifest" >> beam.ParDo(
+            _WriteManifest(output_dir, vocabulary_entry, settings),
+            shards=beam.pvalue.AsList(shards),
+            stats=beam.pvalue.AsList(stats),
+        )
+    )
+
+
+def _parser():
+    parser = argparse.ArgumentParser(
+        prog="xlnet-tf prepare-pretraining",
+        description="Beam job: text files / TFDS corpora -> XLNet pretraining TFRecords (format "
+        f"{FORMAT}). Unknown arguments go to Beam's PipelineOptions (e.g. --runner DataflowRunner --project ... "
+        "or --direct_num_workers 2).",
+    )
+    parser.add_argument("--input", nargs="+", required=True,
+                        help="text files or globs (local or gs://; one sentence per line, blank line between "
+                        "documents) and/or tfds:NAME[:SPLIT]")
+    parser.add_argument("--output_dir", required=True)
+    parser.add_argument("--vocab", required=True, help="spiece.model with XLNet's special ids")
+    parser.add_argument("--num_shards", type=int, default=16)
+    parser.add_argument("--chunk_length", type=int, default=512, help="tokens per record (not a model setting)")
+    parser.add_argument("--seed", type=int, default=0, help="decides shard assignment and document order")
+    parser.add_argument("--lowercase", action="store_true", help="for uncased vocabularies")
+    parser.add_argument("--keep_accents", action="store_true")
+    parser.add_argument("--max_sentence_chars", type=int, default=4096,
+                        help="longer lines are split at spaces into sentences of at most this many characters")
+    parser.add_argument("--on_undecodable", choices=("skip", "replace"), default="skip",
+                        help="documents with non-UTF-8 bytes: skip them (counted) or replace the bytes with U+FFFD")
+    parser.add_argument("--tfds_text_feature", default="text")
+    parser.add_argument("--tfds_data_dir", default=None)
+    parser.add_argument("--tfds_download", action="store_true", help="download_and_prepare TFDS inputs first")
+    parser.add_argument("--tfds_read_shards", type=int, default=1,
+                        help="read each TFDS split as this many even sub-splits, in parallel")
+    parser.add_argument("--overwrite", action="store_true", help="replace shards and manifest already in output_dir")
+    return parser
+
+
+def _check_settings(settings):
+    for key in ("num_shards", "chunk_length", "max_sentence_chars", "tfds_read_shards"):
+        if settings[key] < 1:
+            raise PipelineInputError(f"--{key} must be >= 1, got {settings[key]}.")
+
+
+def _prepare_output_dir(output_dir, overwrite):
+    import tensorflow as tf
+
+    existing = []
+    if tf.io.gfile.isdir(output_dir):
+        existing = tf.io.gfile.glob(os.path.join(output_dir, "pretrain-*.tfrecord"))
+        if tf.io.gfile.exists(os.path.join(output_dir, MANIFEST)):
+            existing.append(os.path.join(output_dir, MANIFEST))
+    if existing and not overwrite:
+        raise PipelineInputError(
+            f"Output directory {output_dir!r} already holds {len(existing)} pretraining file(s); "
+            "pass --overwrite to replace them."
+        )
+    for path in existing:
+        tf.io.gfile.remove(path)
+    tf.io.gfile.makedirs(output_dir)
+
+
+def _beam_options(beam_args):
+    beam_args = list(beam_args)
+    flags = {arg.split("=")[0] for arg in beam_args if arg.startswith("--")}
+    if "--runner" not in flags:
+        beam_args.append("--runner=DirectRunner")
+    if "--direct_num_workers" in flags and "--direct_running_mode" not in flags:
+        # Several workers are pointless in one process: the default in_memory mode holds the GIL.
+        beam_args.append("--direct_running_mode=multi_processing")
+    return PipelineOptions(beam_args)
+
+
+def run(argv=None):
+    """Parses arguments, validates inputs, runs the job; returns the manifest dict.
+
+    Args:
+        argv: command-line arguments (see `--help`); unknown ones go to Beam.
+
+    Returns:
+        The manifest written to `output_dir/manifest.json`.
+
+    Raises:
+        PipelineInputError: on a bad input, vocabulary or setting, before the pipeline starts.
+    """
+    args, beam_args = _parser().parse_known_args(argv)
+    settings = {key: value for key, value in sorted(vars(args).items()) if key != "overwrite"}
+    settings["input"] = list(args.input)
+    _check_settings(settings)
+    vocab_proto, vocabulary_entry = load_vocabulary(args.vocab)
+    sources = resolve_sources(
+        args.input,
+        tfds_text_feature=args.tfds_text_feature,
+        tfds_data_dir=args.tfds_data_dir,
+        tfds_download=args.tfds_download,
+        tfds_read_shards=args.tfds_read_shards,
+    )
+    _prepare_output_dir(args.output_dir, args.overwrite)
+    settings["beam_args"] = list(beam_args)
+    options = _beam_options(beam_args)
+    with beam.Pipeline(options=options) as pipeline:
+        build_pipeline(pipeline, settings, sources, vocab_proto, vocabulary_entry)
+    return read_manifest(args.output_dir)
+
+
+def read_manifest(output_dir):
+    """Loads and checks `output_dir/manifest.json`."""
+    import tensorflow as tf
+
+    path = os.path.join(output_dir, MANIFEST)
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(f"No pretraining manifest at {path!r}.")
+    with tf.io.gfile.GFile(path, "r") as f:
+        manifest = json.load(f)
+    if manifest.get("format") != FORMAT:
+        raise ValueError(f"{path!r} has format {manifest.get('format')!r}, expected {FORMAT!r}.")
+    return manifest
+
+
+def main(argv=None):
+    """Entry point of `xlnet-tf prepare-pretraining`; returns the exit code."""
+    try:
+        manifest = run(argv)
+    except PipelineInputError as e:
+        print(f"xlnet-tf prepare-pretraining: error: {e}", file=sys.stderr)
+        return 2
+    documents = manifest["documents"]
+    print(
+        f"Wrote {manifest['num_shards']} shard(s), {manifest['num_records']} records, {manifest['num_tokens']} "
+        f"tokens. Documents: {documents['read']} read, {documents['written']} written, skipped "
+        f"{documents['skipped']}."
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
