@@ -1,0 +1,463 @@
+"""tf.data reader for XLNet pretraining: continuous row streams and online PLM sampling.
+
+Design (where rows come from):
+
+The shards matched by `file_pattern` are laid end to end, in manifest order, into one
+token stream of T tokens. At training time the stream is cut into `G` equal contiguous
+*ranges*, one per batch row of the global batch (`G / 2` ranges with `bi_data`, each read
+once forward and once backward). Row `i` of every batch reads its range from the start,
+`reuse_length` tokens further at each step, exactly as the original `create_tfrecords`
+loop walked its rows; so row i of batch t+1 continues row i of batch t and recurrence
+memory is meaningful, whatever batch size or replica count is chosen, from the same
+records (nothing about batching is baked into the records).
+
+Global rows are numbered (input pipeline, replica of that pipeline, row of the per-replica
+batch). Under `distribute_datasets_from_function` each input pipeline reads only the
+ranges of its own replicas (disjoint data, only the shards overlapping them), and yields
+per-replica batches in turn for its local replicas (element k goes to local replica
+k mod R, which is how the distributed iterator hands them out), so every replica's rows
+stay continuous. A row reads the records of its range directly: it skips, inside one
+shard only, to the first record it needs (TFRecord skipping reads record headers, not
+payloads), so start-up cost does not grow with the corpus. A backward row reads its range
+in blocks of `reverse_block_tokens` from the end, each block with one such skip.
+
+Each example is a function of (seed, epoch, global row, step) only: stateless random ops
+are seeded from those, so runs are reproducible, a new epoch gets new masks,
+permutations and A/B pairs, and the same row gives the same examples however the rows
+are grouped into batches.
+
+Example layout (one row, one step; positions of a `seq_length` L window):
+    [ reuse part (reuse_length) | A <sep> B <sep> <cls> ]
+    segment ids 0 for reuse, A and the first <sep>; 1 for B and the second <sep>; 2 for <cls>.
+A starts where the reuse part ends and is cut at a sentence boundary; B is the true
+continuation half of the time and otherwise a piece of the same row's stream half a range
+away (the "distractor" stream), starting at a sentence start.
+"""
+
+import logging
+
+import numpy as np
+import tensorflow as tf
+
+from xlnet_tf.data import plm_sampling
+from xlnet_tf.data.pretraining_records import PretrainingRecords, RecordsError
+
+_FEATURES = ("token_ids", "segment_ids", "padding_mask", "perm_mask", "target_mapping",
+             "target_ids", "target_mask")
+
+
+class _Layout:
+    """Sizes and row assignment shared by the dataset and `pretraining_steps_per_epoch`."""
+
+    def __init__(self, records, *, seq_length, reuse_length, num_predict, perm_size,
+                 batch_size, bi_data, input_context):
+        if seq_length - reuse_length - 3 < 2:
+            raise ValueError(
+                f"seq_length={seq_length} must exceed reuse_length={reuse_length} by at least 5 "
+                f"(A and B of at least one token each, two <sep> and one <cls>).")
+        if reuse_length < 0:
+            raise ValueError(f"reuse_length must be >= 0, got {reuse_length}.")
+        for name, part in (("reuse_length", reuse_length), ("seq_length - reuse_length",
+                                                             seq_length - reuse_length)):
+            if part and (perm_size <= 0 or part % perm_size):
+                raise ValueError(f"perm_size={perm_size} must divide {name}={part} "
+                                 f"(the permutation is sampled in blocks of perm_size).")
+        if not 0 < num_predict <= seq_length:
+            raise ValueError(f"num_predict={num_predict} must be in [1, seq_length={seq_length}].")
+        if not isinstance(batch_size, (int, np.integer)) or batch_size <= 0:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}.")
+        self.seq_length = seq_length
+        self.reuse_length = reuse_length
+        self.new_length = seq_length - reuse_length - 3  # tokens of A + B
+        self.window = seq_length - 3  # stream tokens an example consumes
+        # The stream moves by the reuse part, which becomes the next step's memory; with no
+        # reuse part it moves past everything the example read.
+        self.advance = reuse_length if reuse_length > 0 else self.window
+        self.predict_new = num_predict * (seq_length - reuse_length) // seq_length
+        self.predict_reuse = num_predict - self.predict_new
+        if self.predict_reuse > reuse_length:
+            raise ValueError(f"num_predict={num_predict} puts {self.predict_reuse} targets in a "
+                             f"reuse part of {reuse_length} tokens.")
+
+        if input_context is None:
+            pipelines, pipeline_id, replicas = 1, 0, 1
+            per_replica = int(batch_size)
+        else:
+            pipelines = input_context.num_input_pipelines
+            pipeline_id = input_context.input_pipeline_id
+            if input_context.num_replicas_in_sync % pipelines:
+                raise ValueError(f"num_replicas_in_sync={input_context.num_replicas_in_sync} is not a "
+                                 f"multiple of num_input_pipelines={pipelines}.")
+            replicas = input_context.num_replicas_in_sync // pipelines
+            if batch_size % input_context.num_replicas_in_sync:
+                raise ValueError(
+                    f"The global batch_size={batch_size} does not divide evenly over "
+                    f"{input_context.num_replicas_in_sync} replicas; with input_context, batch_size "
+                    f"is the global batch and each replica gets batch_size / num_replicas_in_sync.")
+            per_replica = input_context.get_per_replica_batch_size(batch_size)
+        if bi_data and per_replica % 2:
+            raise ValueError(f"bi_data needs an even per-replica batch (forward half, backward "
+                             f"half), got {per_replica}.")
+        self.per_replica = per_replica
+        self.replicas = replicas  # local replicas fed by this pipeline, in turn
+        self.bi_data = bool(bi_data)
+        global_rows = pipelines * replicas * per_replica
+        self.num_ranges = global_rows // 2 if bi_data else global_rows
+        self.range_length = records.num_tokens // self.num_ranges
+        if self.range_length < self.window:
+            raise RecordsError(
+                f"The records matched by {records.file_pattern!r} hold {records.num_tokens} tokens: "
+                f"too few for {self.num_ranges} row streams of at least {self.window} tokens "
+                f"(seq_length - 3) each. Use a smaller batch or more data.")
+        self.steps_per_epoch = (self.range_length - self.window) // self.advance + 1
+
+        # (global row, range index, reverse) for the rows of this pipeline, in the order
+        # the pipeline emits them: local replica by local replica, row by row.
+        self.rows = []
+        half = per_replica // 2
+        for replica in range(replicas):
+            global_replica = pipeline_id * replicas + replica
+            for i in range(per_replica):
+                global_row = global_replica * per_replica + i
+                if bi_data:
+                    self.rows.append((global_row, global_replica * half + i % half, i >= half))
+                else:
+                    self.rows.append((global_row, global_row, False))
+
+
+def _checked_records(shard, first, count):
+    """Reads `count` records of `shard` from record `first`, checking each one.
+
+    `first` and `count` may be tensors. A record that cannot be read or parsed, or whose
+    length disagrees with the manifest, ends the stream with an error naming the file.
+    """
+    chunk = shard.chunk_length
+    last_index = shard.num_records - 1
+    last_length = shard.num_tokens - last_index * chunk
+    spec = {"token_ids": tf.io.VarLenFeature(tf.int64), "sentence_ids": tf.io.VarLenFeature(tf.int64)}
+    message = (f"Cannot read pretraining records of {shard.path}: the file is corrupted or "
+               f"truncated, or a record is not a v1 pretraining record of the length its "
+               f"manifest.json implies (chunk_length {chunk}). First unreadable record index:")
+    first = tf.cast(first, tf.int64)
+    count = tf.cast(count, tf.int64)
+
+    def parse(i, serialized):
+        index = first + i
+        features = tf.io.parse_single_example(serialized, spec)
+        tokens = features["token_ids"].values
+        sentences = features["sentence_ids"].values
+        expected = tf.where(index == last_index, last_length, chunk)
+        checks = [tf.debugging.assert_equal(tf.size(tokens, out_type=tf.int64), tf.cast(expected, tf.int64)),
+                  tf.debugging.assert_equal(tf.size(sentences, out_type=tf.int64),
+                                            tf.cast(expected, tf.int64))]
+        with tf.control_dependencies(checks):
+            return index, tf.cast(tokens, tf.int32), tf.cast(sentences, tf.int32)
+
+    records = tf.data.TFRecordDataset(shard.path).skip(first).take(count).enumerate().map(parse)
+    # A bad record stops or skips elements instead of failing with an error that does not
+    # name the file; the scan below turns the gap into an error that does.
+    records = records.ignore_errors()
+    end = tf.data.Dataset.from_tensors(
+        (tf.constant(-1, tf.int64), tf.zeros([0], tf.int32), tf.zeros([0], tf.int32)))
+
+    def check(expected, element):
+        index = element[0]
+        ok = tf.where(index < 0, tf.equal(expected, first + count), tf.equal(index, expected))
+        assertion = tf.debugging.Assert(ok, [message, expected])
+        with tf.control_dependencies([assertion]):
+            return expected + 1, element
+
+    return (records.concatenate(end).scan(first, check)
+            .filter(lambda index, tokens, sentences: index >= 0))
+
+
+def _trim(shard, begin, end):
+    """Keeps the shard-local token positions [begin, end) of each record."""
+
+    def trim(index, tokens, sentences):
+        position = index * shard.chunk_length + tf.range(tf.size(tokens, out_type=tf.int64))
+        keep = (position >= begin) & (position < end)
+        return tf.boolean_mask(tokens, keep), tf.boolean_mask(sentences, keep)
+
+    return trim
+
+
+def _piece_stream(piece, reverse, reverse_block_records):
+    """The tokens of one shard piece as a dataset of 1-D chunks, in stream order."""
+    shard, first, count, begin, end = piece
+    if not reverse:
+        return _checked_records(shard, first, count).map(_trim(shard, begin, end))
+    blocks = -(-count // reverse_block_records)
+
+    def block(j):
+        block_first = first + j * reverse_block_records
+        block_count = tf.minimum(tf.cast(reverse_block_records, tf.int64), first + count - block_first)
+        chunks = _checked_records(shard, block_first, block_count).map(_trim(shard, begin, end))
+        return chunks.ragged_batch(reverse_block_records).map(
+            lambda t, s: (tf.reverse(t.flat_values, [0]), tf.reverse(s.flat_values, [0])))
+
+    return tf.data.Dataset.range(blocks - 1, -1, -1).flat_map(block)
+
+
+def _range_stream(records, start, stop, reverse, rotate, reverse_block_records):
+    """One row's token stream: range [start, stop), forward or backward, optionally rotated.
+
+    The rotated stream starts half way through the (directed) range and wraps around; it
+    feeds the random B segments.
+    """
+    half = (stop - start) // 2
+    if not rotate:
+        segments = [(start, stop)]
+    elif reverse:
+        segments = [(start, stop - half), (stop - half, stop)]
+    else:
+        segments = [(start + half, stop), (start, start + half)]
+    streams = []
+    for seg_start, seg_stop in segments:
+        pieces = records.pieces(seg_start, seg_stop)
+        if reverse:
+            pieces = pieces[::-1]
+        streams.extend(_piece_stream(p, reverse, reverse_block_records) for p in pieces)
+    stream = streams[0]
+    for s in streams[1:]:
+        stream = stream.concatenate(s)
+    return stream
+
+
+def _windows(chunks, size, shift):
+    """Slides a window of `size` tokens by `shift` over a stream of 1-D chunks."""
+    empty = (tf.zeros([0], tf.int32), tf.zeros([0], tf.int32))
+
+    def step(state, chunk):
+        tokens = tf.concat([state[0], chunk[0]], axis=0)
+        sentences = tf.concat([state[1], chunk[1]], axis=0)
+        count = tf.maximum((tf.size(tokens) - size) // shift + 1, 0)
+        index = tf.range(count)[:, None] * shift + tf.range(size)[None, :]  # [n, size]
+        consumed = count * shift
+        return ((tokens[consumed:], sentences[consumed:]),
+                (tf.gather(tokens, index), tf.gather(sentences, index)))
+
+    return chunks.scan(empty, step).unbatch()
+
+
+def _boundaries(tokens, sentences, eod_id):
+    """bool `[n-1]`: True at j when a sentence starts at j (bit flip, or after `<eod>`)."""
+    return tf.not_equal(sentences[1:], sentences[:-1]) | tf.equal(tokens[:-1], eod_id)
+
+
+def _make_example_fn(layout, *, num_predict, perm_size, seed, special_ids, word_start):
+    length = layout.seq_length
+    reuse = layout.reuse_length
+    new = layout.new_length
+    sep_id, cls_id, eod_id = special_ids["sep"], special_ids["cls"], special_ids["eod"]
+    base_seed = tf.constant([seed & 0x7FFFFFFF, (seed >> 31) & 0x7FFFFFFF], tf.int64)
+    word_start = None if word_start is None else tf.constant(word_start)
+
+    def make(element):
+        key = tf.random.experimental.stateless_fold_in(base_seed, element["epoch"])
+        key = tf.random.experimental.stateless_fold_in(key, element["row"])
+        key = tf.random.experimental.stateless_fold_in(key, element["step"])
+        seeds = tf.random.experimental.stateless_split(key, 6)
+        window, sentences = element["tokens"], element["sentences"]
+        other, other_sentences = element["other_tokens"], element["other_sentences"]
+        new_tokens = window[reuse:reuse + new]
+        new_sentences = sentences[reuse:reuse + new]
+
+        # A/B cut: a random sentence boundary inside the new part (cut c = length of A).
+        is_cut = _boundaries(new_tokens, new_sentences, eod_id)  # [new-1]
+        draws = tf.random.stateless_uniform([3], seeds[0])
+        cut_scores = tf.where(is_cut, tf.random.stateless_uniform([new - 1], seeds[1]), -1.0)
+        has_cut = tf.reduce_any(is_cut)
+        random_cut = 1 + tf.cast(draws[0] * (new - 1), tf.int32)
+        cut = tf.where(has_cut, tf.cast(tf.argmax(cut_scores), tf.int32) + 1,
+                       tf.minimum(random_cut, new - 1))
+        is_next = has_cut & (draws[1] < 0.5)
+        # Random B: starts at the last sentence start at or before a uniform point in
+        # [0, cut], so the B of length new - cut fits in the distractor window.
+        other_new = other[:new]
+        starts = tf.concat([[True], _boundaries(other_new, other_sentences[:new], eod_id)], 0)
+        point = tf.cast(draws[2] * tf.cast(cut + 1, tf.float32), tf.int32)
+        position = tf.range(new, dtype=tf.int32)
+        b_start = tf.reduce_max(tf.where(starts & (position <= point), position, 0))
+
+        p = tf.range(length, dtype=tf.int32)
+        sep1 = reuse + cut
+        from_window = tf.gather(window, tf.clip_by_value(p, 0, layout.window - 1))
+        next_b = tf.gather(window, tf.clip_by_value(p - 1, 0, layout.window - 1))
+        random_b = tf.gather(other, tf.clip_by_value(b_start + p - sep1 - 1, 0, new - 1))
+        in_b = (p > sep1) & (p < length - 2)
+        token_ids = tf.where(p < sep1, from_window,
+                             tf.where(in_b, tf.where(is_next, next_b, random_b),
+                                      tf.where(p == length - 1, cls_id, sep_id)))
+        segment_ids = tf.where(p <= sep1, 0, tf.where(p < length - 1, 1, 2))
+
+        reverse = element["reverse"]
+        parts = []
+        for part_index, (lo, hi, goal) in enumerate(((0, reuse, layout.predict_reuse),
+                                                     (reuse, length, layout.predict_new))):
+            if hi == lo:
+                continue
+            part_tokens = token_ids[lo:hi]
+            mask_seed = seeds[2 + 2 * part_index]
+
+            def masked(r, part_tokens=part_tokens, goal=goal, mask_seed=mask_seed):
+                return plm_sampling.span_mask(part_tokens, goal, mask_seed, word_start=word_start,
+                                              reverse=r)
+
+            is_masked = tf.cond(reverse, lambda: masked(True), lambda: masked(False))
+            order = plm_sampling.factorization_order(hi - lo, perm_size, seeds[3 + 2 * part_index])
+            parts.append(plm_sampling.factorization_masks(part_tokens, is_masked, order,
+                                                          sep_id=sep_id, cls_id=cls_id))
+        if len(parts) == 2:
+            (mask_reuse, target_reuse), (mask_new, target_new) = parts
+            # The reuse part (next step's memory) never sees the new part; the new part
+            # comes later in the order and sees the whole reuse part.
+            perm_mask = tf.concat([
+                tf.concat([mask_reuse, tf.ones([reuse, length - reuse])], axis=1),
+                tf.concat([tf.zeros([length - reuse, reuse]), mask_new], axis=1)], axis=0)  # [L, L]
+            is_target = tf.concat([target_reuse, target_new], axis=0)
+        else:
+            perm_mask, is_target = parts[0]
+        example = {
+            "token_ids": token_ids,
+            "segment_ids": segment_ids,
+            "padding_mask": tf.ones([length], tf.int32),
+            "perm_mask": perm_mask,
+        }
+        example.update(plm_sampling.pack_targets(token_ids, is_target, num_predict))
+        shapes = {"token_ids": [length], "segment_ids": [length], "padding_mask": [length],
+                  "perm_mask": [length, length], "target_mapping": [num_predict, length],
+                  "target_ids": [num_predict], "target_mask": [num_predict]}
+        return {k: tf.ensure_shape(example[k], shapes[k]) for k in _FEATURES}
+
+    return make
+
+
+def _load_word_start(records, sentencepiece_model):
+    if sentencepiece_model is None:
+        return None
+    path = sentencepiece_model
+    if path == "auto":
+        path = records.vocabulary.get("file")
+        if not path or not tf.io.gfile.exists(path):
+            logging.getLogger(__name__).warning(
+                "The vocabulary file named in the manifest (%r) is not readable; spans are "
+                "counted in tokens instead of words. Pass sentencepiece_model= to use words.", path)
+            return None
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(f"sentencepiece_model {path!r} does not exist.")
+    import hashlib
+
+    import sentencepiece
+
+    with tf.io.gfile.GFile(path, "rb") as f:
+        proto = f.read()
+    expected = records.vocabulary.get("sha256")
+    if expected and hashlib.sha256(proto).hexdigest() != expected:
+        raise RecordsError(f"sentencepiece_model {path!r} is not the vocabulary the records were "
+                           f"built with (manifest sha256 {expected}).")
+    processor = sentencepiece.SentencePieceProcessor(model_proto=proto)
+    return plm_sampling.word_start_table(
+        [processor.id_to_piece(i) for i in range(processor.get_piece_size())])
+
+
+def pretraining_steps_per_epoch(file_pattern, *, seq_length, reuse_length, batch_size, bi_data,
+                                input_context=None):
+    """Steps in one epoch of `pretraining_dataset` with the same arguments.
+
+    Every row stream reaches its end at the same step; the next epoch starts each row
+    over (a break in continuity: reset recurrence memory there).
+    """
+    records = PretrainingRecords(file_pattern)
+    layout = _Layout(records, seq_length=seq_length, reuse_length=reuse_length,
+                     num_predict=1, perm_size=1, batch_size=batch_size, bi_data=bi_data,
+                     input_context=input_context)
+    return layout.steps_per_epoch
+
+
+def pretraining_dataset(file_pattern, *, seq_length, reuse_length, num_predict, perm_size,
+                        batch_size, bi_data, seed, input_context=None, num_epochs=None,
+                        sentencepiece_model="auto", reverse_block_tokens=1 << 20):
+    """Pretraining batches for XLNet's permutation language model, with static shapes.
+
+    Args:
+        file_pattern: shard glob(s) or records directory of `xlnet-tf prepare-pretraining`
+            output (`manifest.json` must sit next to the shards).
+        seq_length: L, tokens per example (512 in the paper).
+        reuse_length: tokens at the start of each example that the next step will see as
+            memory; the row stream advances by this much per step (256 in the paper).
+        num_predict: P, prediction slots per example (85 in the paper); about
+            `num_predict * (L - reuse) / L` of them in the new part, the rest in the reuse part.
+        perm_size: factorization-order block length; must divide `reuse_length` and
+            `seq_length - reuse_length` (256 in the paper).
+        batch_size: without `input_context`, the rows of each yielded batch. With
+            `input_context`, the GLOBAL batch: each yielded batch is the per-replica batch
+            `input_context.get_per_replica_batch_size(batch_size)`; it must divide evenly.
+        bi_data: the second half of each per-replica batch reads the same ranges as the
+            first half, backward (needs an even per-replica batch).
+        seed: int; with the epoch, row and step it seeds every random choice.
+        input_context: a `tf.distribute.InputContext` (from
+            `strategy.distribute_datasets_from_function`); None for one replica.
+        num_epochs: passes over the data; None repeats forever.
+        sentencepiece_model: path of the SentencePiece model, so spans cover whole words;
+            "auto" uses the manifest's vocabulary file when readable; None counts spans in
+            tokens.
+        reverse_block_tokens: tokens read at once by a backward row (memory per backward row).
+
+    Returns:
+        A `tf.data.Dataset` of dicts, B the per-replica (or only) batch:
+        `token_ids` int32 `[B, L]`, `segment_ids` int32 `[B, L]`, `padding_mask` int32
+        `[B, L]` (all 1: pretraining examples are never padded), `perm_mask` float32
+        `[B, L, L]` (1 = position i may not attend to j), `target_mapping` float32
+        `[B, P, L]`, `target_ids` int32 `[B, P]`, `target_mask` float32 `[B, P]`.
+
+    Raises:
+        RecordsError: missing files or manifest, inconsistent manifest, too little data.
+        ValueError: inconsistent sizes (batch not divisible, perm_size, ...).
+
+    Example:
+        >>> ds = pretraining_dataset("records/pretrain-*.tfrecord", seq_length=512,
+        ...     reuse_length=256, num_predict=85, perm_size=256, batch_size=16,
+        ...     bi_data=True, seed=1)
+        >>> batch = next(iter(ds))  # batch["perm_mask"].shape == (16, 512, 512)
+    """
+    records = PretrainingRecords(file_pattern)
+    layout = _Layout(records, seq_length=seq_length, reuse_length=reuse_length,
+                     num_predict=num_predict, perm_size=perm_size, batch_size=batch_size,
+                     bi_data=bi_data, input_context=input_context)
+    word_start = _load_word_start(records, sentencepiece_model)
+    if word_start is not None and records.vocabulary_size and len(word_start) != records.vocabulary_size:
+        raise RecordsError(f"sentencepiece_model has {len(word_start)} pieces but the records' "
+                           f"vocabulary has {records.vocabulary_size}.")
+    chunk_length = max(s.chunk_length for s in records.shards)
+    reverse_block_records = max(1, reverse_block_tokens // chunk_length)
+
+    rows = []
+    for global_row, range_index, reverse in layout.rows:
+        start = range_index * layout.range_length
+        stop = start + layout.range_length
+        main = _windows(_range_stream(records, start, stop, reverse, False, reverse_block_records),
+                        layout.window, layout.advance)
+        other = _windows(_range_stream(records, start, stop, reverse, True, reverse_block_records),
+                         layout.window, layout.advance)
+        steps = layout.steps_per_epoch
+        row = tf.data.Dataset.zip(main, other).take(steps).repeat(num_epochs).enumerate()
+
+        def label(count, pair, global_row=global_row, reverse=reverse, steps=steps):
+            (tokens, sentences), (other_tokens, other_sentences) = pair
+            return {"tokens": tokens, "sentences": sentences, "other_tokens": other_tokens,
+                    "other_sentences": other_sentences, "epoch": count // steps,
+                    "step": count % steps, "row": tf.constant(global_row, tf.int64),
+                    "reverse": tf.constant(reverse)}
+
+        rows.append(row.map(label))
+
+    selector = tf.data.Dataset.range(len(rows)).repeat()
+    examples = tf.data.Dataset.choose_from_datasets(rows, selector, stop_on_empty_dataset=True)
+    make = _make_example_fn(layout, num_predict=num_predict, perm_size=perm_size, seed=int(seed),
+                            special_ids=records.special_ids, word_start=word_start)
+    dataset = examples.map(make, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    dataset = dataset.batch(layout.per_replica, drop_remainder=True)
+    options = tf.data.Options()
+    options.deterministic = True
+    return dataset.with_options(options).prefetch(tf.data.AUTOTUNE)
