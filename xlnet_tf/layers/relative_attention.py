@@ -7,6 +7,7 @@ from xlnet_tf.layers.attention_masks import mask_value
 from xlnet_tf.layers.rel_shift import rel_shift
 
 
+@keras.saving.register_keras_serializable(package="xlnet_tf")
 class RelativeAttention(keras.layers.Layer):
     """Relative multi-head attention over `[memory | current block]`, one or two streams.
 

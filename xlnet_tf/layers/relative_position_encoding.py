@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 
+@keras.saving.register_keras_serializable(package="xlnet_tf")
 class RelativePositionEncoding(keras.layers.Layer):
     """Sinusoid embeddings of the relative distances between queries and keys.
 

@@ -20,6 +20,7 @@ _ACTIVATIONS = {
 }
 
 
+@keras.saving.register_keras_serializable(package="xlnet_tf")
 class XLNetBlock(keras.layers.Layer):
     """Post-LN XLNet block shared by the content and query streams.
 

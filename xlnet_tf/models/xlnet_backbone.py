@@ -15,6 +15,7 @@ REQUIRED_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 OPTIONAL_INPUTS = ("perm_mask", "target_mapping", "mems")
 
 
+@keras.saving.register_keras_serializable(package="xlnet_tf")
 class XLNetBackbone(keras.Model):
     """XLNet (Yang et al. 2019): a Transformer-XL with two-stream attention.
 
@@ -36,12 +37,17 @@ class XLNetBackbone(keras.Model):
             `target_mapping` float `[B, P, L]` (one-hot row per prediction),
             `mems` float `[B, num_layers, M, H]` (the previous segment's `new_mems`).
         training: Python bool.
+        output_hidden_states: also return every layer's streams (for tests,
+            probing and parity checks).
 
     Returns:
         A dict: `sequence_output` `[B, L, H]` (content stream),
         `query_output` `[B, P, H]` when `target_mapping` is given, and
         `new_mems` `[B, num_layers, min(M + C, memory_length), H]` when
-        `memory_length > 0`, where C is `reuse_length` or L.
+        `memory_length > 0`, where C is `reuse_length` or L. With
+        `output_hidden_states`, also `hidden_states` `[B, num_layers + 1, L, H]`
+        (the content stream entering each layer, then the last layer's output)
+        and, with `target_mapping`, `query_hidden_states` `[B, num_layers + 1, P, H]`.
 
     Example:
     >>> import numpy as np
@@ -108,6 +114,8 @@ class XLNetBackbone(keras.Model):
         self.segment_embedding = weight("segment_embedding", (config.num_layers, 2) + heads)
         for block in self.blocks:
             block.build((None, None, config.hidden_dim))
+        # Weightless; marking it built keeps fit() from re-tracing the model symbolically.
+        self.position_encoding.built = True
         self.built = True
 
     # ------------------------------------------------------------------ inputs
@@ -169,7 +177,7 @@ class XLNetBackbone(keras.Model):
             current = ops.concatenate([ops.cast(previous_memory, current.dtype), current], axis=1)
         return ops.stop_gradient(current[:, -config.memory_length:])  # [B, memory_length, H]
 
-    def call(self, inputs, training=None):
+    def call(self, inputs, training=None, output_hidden_states=False):
         tensors = self._validate_inputs(inputs)
         config = self.config
         token_ids = ops.cast(tensors["token_ids"], "int32")
@@ -206,6 +214,7 @@ class XLNetBackbone(keras.Model):
         position_encoding = self.embedding_dropout(position_encoding, training=training)
 
         new_mems = []
+        content_states, query_states = [content_stream], [query_stream]
         for index, block in enumerate(self.blocks):
             layer_memory = None if mems is None else mems[:, index]  # [B, M, H]
             if config.memory_length > 0:
@@ -218,8 +227,14 @@ class XLNetBackbone(keras.Model):
                 ops.cast(self.segment_embedding[index], self.compute_dtype),
                 memory=layer_memory, query_stream=query_stream, query_mask=query_mask,
                 target_mapping=target_mapping, training=training)
+            content_states.append(content_stream)
+            query_states.append(query_stream)
 
         outputs = {"sequence_output": self.embedding_dropout(content_stream, training=training)}
+        if output_hidden_states:
+            outputs["hidden_states"] = ops.stack(content_states, axis=1)  # [B, layers+1, L, H]
+            if query_stream is not None:
+                outputs["query_hidden_states"] = ops.stack(query_states, axis=1)  # [B, layers+1, P, H]
         if query_stream is not None:
             outputs["query_output"] = self.embedding_dropout(query_stream, training=training)
         if new_mems:

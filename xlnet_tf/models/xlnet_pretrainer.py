@@ -1,19 +1,23 @@
 """XLNet with its language-model head, for permutation-LM pretraining."""
 
 import os
+import warnings
 
 import h5py
 import keras
 import numpy as np
+import tensorflow as tf
 from keras import ops
 
 from xlnet_tf.models import preset_io
 from xlnet_tf.models.xlnet_backbone import OPTIONAL_INPUTS, REQUIRED_INPUTS, XLNetBackbone
+from xlnet_tf.training.recurrence_memory import RecurrenceMemory
 
 BACKBONE_INPUTS = REQUIRED_INPUTS + OPTIONAL_INPUTS
 TARGET_KEYS = ("target_ids", "target_mask")
 
 
+@keras.saving.register_keras_serializable(package="xlnet_tf")
 class XLNetPretrainer(keras.Model):
     """`XLNetBackbone` plus the LM head: logits tied to the word embedding, plus an output bias.
 
@@ -23,7 +27,17 @@ class XLNetPretrainer(keras.Model):
 
     Training: `fit` takes the batches of `xlnet_tf.data.pretraining_dataset`
     (dicts that also carry `target_ids [B, P]` and `target_mask [B, P]`); the
-    loss is the cross-entropy averaged over real targets (`target_mask`).
+    loss is the cross-entropy averaged over the real targets (`target_mask`) of
+    the whole global batch: each replica divides its sum by the target count
+    summed over all replicas, so one device and N replicas give the same loss
+    and the same update. `accuracy` is the fraction of real targets predicted
+    right. With `memory_length > 0`, call `enable_recurrence_memory(per_replica_batch)`
+    before `fit`: each replica then feeds its previous step's `new_mems` back as
+    `mems` (see `xlnet_tf.training.RecurrenceMemory`).
+
+    With an optimizer from `xlnet_tf.training.create_optimizer` the train step
+    sums gradients over replicas itself before global-norm clipping, so the
+    clip sees the true global gradient (Keras would clip per replica).
 
     Args:
         backbone: an `XLNetBackbone`.
@@ -31,6 +45,7 @@ class XLNetPretrainer(keras.Model):
     Call arguments:
         inputs: the backbone's input dict; `target_ids`/`target_mask` are accepted and ignored.
         training: Python bool.
+        output_hidden_states: passed to the backbone.
 
     Returns:
         The backbone's output dict plus `logits`.
@@ -54,6 +69,10 @@ class XLNetPretrainer(keras.Model):
         kwargs.setdefault("name", "xlnet_pretrainer")
         super().__init__(**kwargs)
         self.backbone = backbone
+        self.loss_tracker = keras.metrics.Mean(name="loss")
+        self.accuracy_tracker = keras.metrics.Mean(name="accuracy")
+        self._recurrence_memory = None
+        self._warned_no_memory = False
         self.build()
 
     def build(self, input_shape=None):
@@ -61,7 +80,7 @@ class XLNetPretrainer(keras.Model):
             name="lm_bias", shape=(self.backbone.config.vocabulary_size,), initializer="zeros")
         self.built = True
 
-    def call(self, inputs, training=None):
+    def call(self, inputs, training=None, output_hidden_states=False):
         if not isinstance(inputs, dict):
             raise TypeError(f"XLNetPretrainer expects a dict of inputs, got {type(inputs).__name__}.")
         unknown = sorted(set(inputs) - set(BACKBONE_INPUTS) - set(TARGET_KEYS))
@@ -69,12 +88,121 @@ class XLNetPretrainer(keras.Model):
             raise ValueError(f"XLNetPretrainer: unknown input key(s) {unknown}; allowed: "
                              f"{list(BACKBONE_INPUTS + TARGET_KEYS)}.")
         outputs = dict(self.backbone({k: v for k, v in inputs.items() if k in BACKBONE_INPUTS},
-                                     training=training))
+                                     training=training, output_hidden_states=output_hidden_states))
         hidden = outputs.get("query_output", outputs["sequence_output"])
         embeddings = ops.cast(self.backbone.token_embedding.embeddings, hidden.dtype)
         logits = ops.einsum("bph,vh->bpv", hidden, embeddings)  # [B, P, V]
         outputs["logits"] = ops.cast(logits, "float32") + ops.cast(self.lm_bias, "float32")
         return outputs
+
+    # ------------------------------------------------------------------ training
+
+    @property
+    def metrics(self):
+        return [self.loss_tracker, self.accuracy_tracker]
+
+    @property
+    def recurrence_memory(self):
+        """The `RecurrenceMemory` fed back between train steps, or None."""
+        return self._recurrence_memory
+
+    def enable_recurrence_memory(self, per_replica_batch_size, strategy=None):
+        """Creates the per-replica memory buffers; call before `fit` (under no other scope).
+
+        Args:
+            per_replica_batch_size: rows each replica sees per step.
+            strategy: the strategy the model trains under (default: its own).
+
+        Returns:
+            The `RecurrenceMemory`.
+        """
+        config = self.backbone.config
+        if config.memory_length <= 0:
+            raise ValueError("enable_recurrence_memory: the backbone has memory_length 0.")
+        if self.train_function is not None:
+            raise ValueError("enable_recurrence_memory must be called before the first fit.")
+        self._recurrence_memory = RecurrenceMemory(
+            per_replica_batch_size=per_replica_batch_size, num_layers=config.num_layers,
+            memory_length=config.memory_length, hidden_dim=config.hidden_dim,
+            dtype=self.backbone.compute_dtype, strategy=strategy or self.distribute_strategy)
+        return self._recurrence_memory
+
+    def reset_recurrence_memory(self):
+        """Zeros every replica's memory (a no-op without memory)."""
+        if self._recurrence_memory is not None:
+            self._recurrence_memory.reset()
+
+    def _features(self, data, with_memory):
+        inputs = data[0] if isinstance(data, (tuple, list)) else data
+        if not isinstance(inputs, dict):
+            raise TypeError(f"XLNetPretrainer.fit expects dict batches, got {type(inputs).__name__}.")
+        missing = [k for k in TARGET_KEYS if k not in inputs]
+        if missing:
+            raise ValueError(f"XLNetPretrainer: batch lacks {missing} (needed for the loss).")
+        features = {k: inputs[k] for k in BACKBONE_INPUTS if k in inputs}
+        if with_memory:
+            features["mems"] = self._recurrence_memory.read()  # [B, num_layers, M, H]
+        return features, inputs["target_ids"], inputs["target_mask"]
+
+    def _masked_sums(self, target_ids, target_mask, logits):
+        """Per-target cross-entropy and correctness with the float mask, all `[B, P]`."""
+        target_ids = ops.cast(target_ids, "int32")
+        per_token = keras.losses.sparse_categorical_crossentropy(
+            target_ids, ops.cast(logits, "float32"), from_logits=True)  # [B, P]
+        correct = ops.cast(ops.equal(ops.cast(ops.argmax(logits, axis=-1), "int32"), target_ids),
+                           "float32")  # [B, P]
+        return per_token, correct, ops.cast(target_mask, "float32")
+
+    def _global_results(self, context):
+        """Running loss/accuracy over all replicas, computed inside the replica context."""
+        local = ops.stack([ops.cast(v, "float32") for v in (
+            self.loss_tracker.total, self.loss_tracker.count,
+            self.accuracy_tracker.total, self.accuracy_tracker.count)])
+        total = context.all_reduce(tf.distribute.ReduceOp.SUM, local)
+        return {"loss": total[0] / ops.maximum(total[1], 1.0),
+                "accuracy": total[2] / ops.maximum(total[3], 1.0)}
+
+    def train_step(self, data):
+        with_memory = self._recurrence_memory is not None
+        if not with_memory and self.backbone.config.memory_length > 0 and not self._warned_no_memory:
+            self._warned_no_memory = True
+            warnings.warn("XLNetPretrainer: memory_length > 0 but enable_recurrence_memory() was "
+                          "not called; training without recurrence memory.")
+        features, target_ids, target_mask = self._features(data, with_memory)
+        context = tf.distribute.get_replica_context()
+        num_replicas = context.num_replicas_in_sync
+        with tf.GradientTape() as tape:
+            outputs = self(features, training=True)
+            per_token, correct, mask = self._masked_sums(target_ids, target_mask, outputs["logits"])
+            global_count = context.all_reduce(tf.distribute.ReduceOp.SUM, ops.sum(mask))
+            # This replica's share of the global mean: summing over replicas gives the mean.
+            loss = ops.sum(per_token * mask) / ops.maximum(global_count, 1.0)
+            if self.losses:
+                loss = loss + ops.sum(ops.stack([ops.cast(l, "float32") for l in self.losses])) / num_replicas
+            scaled_loss = self.optimizer.scale_loss(loss)
+        variables = self.trainable_variables
+        gradients = tape.gradient(scaled_loss, variables)
+        optimizer = getattr(self.optimizer, "inner_optimizer", self.optimizer)
+        if num_replicas > 1 and getattr(optimizer, "expects_all_reduced_gradients", False):
+            present = [i for i, g in enumerate(gradients) if g is not None]
+            reduced = context.all_reduce(tf.distribute.ReduceOp.SUM,
+                                         [tf.convert_to_tensor(gradients[i]) for i in present])
+            for i, g in zip(present, reduced):
+                gradients[i] = g
+        self.optimizer.apply(gradients, variables)
+        if with_memory:
+            self._recurrence_memory.write(outputs["new_mems"])
+        self.loss_tracker.update_state(per_token, sample_weight=mask)
+        self.accuracy_tracker.update_state(correct, sample_weight=mask)
+        return self._global_results(context)
+
+    def test_step(self, data):
+        features, target_ids, target_mask = self._features(data, with_memory=False)
+        outputs = self(features, training=False)
+        per_token, correct, mask = self._masked_sums(target_ids, target_mask, outputs["logits"])
+        self.loss_tracker.update_state(per_token, sample_weight=mask)
+        self.accuracy_tracker.update_state(correct, sample_weight=mask)
+        return self._global_results(tf.distribute.get_replica_context())
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         """Masked cross-entropy over predicted tokens, averaged over real targets."""

@@ -16,6 +16,7 @@ A plain backbone preset (`config.json` + `model.weights.h5`) is also accepted by
 
 import json
 import os
+import re
 import shutil
 
 import keras
@@ -85,6 +86,8 @@ class XLNetTask(keras.Model):
     """
 
     def __init__(self, backbone, **kwargs):
+        # "xlnet_classifier", not Keras' automatic "xl_net_classifier".
+        kwargs.setdefault("name", "xlnet_" + re.sub(r"(?<!^)(?=[A-Z])", "_", type(self).__name__[5:]).lower())
         super().__init__(**kwargs)
         self.backbone = backbone
 

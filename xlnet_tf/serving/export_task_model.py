@@ -53,7 +53,6 @@ def export_task_model(
     has_text_pair=False,
     label_names=None,
     output_key="logits",
-    span_decoder=None,
     metadata=None,
     overwrite=False,
     verify=True,
@@ -73,12 +72,12 @@ def export_task_model(
         task: `"classification"`, `"regression"`, `"token_classification"` or `"span"`.
         sequence_length: int, static packed length `L` of both signatures.
         preprocessor: optional `(text[, text_pair]) -> {token_ids, segment_ids,
-            padding_mask}` in-graph callable (tokenizer + XLNet packer).
+            padding_mask}` in-graph callable (tokenizer + XLNet packer, e.g. a
+            `TextPreprocessor`); for `task="span"` a `SpanAnswerDecoder`.
         vocabulary: list of pieces; needed for `pieces` / answer text outputs.
         has_text_pair: whether the strings-in signature takes `text_pair`.
         label_names: optional list of class names.
         output_key: key of the logits when the model returns a dict.
-        span_decoder: see `TaskServingModule`.
         metadata: optional JSON-serializable dict stored under `"extra"`.
         overwrite: replace an existing `output` directory.
         verify: reload the SavedModel and check `serve_token_ids` against the
@@ -113,7 +112,6 @@ def export_task_model(
         has_text_pair=has_text_pair,
         label_names=label_names,
         output_key=output_key,
-        span_decoder=span_decoder,
     )
     signatures = module.signatures()
     tf.saved_model.save(module, output, signatures=signatures)

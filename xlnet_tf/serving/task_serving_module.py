@@ -51,9 +51,10 @@ class TaskServingModule(tf.Module):
             token classification and answer text of span tasks.
         has_text_pair: whether `serve_text` takes a `text_pair` input.
         label_names: optional class names, returned next to class indices.
+            For `task="span"` it is a `SpanAnswerDecoder` instead (windows, beam
+            decoding and answer cutting), and the strings-in signature takes
+            `context` and `question`.
         output_key: which key of a dict-returning model holds the logits.
-        span_decoder: for `task="span"`, a callable `(model_outputs, features) -> dict`
-            of `[B, ...]` tensors (top-k start/end token positions and scores).
         name: module name.
 
     Example:
@@ -76,7 +77,6 @@ class TaskServingModule(tf.Module):
         has_text_pair=False,
         label_names=None,
         output_key="logits",
-        span_decoder=None,
         name=None,
     ):
         super().__init__(name=name)
@@ -84,15 +84,14 @@ class TaskServingModule(tf.Module):
             raise ValueError(f"task must be one of {TASKS}, got {task!r}.")
         if not isinstance(sequence_length, int) or sequence_length < 3:
             raise ValueError(f"sequence_length must be an int >= 3, got {sequence_length!r}.")
-        if task == "span" and span_decoder is None:
-            raise ValueError("task='span' needs a span_decoder.")
+        if task == "span" and preprocessor is not None and not hasattr(preprocessor, "answer"):
+            raise ValueError("task='span' needs a SpanAnswerDecoder as its preprocessor.")
         self.model = model
         self.task = task
         self.sequence_length = sequence_length
         self.has_text_pair = bool(has_text_pair)
         self.output_key = output_key
         self._preprocessor = preprocessor
-        self._span_decoder = span_decoder
         self.label_names = list(label_names) if label_names else None
         self._label_table = (
             tf.constant(self.label_names, tf.string) if self.label_names else None
@@ -109,7 +108,15 @@ class TaskServingModule(tf.Module):
                 tf.TensorSpec([None, sequence_length], tf.int32, name=k) for k in TOKEN_INPUTS
             ],
         )
-        if preprocessor is not None:
+        if preprocessor is not None and task == "span":
+            self.serve_text = tf.function(
+                self._serve_span,
+                input_signature=[
+                    tf.TensorSpec([None], tf.string, name="context"),
+                    tf.TensorSpec([None], tf.string, name="question"),
+                ],
+            )
+        elif preprocessor is not None:
             text_spec = tf.TensorSpec([None], tf.string, name="text")
             if self.has_text_pair:
                 pair_spec = tf.TensorSpec([None], tf.string, name="text_pair")
@@ -152,6 +159,17 @@ class TaskServingModule(tf.Module):
         outputs = self._predict(features)
         outputs.update(self._text_extras(features, text))
         return outputs
+
+    def _serve_span(self, context, question):
+        check = tf.debugging.assert_equal(
+            tf.shape(context),
+            tf.shape(question),
+            message="context and question must have the same batch size",
+        )
+        with tf.control_dependencies([check]):
+            context = self._sanitize(context)
+            question = self._sanitize(question)
+        return self._preprocessor.answer(self.model, context, question)
 
     # -- pieces ------------------------------------------------------------------------
 
@@ -211,8 +229,10 @@ class TaskServingModule(tf.Module):
                 names = tf.gather(self._label_table, tf.maximum(labels, 0))  # [B, L]
                 result["label_names"] = tf.where(labels >= 0, names, "")
             return result
-        # span
-        return dict(self._span_decoder(outputs, features))
+        # span: the labeler's top-k beam over token positions; turning it into text
+        # needs the passage (see `squad_best_answer` or the strings-in signature).
+        keys = ("start_top_log_probs", "start_top_index", "end_top_log_probs", "end_top_index", "cls_logits")
+        return {key: _pick(outputs, key) for key in keys}
 
     def _text_extras(self, features, text):
         """Outputs that only the strings-in signature can give (pieces, answer text)."""

@@ -1,0 +1,395 @@
+"""Tests of the pretraining reader: PLM semantics, row continuity, sharding, errors."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.data.records_helper import counting_stream, write_records
+from xlnet_tf.data import plm_sampling
+from xlnet_tf.data.pretraining import pretraining_dataset, pretraining_steps_per_epoch
+from xlnet_tf.data.pretraining_records import PretrainingRecords, RecordsError
+
+SEP, CLS, EOD = 4, 3, 7
+START = 1000  # token value = START + position in the global stream
+SENTENCE = 5  # a sentence starts at every stream position that is a multiple of 5
+
+
+def _settings(**overrides):
+    settings = dict(seq_length=16, reuse_length=8, num_predict=4, perm_size=4, batch_size=4,
+                    bi_data=False, seed=7, sentencepiece_model=None)
+    settings.update(overrides)
+    return settings
+
+
+@pytest.fixture(scope="module")
+def records_dir(tmp_path_factory):
+    """One counting stream of 1533 tokens, split over three shards of unequal size."""
+    tokens, sentences = counting_stream(START, 1533, SENTENCE)
+    cuts = [0, 600, 1011, 1533]
+    streams = [(tokens[a:b], sentences[a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
+    directory = str(tmp_path_factory.mktemp("records"))
+    write_records(directory, streams, chunk_length=16)
+    return directory
+
+
+def _batches(dataset, count):
+    return [{k: v.numpy() for k, v in batch.items()} for batch in dataset.take(count)]
+
+
+# ---------------------------------------------------------------- hand-worked goldens
+
+
+def test_factorization_masks_golden():
+    # positions:        0   1   2    3   4   5
+    tokens = tf.constant([10, 11, SEP, 12, 13, CLS])
+    is_masked = tf.constant([False, True, True, False, True, False])  # masked <sep> stays context
+    order = tf.constant([5, 2, 0, 4, 1, 3])
+    perm_mask, is_target = plm_sampling.factorization_masks(tokens, is_masked, order,
+                                                            sep_id=SEP, cls_id=CLS)
+    # Targets: 1 (order 2) and 4 (order 1). Context rows are blocked from both targets; the
+    # target at 4 comes first and sees no target (not even itself); the target at 1 sees 4.
+    expected = np.array([
+        [0, 1, 0, 0, 1, 0],
+        [0, 1, 0, 0, 0, 0],
+        [0, 1, 0, 0, 1, 0],
+        [0, 1, 0, 0, 1, 0],
+        [0, 1, 0, 0, 1, 0],
+        [0, 1, 0, 0, 1, 0],
+    ], np.float32)
+    np.testing.assert_array_equal(perm_mask.numpy(), expected)
+    np.testing.assert_array_equal(is_target.numpy(), [False, True, False, False, True, False])
+
+
+def test_pack_targets_golden():
+    tokens = tf.constant([10, 11, 12, 13, 14, 15])
+    is_target = tf.constant([False, True, False, False, True, False])
+    packed = plm_sampling.pack_targets(tokens, is_target, 4)
+    expected_mapping = np.zeros([4, 6], np.float32)
+    expected_mapping[0, 1] = expected_mapping[1, 4] = 1
+    np.testing.assert_array_equal(packed["target_mapping"].numpy(), expected_mapping)
+    np.testing.assert_array_equal(packed["target_ids"].numpy(), [11, 14, 0, 0])
+    np.testing.assert_array_equal(packed["target_mask"].numpy(), [1, 1, 0, 0])
+
+
+def test_factorization_order_is_blockwise():
+    seen = set()
+    for s in range(20):
+        order = plm_sampling.factorization_order(8, 4, tf.constant([s, 1])).numpy()
+        # Each block is a permutation of its own steps: block 0 before block 1.
+        assert sorted(order[:4]) == [0, 1, 2, 3] and sorted(order[4:]) == [4, 5, 6, 7]
+        seen.add(tuple(order))
+    assert len(seen) > 10
+
+
+def test_span_mask_exact_count_and_reverse():
+    tokens = tf.range(100, 148)
+    for s in range(10):
+        seed = tf.constant([s, 3])
+        mask = plm_sampling.span_mask(tokens, 8, seed).numpy()
+        assert mask.sum() == 8
+        flipped = plm_sampling.span_mask(tf.reverse(tokens, [0]), 8, seed, reverse=True).numpy()
+        np.testing.assert_array_equal(flipped, mask[::-1])
+
+
+def test_span_mask_covers_whole_words():
+    # Pieces >= 150 continue a word: words are [start, cont, cont] triples.
+    word_start = np.arange(200) < 150
+    tokens = tf.constant(np.array([[100 + i, 150 + i, 160 + i] for i in range(20)]).reshape(-1))
+    for s in range(10):
+        seed = tf.constant([s, 4])
+        begin, length, valid = plm_sampling.sample_spans(20, 20 // 6 + 1, tf.random.experimental.stateless_split(seed, 2)[0])
+        mask = plm_sampling.span_mask(tokens, 60, seed, word_start=word_start).numpy()
+        words = mask.reshape(20, 3)
+        kept_words = np.zeros(20, bool)
+        for b, n, v in zip(begin.numpy(), length.numpy(), valid.numpy()):
+            if v:
+                kept_words[b:b + n] = True
+        # With room for every span, each span covers its words completely.
+        assert words[kept_words].all()
+
+
+# ---------------------------------------------------------------- statistics
+
+
+def test_span_lengths_follow_one_over_n():
+    counts = np.zeros(6)
+    covered = words = 0
+    for s in range(200):
+        begin, length, valid = plm_sampling.sample_spans(600, 101, tf.constant([s, 9]))
+        length, valid = length.numpy(), valid.numpy()
+        assert length.min() >= 1 and length.max() <= 5
+        counts += np.bincount(length, minlength=6)
+        covered += length[valid].sum()
+        words += 600
+    freq = counts[1:] / counts.sum()
+    expected = (1 / np.arange(1, 6)) / (1 / np.arange(1, 6)).sum()
+    np.testing.assert_allclose(freq, expected, atol=0.02)
+    # One word in K=6 is covered, minus the partly filled last group.
+    assert abs(covered / words - 1 / 6) < 0.01
+
+
+def test_predicted_fraction_is_one_in_six(records_dir):
+    settings = _settings(seq_length=48, reuse_length=24, num_predict=8, perm_size=8,
+                         batch_size=2)
+    targets = 0
+    batches = _batches(pretraining_dataset(records_dir, **settings), 15)
+    for batch in batches:
+        targets += batch["target_mask"].sum()
+        # Masked <sep>/<cls> are dropped from targets, so at most num_predict per example.
+        assert (batch["target_mask"].sum(axis=1) <= 8).all()
+    fraction = targets / (len(batches) * 2 * 48)
+    assert 0.14 < fraction <= 1 / 6 + 1e-6
+
+
+# ---------------------------------------------------------------- semantics on real batches
+
+
+def _check_semantics(batch, reuse, num_predict):
+    length = batch["token_ids"].shape[1]
+    for b in range(batch["token_ids"].shape[0]):
+        tokens = batch["token_ids"][b]
+        perm = batch["perm_mask"][b]
+        mapping = batch["target_mapping"][b]
+        is_target = mapping.sum(axis=0) > 0
+        # target_mapping: one-hot rows in position order, then zero rows; masks agree.
+        row_sums = mapping.sum(axis=1)
+        assert set(np.unique(mapping)) <= {0.0, 1.0}
+        np.testing.assert_array_equal(row_sums, batch["target_mask"][b])
+        count = int(row_sums.sum())
+        assert (row_sums[:count] == 1).all() and (row_sums[count:] == 0).all()
+        positions = mapping[:count].argmax(axis=1)
+        assert (np.diff(positions) > 0).all()
+        np.testing.assert_array_equal(batch["target_ids"][b][:count], tokens[positions])
+        assert (batch["target_ids"][b][count:] == 0).all()
+        # Function tokens are context: never targets, and every position of their part sees them.
+        is_function = (tokens == SEP) | (tokens == CLS)
+        assert not (is_target & is_function).any()
+        assert tokens[-1] == CLS and tokens[-2] == SEP and (tokens == SEP).sum() == 2
+        for lo, hi in ((0, reuse), (reuse, length)):
+            part = slice(lo, hi)
+            p_perm = perm[part, part]
+            p_target = is_target[part]
+            # A target never sees itself.
+            assert (np.diag(p_perm)[p_target] == 1).all()
+            # Context sees all context and no target.
+            context = ~p_target
+            assert (p_perm[np.ix_(context, p_target)] == 1).all()
+            assert (p_perm[:, context] == 0).all()
+            # Targets form a strict order: of two targets exactly one sees the other.
+            t = np.flatnonzero(p_target)
+            sub = p_perm[np.ix_(t, t)]
+            np.testing.assert_array_equal(sub + sub.T, 1 + np.eye(len(t)))
+        # The reuse part never sees the new part; the new part sees all of the reuse part.
+        assert (perm[:reuse, reuse:] == 1).all()
+        assert (perm[reuse:, :reuse] == 0).all()
+        assert (batch["padding_mask"][b] == 1).all()
+
+
+def test_batch_semantics(records_dir):
+    for batch in _batches(pretraining_dataset(records_dir, **_settings(bi_data=True)), 4):
+        _check_semantics(batch, reuse=8, num_predict=4)
+
+
+def test_layout_segments_and_sentence_cut(records_dir):
+    continuation = total = 0
+    for batch in _batches(pretraining_dataset(records_dir, **_settings(batch_size=8)), 10):
+        for tokens, segments in zip(batch["token_ids"], batch["segment_ids"]):
+            sep1, sep2 = np.flatnonzero(tokens == SEP)
+            np.testing.assert_array_equal(segments[:sep1 + 1], 0)
+            np.testing.assert_array_equal(segments[sep1 + 1:15], 1)
+            assert segments[15] == 2 and sep2 == 14
+            # Reuse part and A are one contiguous run of the stream.
+            np.testing.assert_array_equal(np.diff(tokens[:sep1]), 1)
+            # A ends at a sentence boundary (every test sentence is 5 tokens).
+            assert (tokens[sep1 - 1] + 1 - START) % SENTENCE == 0
+            total += 1
+            continuation += tokens[sep1 + 1] == tokens[sep1 - 1] + 1
+    assert 0.3 < continuation / total < 0.7
+
+
+# ---------------------------------------------------------------- continuity and sharding
+
+
+def _reuse_starts(batches):
+    return np.stack([b["token_ids"][:, 0] for b in batches])  # [steps, rows]
+
+
+@pytest.mark.parametrize("batch_size", [2, 6])
+def test_rows_continue_across_batches(records_dir, batch_size):
+    batches = _batches(pretraining_dataset(records_dir, **_settings(batch_size=batch_size)), 5)
+    for batch in batches:
+        # The whole reuse part is one contiguous piece of the stream.
+        np.testing.assert_array_equal(np.diff(batch["token_ids"][:, :8], axis=1), 1)
+    starts = _reuse_starts(batches)
+    np.testing.assert_array_equal(np.diff(starts, axis=0), 8)
+    # Rows read disjoint equal ranges of the one stream.
+    range_length = 1533 // batch_size
+    np.testing.assert_array_equal(starts[0], START + range_length * np.arange(batch_size))
+
+
+def test_bi_data_rows_run_backward(records_dir):
+    batches = _batches(pretraining_dataset(records_dir, **_settings(bi_data=True)), 4)
+    starts = _reuse_starts(batches)
+    np.testing.assert_array_equal(np.diff(starts[:, :2], axis=0), 8)
+    np.testing.assert_array_equal(np.diff(starts[:, 2:], axis=0), -8)
+    for batch in batches:
+        np.testing.assert_array_equal(np.diff(batch["token_ids"][2:, :8], axis=1), -1)
+    # Backward row i reads forward row i's range from its end.
+    range_length = 1533 // 2
+    np.testing.assert_array_equal(starts[0], [START, START + range_length,
+                                              START + range_length - 1, START + 2 * range_length - 1])
+
+
+def test_input_context_shards_match_one_pipeline(records_dir):
+    """Pipelines x local replicas reproduce exactly the rows of the single-pipeline batch."""
+    whole = _batches(pretraining_dataset(records_dir, **_settings(batch_size=8)), 3)
+    parts = []
+    for pipeline in range(2):
+        context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline,
+                                             num_replicas_in_sync=4)
+        dataset = pretraining_dataset(records_dir, **_settings(batch_size=8), input_context=context)
+        assert dataset.element_spec["token_ids"].shape == (2, 16)
+        parts.append(_batches(dataset, 6))  # 3 steps x 2 local replicas, in turn
+    for step in range(3):
+        rebuilt = {k: np.concatenate([parts[p][2 * step + r][k] for p in range(2) for r in range(2)])
+                   for k in whole[step]}
+        for key, value in whole[step].items():
+            np.testing.assert_array_equal(rebuilt[key], value, err_msg=key)
+
+
+def test_mirrored_strategy_replicas_keep_their_rows(records_dir):
+    """distribute_datasets_from_function on 2 logical CPUs: each replica's rows continue."""
+    script = textwrap.dedent(f"""
+        import numpy as np, tensorflow as tf
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        from xlnet_tf.data.pretraining import pretraining_dataset
+        strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+        def dataset_fn(context):
+            return pretraining_dataset({records_dir!r}, seq_length=16, reuse_length=8, num_predict=4,
+                perm_size=4, batch_size=4, bi_data=True, seed=7, sentencepiece_model=None,
+                input_context=context)
+        dist = strategy.distribute_datasets_from_function(dataset_fn)
+        starts = []
+        for step, batch in zip(range(3), dist):
+            local = strategy.experimental_local_results(batch["token_ids"])
+            starts.append(np.concatenate([t.numpy()[:, 0] for t in local]))
+        starts = np.stack(starts)
+        rng = 1533 // 2
+        np.testing.assert_array_equal(starts[0], [{START}, {START} + rng - 1, {START} + rng, {START} + 2 * rng - 1])
+        np.testing.assert_array_equal(np.diff(starts, axis=0), [[8, -8, 8, -8]] * 2)
+        print("OK")
+    """)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            cwd=root, env=dict(os.environ, PYTHONPATH=root), timeout=300)
+    assert result.returncode == 0 and "OK" in result.stdout, result.stderr[-3000:]
+
+
+def test_static_shapes(records_dir):
+    spec = pretraining_dataset(records_dir, **_settings(batch_size=6, num_predict=5)).element_spec
+    expected = {"token_ids": (6, 16), "segment_ids": (6, 16), "padding_mask": (6, 16),
+                "perm_mask": (6, 16, 16), "target_mapping": (6, 5, 16), "target_ids": (6, 5),
+                "target_mask": (6, 5)}
+    assert {k: tuple(v.shape) for k, v in spec.items()} == expected
+    assert spec["perm_mask"].dtype == tf.float32 and spec["token_ids"].dtype == tf.int32
+
+
+# ---------------------------------------------------------------- determinism and epochs
+
+
+def test_same_seed_same_batches_other_seed_differs(records_dir):
+    first = _batches(pretraining_dataset(records_dir, **_settings()), 3)
+    again = _batches(pretraining_dataset(records_dir, **_settings()), 3)
+    other = _batches(pretraining_dataset(records_dir, **_settings(seed=8)), 3)
+    for a, b, c in zip(first, again, other):
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+        np.testing.assert_array_equal(a["token_ids"][:, :8], c["token_ids"][:, :8])
+    assert any((a["perm_mask"] != c["perm_mask"]).any() for a, c in zip(first, other))
+
+
+def test_new_epoch_resamples(records_dir):
+    settings = _settings(batch_size=8)
+    steps = pretraining_steps_per_epoch(records_dir, seq_length=16, reuse_length=8,
+                                        batch_size=8, bi_data=False)
+    assert steps == (1533 // 8 - 13) // 8 + 1
+    batches = _batches(pretraining_dataset(records_dir, num_epochs=2, **settings), 2 * steps + 1)
+    assert len(batches) == 2 * steps  # num_epochs bounds the dataset
+    epoch0, epoch1 = batches[0], batches[steps]
+    np.testing.assert_array_equal(epoch0["token_ids"][:, :8], epoch1["token_ids"][:, :8])
+    assert (epoch0["perm_mask"] != epoch1["perm_mask"]).any()
+    assert (epoch0["target_mapping"] != epoch1["target_mapping"]).any()
+
+
+# ---------------------------------------------------------------- errors
+
+
+def test_corrupted_record_names_the_file(tmp_path):
+    tokens, sentences = counting_stream(START, 400, SENTENCE)
+    paths = write_records(str(tmp_path), [(tokens, sentences)], chunk_length=16)
+    data = bytearray(open(paths[0], "rb").read())
+    data[len(data) // 2] ^= 0xFF
+    open(paths[0], "wb").write(bytes(data))
+    dataset = pretraining_dataset(str(tmp_path), **_settings(batch_size=2))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"pretrain-00000-of-00001\.tfrecord"):
+        _batches(dataset, 30)
+
+
+def test_truncated_file_names_the_file(tmp_path):
+    tokens, sentences = counting_stream(START, 400, SENTENCE)
+    paths = write_records(str(tmp_path), [(tokens, sentences)], chunk_length=16)
+    data = open(paths[0], "rb").read()
+    open(paths[0], "wb").write(data[: len(data) * 3 // 4])
+    dataset = pretraining_dataset(str(tmp_path), **_settings(batch_size=1))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="corrupted or truncated.*" + str(tmp_path)):
+        _batches(dataset, 40)
+
+
+def test_record_length_mismatch_names_the_file(tmp_path):
+    tokens, sentences = counting_stream(START, 400, SENTENCE)
+    write_records(str(tmp_path), [(tokens, sentences)], chunk_length=16)
+    manifest_path = tmp_path / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["chunk_length"] = 20  # disagrees with the records
+    manifest["shards"][0]["num_records"] = 20
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="pretrain-00000-of-00001"):
+        _batches(pretraining_dataset(str(tmp_path), **_settings(batch_size=1)), 2)
+
+
+def test_missing_manifest_and_no_match(tmp_path):
+    tokens, sentences = counting_stream(START, 100, SENTENCE)
+    write_records(str(tmp_path), [(tokens, sentences)], chunk_length=16, manifest=False)
+    with pytest.raises(RecordsError, match="Missing .*manifest.json"):
+        PretrainingRecords(str(tmp_path / "*.tfrecord"))
+    pattern = str(tmp_path / "nothing-*.tfrecord")
+    with pytest.raises(RecordsError, match=r"No pretraining record files match .*nothing-\*"):
+        pretraining_dataset(pattern, **_settings())
+
+
+def test_wrong_manifest_format(tmp_path):
+    tokens, sentences = counting_stream(START, 100, SENTENCE)
+    write_records(str(tmp_path), [(tokens, sentences)], chunk_length=16)
+    (tmp_path / "manifest.json").write_text(json.dumps({"format": "something.else"}))
+    with pytest.raises(RecordsError, match="format 'something.else'"):
+        PretrainingRecords(str(tmp_path))
+
+
+def test_bad_sizes(records_dir):
+    context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
+                                         num_replicas_in_sync=4)
+    with pytest.raises(ValueError, match="global batch_size=6 does not divide evenly over 4"):
+        pretraining_dataset(records_dir, **_settings(batch_size=6), input_context=context)
+    with pytest.raises(ValueError, match="even per-replica batch"):
+        pretraining_dataset(records_dir, **_settings(batch_size=3, bi_data=True))
+    with pytest.raises(ValueError, match="perm_size=3 must divide"):
+        pretraining_dataset(records_dir, **_settings(perm_size=3))
+    with pytest.raises(RecordsError, match="too few"):
+        pretraining_dataset(records_dir, **_settings(batch_size=200))

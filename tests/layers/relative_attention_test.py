@@ -1,0 +1,103 @@
+import numpy as np
+
+from xlnet_tf.layers.relative_attention import RelativeAttention
+from xlnet_tf.layers.xlnet_block import XLNetBlock
+
+B, L, H, N, D = 2, 4, 8, 2, 4
+
+
+def inputs(seed=0):
+    rng = np.random.default_rng(seed)
+    return dict(
+        content_stream=rng.normal(size=(B, L, H)).astype("float32"),
+        position_encoding=rng.normal(size=(1, 2 * L, H)).astype("float32"),
+        segment_different=np.zeros((B, L, L), bool),
+        content_mask=np.zeros((B, L, L), bool),
+        content_bias=np.zeros((N, D), "float32"),
+        positional_bias=np.zeros((N, D), "float32"),
+        segment_bias=np.zeros((N, D), "float32"),
+        segment_encoding=np.zeros((2, N, D), "float32"),
+    )
+
+
+def layer_norm(x, eps=1e-12):
+    mean = x.mean(-1, keepdims=True)
+    var = x.var(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps)
+
+
+def test_reduces_to_plain_attention_without_positions_and_segments():
+    layer = RelativeAttention(num_heads=N, head_dim=D)
+    args = inputs()
+    layer(**args)
+    layer.position_kernel.assign(np.zeros((H, N, D), "float32"))
+    out, _ = layer(**args)
+    h = args["content_stream"]
+    q = np.einsum("bih,hnd->bnid", h, np.asarray(layer.query_kernel))
+    k = np.einsum("bih,hnd->bnid", h, np.asarray(layer.key_kernel))
+    v = np.einsum("bih,hnd->bnid", h, np.asarray(layer.value_kernel))
+    scores = np.einsum("bnid,bnjd->bnij", q, k) / np.sqrt(D)
+    probs = np.exp(scores - scores.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    attended = np.einsum("bnij,bnjd->bnid", probs, v)
+    expected = layer_norm(h + np.einsum("bnid,hnd->bih", attended, np.asarray(layer.output_kernel)))
+    np.testing.assert_allclose(np.asarray(out), expected, atol=1e-5)
+
+
+def test_segment_term_uses_different_segment_row():
+    layer = RelativeAttention(num_heads=N, head_dim=D)
+    args = inputs()
+    rng = np.random.default_rng(3)
+    args["segment_encoding"] = rng.normal(size=(2, N, D)).astype("float32")
+    same, _ = layer(**args)
+    # Swapping the encodings and flipping every comparison must give the same scores.
+    flipped = dict(args, segment_encoding=args["segment_encoding"][::-1].copy(),
+                   segment_different=np.ones((B, L, L), bool))
+    other, _ = layer(**flipped)
+    np.testing.assert_allclose(np.asarray(same), np.asarray(other), atol=1e-5)
+
+
+def test_query_stream_shares_weights_with_content_stream():
+    layer = RelativeAttention(num_heads=N, head_dim=D)
+    args = inputs(1)
+    # With the query stream equal to the content stream, identity target mapping and the same mask,
+    # both streams must produce the same output.
+    content, query = layer(**args, query_stream=args["content_stream"], query_mask=args["content_mask"],
+                           target_mapping=np.eye(L, dtype="float32")[None].repeat(B, 0))
+    np.testing.assert_allclose(np.asarray(content), np.asarray(query), atol=1e-5)
+
+
+def test_masked_keys_have_no_influence():
+    layer = RelativeAttention(num_heads=N, head_dim=D)
+    args = inputs(2)
+    mask = np.zeros((B, L, 2 * L), bool)
+    mask[:, :, 1] = True  # memory column 1 hidden from everybody
+    memory = np.random.default_rng(5).normal(size=(B, L, H)).astype("float32")
+    args.update(content_mask=mask, segment_different=np.zeros((B, L, 2 * L), bool),
+                position_encoding=np.random.default_rng(6).normal(size=(1, 3 * L, H)).astype("float32"))
+    out1, _ = layer(**args, memory=memory)
+    memory2 = memory.copy()
+    memory2[:, 1] += 100.0
+    out2, _ = layer(**args, memory=memory2)
+    np.testing.assert_allclose(np.asarray(out1), np.asarray(out2), atol=1e-5)
+
+
+def test_get_config_round_trips():
+    layer = RelativeAttention(num_heads=3, head_dim=5, dropout=0.2, attention_dropout=0.1,
+                              layer_norm_epsilon=1e-6)
+    assert RelativeAttention.from_config(layer.get_config()).get_config() == layer.get_config()
+    block = XLNetBlock(hidden_dim=8, num_heads=2, head_dim=4, intermediate_dim=16, activation="relu",
+                       dropout=0.1)
+    assert XLNetBlock.from_config(block.get_config()).get_config() == block.get_config()
+
+
+def test_block_feedforward_golden():
+    block = XLNetBlock(hidden_dim=H, num_heads=N, head_dim=D, intermediate_dim=16, activation="relu")
+    args = inputs(4)
+    content, _ = block(**args)
+    attended, _ = block.attention(**args)
+    attended = np.asarray(attended)
+    w1, b1 = np.asarray(block.feedforward_intermediate.kernel), np.asarray(block.feedforward_intermediate.bias)
+    w2, b2 = np.asarray(block.feedforward_output.kernel), np.asarray(block.feedforward_output.bias)
+    expected = layer_norm(attended + np.maximum(attended @ w1 + b1, 0) @ w2 + b2)
+    np.testing.assert_allclose(np.asarray(content), expected, atol=1e-5)

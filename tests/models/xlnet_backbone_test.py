@@ -1,0 +1,239 @@
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from xlnet_tf import XLNetBackbone, XLNetConfig
+
+V, B, L = 30, 4, 6
+
+
+def tiny_config(**overrides):
+    values = dict(vocabulary_size=V, num_layers=3, num_heads=2, head_dim=4, hidden_dim=8,
+                  intermediate_dim=16, dropout=0.0, attention_dropout=0.0)
+    values.update(overrides)
+    return XLNetConfig(**values)
+
+
+def make_inputs(seed=0, batch=B, length=L):
+    rng = np.random.default_rng(seed)
+    segment_ids = np.zeros((batch, length), "int32")
+    segment_ids[:, length // 2:] = 1
+    segment_ids[:, -1] = 2
+    return {"token_ids": rng.integers(9, V, (batch, length)).astype("int32"),
+            "segment_ids": segment_ids,
+            "padding_mask": np.ones((batch, length), "int32")}
+
+
+def permutation_inputs(order, seed=0):
+    """perm_mask / target_mapping for one full factorization order (every position predicted)."""
+    length = len(order)
+    rank = np.empty(length, int)
+    rank[np.asarray(order)] = np.arange(length)
+    perm_mask = (rank[None, :] >= rank[:, None]).astype("float32")  # i may not see j at/after it
+    inputs = make_inputs(seed, batch=1, length=length)
+    inputs["perm_mask"] = perm_mask[None]
+    inputs["target_mapping"] = np.eye(length, dtype="float32")[None]
+    return inputs, rank
+
+
+@pytest.fixture(scope="module")
+def backbone():
+    return XLNetBackbone(tiny_config())
+
+
+def test_output_shapes(backbone):
+    inputs = make_inputs()
+    inputs["target_mapping"] = np.eye(L, dtype="float32")[None, :2].repeat(B, 0)
+    outputs = backbone(inputs, output_hidden_states=True)
+    assert outputs["sequence_output"].shape == (B, L, 8)
+    assert outputs["query_output"].shape == (B, 2, 8)
+    assert outputs["hidden_states"].shape == (B, 4, L, 8)
+    assert outputs["query_hidden_states"].shape == (B, 4, 2, 8)
+    assert "new_mems" not in outputs
+
+
+def test_rows_do_not_depend_on_the_rest_of_the_batch(backbone):
+    inputs = make_inputs(1)
+    inputs["padding_mask"][2, :3] = 0
+    together = np.asarray(backbone(inputs)["sequence_output"])
+    for row in range(B):
+        alone = backbone({k: v[row:row + 1] for k, v in inputs.items()})["sequence_output"]
+        np.testing.assert_allclose(together[row], np.asarray(alone)[0], atol=1e-5)
+
+
+def test_left_padding_does_not_change_real_tokens(backbone):
+    inputs = make_inputs(2, batch=1)
+    plain = np.asarray(backbone(inputs)["sequence_output"])[0]
+    pad = 3
+    padded = {
+        "token_ids": np.concatenate([np.full((1, pad), 5, "int32"), inputs["token_ids"]], 1),
+        "segment_ids": np.concatenate([np.full((1, pad), 4, "int32"), inputs["segment_ids"]], 1),
+        "padding_mask": np.concatenate([np.zeros((1, pad), "int32"), inputs["padding_mask"]], 1),
+    }
+    padded_out = np.asarray(backbone(padded)["sequence_output"])[0, pad:]
+    np.testing.assert_allclose(padded_out, plain, atol=1e-5)
+
+
+@pytest.mark.parametrize("attention_type", ["bi", "uni"])
+def test_no_leak_through_every_layer(attention_type):
+    # Memory columns are always visible, as in pretraining; without any visible key, the first
+    # position of the order would attend uniformly (the original's behaviour too).
+    model = XLNetBackbone(tiny_config(attention_type=attention_type, memory_length=2,
+                                      initializer_range=0.3))
+    order = [3, 0, 5, 1, 4, 2]
+    inputs, rank = permutation_inputs(order)
+    inputs["mems"] = np.random.default_rng(1).normal(size=(1, 3, 2, 8)).astype("float32")
+    base = model(inputs, output_hidden_states=True)
+    for changed in range(L):
+        modified = {k: v.copy() for k, v in inputs.items()}
+        modified["token_ids"][0, changed] = (modified["token_ids"][0, changed] + 7) % V
+        out = model(modified, output_hidden_states=True)
+        content_diff = np.abs(np.asarray(out["hidden_states"]) - np.asarray(base["hidden_states"]))[0]
+        query_diff = np.abs(np.asarray(out["query_hidden_states"]) -
+                            np.asarray(base["query_hidden_states"]))[0]
+        for position in range(L):
+            if attention_type == "uni" and position < changed:
+                continue  # uni also hides later sequence positions; checked separately below.
+            if rank[changed] > rank[position]:
+                # Content stream: a later token in the factorization order is invisible.
+                assert content_diff[:, position].max() < 1e-5, (changed, position)
+            if rank[changed] >= rank[position]:
+                # Query stream: neither its own token nor any later one is visible.
+                assert query_diff[:, position].max() < 1e-5, (changed, position)
+        # Sanity: the change is visible somewhere (in its own content stream).
+        assert content_diff[1:, changed].max() > 1e-4
+
+
+def test_uni_attention_is_causal():
+    model = XLNetBackbone(tiny_config(attention_type="uni"))
+    inputs = make_inputs(3, batch=1)
+    base = np.asarray(model(inputs, output_hidden_states=True)["hidden_states"])
+    inputs["token_ids"][0, 4] = (inputs["token_ids"][0, 4] + 3) % V
+    out = np.asarray(model(inputs, output_hidden_states=True)["hidden_states"])
+    np.testing.assert_allclose(out[0, :, :4], base[0, :, :4], atol=1e-5)
+    assert np.abs(out[0, 1:, 4:] - base[0, 1:, 4:]).max() > 1e-4
+
+
+def test_memory_is_used_and_cached():
+    config = tiny_config(memory_length=4, reuse_length=3)
+    model = XLNetBackbone(config)
+    first = make_inputs(4)
+    out1 = model(first, output_hidden_states=True)
+    mems = np.asarray(out1["new_mems"])
+    assert mems.shape == (B, 3, 3, 8)  # min(reuse_length, memory_length) without earlier memory
+    # Memory caches each layer's input: the first reuse_length positions.
+    np.testing.assert_allclose(mems, np.asarray(out1["hidden_states"])[:, :3, :3], atol=1e-6)
+    second = make_inputs(5)
+    with_memory = model(dict(second, mems=mems))
+    without_memory = model(second)
+    # Recurrence that silently does nothing is a known bug elsewhere: memory must change outputs.
+    assert np.abs(np.asarray(with_memory["sequence_output"]) -
+                  np.asarray(without_memory["sequence_output"])).max() > 1e-3
+    new_mems = np.asarray(with_memory["new_mems"])
+    assert new_mems.shape == (B, 3, 4, 8)
+    np.testing.assert_allclose(new_mems[:, :, :1], mems[:, :, 2:], atol=1e-6)  # oldest dropped
+
+
+def test_memory_gradient_is_stopped():
+    import tensorflow as tf
+
+    model = XLNetBackbone(tiny_config(memory_length=3))
+    mems = tf.Variable(np.random.default_rng(0).normal(size=(B, 3, 3, 8)).astype("float32"))
+    with tf.GradientTape() as tape:
+        out = model(dict(make_inputs(6), mems=mems))
+        loss = tf.reduce_sum(out["new_mems"])
+    assert tape.gradient(loss, mems) is None
+
+
+def test_bad_inputs_name_the_problem(backbone):
+    good = make_inputs()
+    with pytest.raises(ValueError, match="missing input.*padding_mask"):
+        backbone({k: v for k, v in good.items() if k != "padding_mask"})
+    with pytest.raises(ValueError, match="unknown input key.*input_ids"):
+        backbone(dict(good, input_ids=good["token_ids"]))
+    with pytest.raises(ValueError, match="'token_ids' must have rank 2"):
+        backbone(dict(good, token_ids=good["token_ids"][0]))
+    with pytest.raises(TypeError, match="'token_ids' must be an integer"):
+        backbone(dict(good, token_ids=good["token_ids"].astype("float32")))
+    with pytest.raises(TypeError, match="'perm_mask' must be a float"):
+        backbone(dict(good, perm_mask=np.zeros((B, L, L), "int32")))
+    with pytest.raises(ValueError, match=r"'perm_mask' has shape \(4, 6, 5\)"):
+        backbone(dict(good, perm_mask=np.zeros((B, L, L - 1), "float32")))
+    with pytest.raises(ValueError, match="'mems' has shape"):
+        backbone(dict(good, mems=np.zeros((B, 2, 3, 8), "float32")))
+    with pytest.raises(ValueError, match="'segment_ids' has shape"):
+        backbone(dict(good, segment_ids=good["segment_ids"][:, :3]))
+    with pytest.raises(TypeError, match="dict of inputs"):
+        backbone(good["token_ids"])
+
+
+def test_bi_data_rejects_odd_batch():
+    model = XLNetBackbone(tiny_config(bi_data=True))
+    with pytest.raises(ValueError, match="bi_data needs an even"):
+        model(make_inputs(batch=3))
+
+
+def test_bi_data_second_half_reads_backward():
+    model = XLNetBackbone(tiny_config(bi_data=True, num_layers=1, initializer_range=0.3))
+    inputs = make_inputs(7, batch=2)
+    inputs = {k: np.concatenate([v[:1], v[:1]]) for k, v in inputs.items()}
+    out = np.asarray(model(inputs)["sequence_output"])
+    assert np.abs(out[0] - out[1]).max() > 1e-4  # same text, forward vs backward positions
+
+
+def test_get_config_and_keras_file_round_trip(tmp_path, backbone):
+    clone = XLNetBackbone.from_config(backbone.get_config())
+    assert clone.config == backbone.config
+    path = os.path.join(tmp_path, "backbone.keras")
+    backbone.save(path)
+    restored = keras.saving.load_model(path)
+    inputs = make_inputs(8)
+    np.testing.assert_allclose(np.asarray(restored(inputs)["sequence_output"]),
+                               np.asarray(backbone(inputs)["sequence_output"]), atol=1e-6)
+
+
+def test_preset_round_trip(tmp_path, backbone):
+    preset = os.path.join(tmp_path, "preset")
+    backbone.save_to_preset(preset)
+    assert sorted(os.listdir(preset)) == ["config.json", "model.weights.h5"]
+    restored = XLNetBackbone.from_preset(preset)
+    assert restored.config == backbone.config
+    inputs = make_inputs(9)
+    np.testing.assert_allclose(np.asarray(restored(inputs)["sequence_output"]),
+                               np.asarray(backbone(inputs)["sequence_output"]), atol=1e-6)
+    with_memory = XLNetBackbone.from_preset(preset, memory_length=5)
+    assert with_memory.config.memory_length == 5
+    with pytest.raises(ValueError, match="cannot override.*hidden_dim"):
+        XLNetBackbone.from_preset(preset, hidden_dim=16)
+    with pytest.raises(FileNotFoundError, match="no model.weights.h5"):
+        os.remove(os.path.join(preset, "model.weights.h5"))
+        XLNetBackbone.from_preset(preset)
+
+
+def test_mixed_bfloat16_stays_close_to_float32():
+    config = tiny_config(memory_length=3)
+    reference = XLNetBackbone(config)
+    mixed = XLNetBackbone(config, dtype="mixed_bfloat16")
+    mixed.set_weights(reference.get_weights())
+    inputs = make_inputs(10)
+    inputs["padding_mask"][:, :2] = 0
+    inputs["perm_mask"] = (np.random.default_rng(0).random((B, L, L)) > 0.5).astype("float32")
+    inputs["target_mapping"] = np.eye(L, dtype="float32")[None, :3].repeat(B, 0)
+    expected = reference(inputs)
+    got = mixed(inputs)
+    for key in ("sequence_output", "query_output", "new_mems"):
+        value = np.asarray(keras.ops.cast(got[key], "float32"))
+        assert np.isfinite(value).all(), key
+        # Stated tolerance: bf16 keeps ~3 significant digits; outputs are layer-normalised (O(1)).
+        assert np.abs(value - np.asarray(expected[key])).max() < 0.1, key
+    assert keras.backend.standardize_dtype(got["sequence_output"].dtype) == "bfloat16"
+
+
+def test_float16_masks_do_not_overflow():
+    model = XLNetBackbone(tiny_config(), dtype="mixed_float16")
+    inputs = make_inputs(11)
+    inputs["padding_mask"][:, :4] = 0
+    out = np.asarray(keras.ops.cast(model(inputs)["sequence_output"], "float32"))
+    assert np.isfinite(out).all()

@@ -1,0 +1,75 @@
+import keras
+import numpy as np
+
+from xlnet_tf.config import XLNetConfig
+from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+from xlnet_tf.models.xlnet_span_labeler import XLNetSpanLabeler
+
+CONFIG = XLNetConfig(vocabulary_size=40, num_layers=2, num_heads=2, head_dim=4, hidden_dim=8,
+                     intermediate_dim=16, dropout=0.0, attention_dropout=0.0)
+# [pad] P P P P <sep> Q Q <sep> <cls>, twice (second row with one more pad).
+FEATURES = {
+    "token_ids": np.array([[5, 11, 12, 13, 14, 4, 21, 22, 4, 3],
+                           [5, 5, 11, 12, 13, 4, 21, 22, 4, 3]], "int32"),
+    "segment_ids": np.array([[4, 0, 0, 0, 0, 0, 1, 1, 1, 2],
+                             [4, 4, 0, 0, 0, 0, 1, 1, 1, 2]], "int32"),
+    "padding_mask": np.array([[0, 1, 1, 1, 1, 1, 1, 1, 1, 1],
+                              [0, 0, 1, 1, 1, 1, 1, 1, 1, 1]], "int32"),
+}
+ALLOWED = [[1, 2, 3, 4, 9], [2, 3, 4, 9]]
+
+
+def _model():
+    keras.utils.set_random_seed(3)
+    return XLNetSpanLabeler(XLNetBackbone(CONFIG), start_n_top=3, end_n_top=2)
+
+
+def test_training_outputs_mask_everything_but_passage_and_cls():
+    model = _model()
+    out = model({**FEATURES, "start_positions": np.array([2, 3])})
+    assert set(out) == {"start_logits", "end_logits", "cls_logits"}
+    assert tuple(out["cls_logits"].shape) == (2,)
+    for key in ("start_logits", "end_logits"):
+        logits = out[key].numpy()
+        for row, allowed in enumerate(ALLOWED):
+            open_ = np.flatnonzero(logits[row] > -1e29).tolist()
+            assert open_ == allowed, (key, row, open_)
+
+
+def test_explicit_answer_mask_overrides_the_derived_one():
+    model = _model()
+    mask = np.zeros((2, 10), "int32")
+    mask[:, 3] = 1
+    out = model({**FEATURES, "answer_mask": mask})
+    assert (out["start_top_index"].numpy()[:, 0] == 3).all()
+    assert (out["end_top_index"].numpy()[:, :, 0] == 3).all()
+
+
+def test_beam_matches_the_teacher_forced_end_logits():
+    model = _model()
+    out = {k: v.numpy() for k, v in model(FEATURES).items()}
+    assert out["start_top_index"].shape == (2, 3) and out["end_top_index"].shape == (2, 3, 2)
+    start = model({**FEATURES, "start_positions": np.zeros(2, "int32")})["start_logits"].numpy()
+    start_log_probs = start - np.log(np.sum(np.exp(start - start.max(-1, keepdims=True)), -1,
+                                            keepdims=True)) - start.max(-1, keepdims=True)
+    np.testing.assert_array_equal(out["start_top_index"], np.argsort(-start_log_probs, -1)[:, :3])
+    np.testing.assert_allclose(out["start_top_log_probs"],
+                               np.take_along_axis(start_log_probs, out["start_top_index"], 1), atol=1e-5)
+    for k in range(3):
+        forced = model({**FEATURES, "start_positions": out["start_top_index"][:, k]})
+        end = forced["end_logits"].numpy()
+        np.testing.assert_array_equal(out["end_top_index"][:, k], np.argsort(-end, -1)[:, :2])
+        # The answer-class logit does not depend on the chosen start.
+        np.testing.assert_allclose(forced["cls_logits"].numpy(), out["cls_logits"], atol=1e-6)
+
+
+def test_config_round_trip():
+    model = _model()
+    expected = model(FEATURES)
+    clone = XLNetSpanLabeler.from_config(model.get_config())
+    clone(FEATURES)
+    clone.set_weights(model.get_weights())
+    assert clone.get_config() == model.get_config()
+    got = clone(FEATURES)
+    for key in expected:
+        np.testing.assert_allclose(got[key].numpy(), expected[key].numpy(), atol=1e-6)

@@ -1,0 +1,309 @@
+"""Beam pretraining-data job on DirectRunner: format, accounting, determinism, bad inputs, TFDS."""
+
+import glob
+import gzip
+import hashlib
+import json
+import os
+
+import numpy as np
+import pytest
+import sentencepiece as spm
+import tensorflow as tf
+
+from pipelines import pretraining_data
+from pipelines.pretraining_data import PipelineInputError
+from xlnet_tf.text_normalization import normalize_text
+from xlnet_tf.text_normalization import split_long_line
+
+TESTDATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "testdata")
+VOCAB = os.path.join(TESTDATA, "tiny_spiece.model")
+CORPUS = os.path.join(TESTDATA, "tiny_corpus.txt")
+EOD = 7
+
+
+def _documents(path):
+    """The corpus's documents as lists of lines (blank line = document break)."""
+    with open(path, encoding="utf-8") as f:
+        blocks = f.read().split("\n\n")
+    return [[line for line in block.split("\n") if line.strip()] for block in blocks if block.strip()]
+
+
+def _run(output_dir, *inputs, extra=()):
+    argv = ["--input", *inputs, "--vocab", VOCAB, "--output_dir", str(output_dir), *extra]
+    return pretraining_data.run(argv)
+
+
+def _read_shard(path):
+    """All records of one shard: a list of (token_ids, sentence_ids) and the feature names seen."""
+    records, names = [], set()
+    for raw in tf.data.TFRecordDataset(path).as_numpy_iterator():
+        example = tf.train.Example.FromString(raw)
+        names.update(example.features.feature.keys())
+        feature = example.features.feature
+        records.append((list(feature["token_ids"].int64_list.value), list(feature["sentence_ids"].int64_list.value)))
+    return records, names
+
+
+def _shard_stream(path):
+    records, _ = _read_shard(path)
+    return [t for r in records for t in r[0]], [s for r in records for s in r[1]]
+
+
+def _split_documents(tokens):
+    documents, current = [], []
+    for token in tokens:
+        if token == EOD:
+            documents.append(current)
+            current = []
+        else:
+            current.append(token)
+    assert current == [], "a shard's stream must end with <eod>"
+    return documents
+
+
+def _shard_bytes(output_dir):
+    return {os.path.basename(p): open(p, "rb").read() for p in sorted(glob.glob(f"{output_dir}/*.tfrecord"))}
+
+
+@pytest.fixture(scope="module")
+def corpus_run(tmp_path_factory):
+    output_dir = tmp_path_factory.mktemp("corpus_run")
+    job = _run(output_dir, CORPUS, extra=["--num_shards", "3", "--chunk_length", "64", "--seed", "7"])
+    return output_dir, job
+
+
+def test_feature_spec_and_record_lengths(corpus_run):
+    output_dir, job = corpus_run
+    files = sorted(glob.glob(f"{output_dir}/*.tfrecord"))
+    assert [os.path.basename(f) for f in files] == [f"pretrain-0000{i}-of-00003.tfrecord" for i in range(3)]
+    spec = {"token_ids": tf.io.VarLenFeature(tf.int64), "sentence_ids": tf.io.VarLenFeature(tf.int64)}
+    for path in files:
+        records, names = _read_shard(path)
+        assert names == {"token_ids", "sentence_ids"}
+        assert all(len(t) == len(s) for t, s in records)
+        assert all(len(t) == 64 for t, _ in records[:-1]) and 0 < len(records[-1][0]) <= 64
+        parsed = next(iter(tf.data.TFRecordDataset(path).map(lambda x: tf.io.parse_single_example(x, spec))))
+        assert parsed["token_ids"].dtype == tf.int64
+
+
+def test_manifest_counts_match_files_and_metrics(corpus_run):
+    output_dir, job = corpus_run
+    manifest = json.load(open(os.path.join(output_dir, "manifest.json")))
+    assert manifest == job.manifest
+    documents = _documents(CORPUS)
+    assert manifest["format"] == "xlnet_tf.pretraining.v1"
+    assert (manifest["chunk_length"], manifest["num_shards"]) == (64, 3)
+    assert manifest["documents"] == {"read": len(documents), "written": len(documents),
+                                     "skipped": {"empty": 0, "undecodable": 0}, "repaired": 0}
+    total = 0
+    for shard in manifest["shards"]:
+        records, _ = _read_shard(os.path.join(output_dir, shard["file"]))
+        assert shard["num_records"] == len(records)
+        assert shard["num_tokens"] == sum(len(t) for t, _ in records)
+        total += shard["num_tokens"]
+    assert manifest["num_tokens"] == total
+    with open(VOCAB, "rb") as f:
+        vocab_bytes = f.read()
+    assert manifest["vocabulary"]["sha256"] == hashlib.sha256(vocab_bytes).hexdigest()
+    assert manifest["vocabulary"]["vocabulary_size"] == 200
+    assert manifest["vocabulary"]["special_ids"]["eod"] == EOD
+    settings = manifest["settings"]
+    assert (settings["seed"], settings["chunk_length"], settings["input"]) == (7, 64, [CORPUS])
+    counters = {r.key.metric.name: r.committed for r in job.pipeline_result.metrics().query()["counters"]}
+    assert counters["documents_read"] == counters["documents_written"] == len(documents)
+    assert counters["tokens_written"] == total
+    assert counters.get("documents_skipped_empty", 0) == counters.get("documents_skipped_undecodable", 0) == 0
+
+
+def test_streams_hold_every_document_once_with_sentence_bits(corpus_run):
+    output_dir, _ = corpus_run
+    processor = spm.SentencePieceProcessor(model_file=VOCAB)
+    expected = sorted(
+        tuple(processor.decode(processor.encode(normalize_text(line))) for line in doc) for doc in _documents(CORPUS)
+    )
+    found = []
+    for path in sorted(glob.glob(f"{output_dir}/*.tfrecord")):
+        tokens, bits = _shard_stream(path)
+        # The bit flips exactly at sentence boundaries and at every <eod> (its own sentence).
+        position = 0
+        bit = 0
+        for document in _split_documents(tokens):
+            sentences, current = [], []
+            for token, token_bit in zip(document, bits[position:position + len(document)]):
+                if token_bit != bit:
+                    sentences.append(current)
+                    current, bit = [], token_bit
+                current.append(token)
+            sentences.append(current)
+            position += len(document)
+            assert bits[position] == 1 - bit  # <eod>
+            bit = bits[position]
+            position += 1
+            bit = 1 - bit
+            found.append(tuple(processor.decode(s) for s in sentences))
+        assert bits[0] == 0
+    assert sorted(found) == expected
+
+
+def test_same_seed_same_bytes_other_seed_other_order(corpus_run, tmp_path):
+    output_dir, _ = corpus_run
+    again = _run(tmp_path / "again", CORPUS, extra=["--num_shards", "3", "--chunk_length", "64", "--seed", "7"])
+    assert _shard_bytes(output_dir) == _shard_bytes(tmp_path / "again")
+    assert again.manifest["shards"] == json.load(open(os.path.join(output_dir, "manifest.json")))["shards"]
+    _run(tmp_path / "other", CORPUS, extra=["--num_shards", "3", "--chunk_length", "64", "--seed", "8"])
+    assert _shard_bytes(output_dir) != _shard_bytes(tmp_path / "other")
+
+    def all_documents(directory):
+        docs = []
+        for path in sorted(glob.glob(f"{directory}/*.tfrecord")):
+            docs.extend(tuple(d) for d in _split_documents(_shard_stream(path)[0]))
+        return docs
+
+    original, reseeded = all_documents(output_dir), all_documents(tmp_path / "other")
+    assert original != reseeded and sorted(original) == sorted(reseeded)
+
+
+def test_file_names_do_not_change_the_bytes(corpus_run, tmp_path):
+    # Keys are document contents: the same text split over differently named files gives the same shards.
+    output_dir, _ = corpus_run
+    documents = _documents(CORPUS)
+    half = len(documents) // 2
+    for name, part in (("zz_second.txt", documents[half:]), ("aa_first.txt", documents[:half])):
+        (tmp_path / name).write_text("\n\n".join("\n".join(d) for d in part) + "\n", encoding="utf-8")
+    _run(tmp_path / "out", str(tmp_path / "*.txt"), extra=["--num_shards", "3", "--chunk_length", "64", "--seed", "7"])
+    assert _shard_bytes(output_dir) == _shard_bytes(tmp_path / "out")
+
+
+def test_bad_inputs_are_counted_and_handled(tmp_path):
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "empty.txt").write_bytes(b"")
+    (inputs / "blank_lines_only.txt").write_bytes(b"\n\n   \n")
+    (inputs / "mixed.txt").write_bytes(
+        b"The garden opens.\nA quiet river.\n\n"  # good
+        b"Bad \xff\xfe bytes here.\nStill the same document.\n\n"  # undecodable
+        b"\xcc\x81\xcc\x82\n\n"  # only combining marks: empty after normalization
+        b"The museum writes.\r\n"  # CRLF is whitespace
+    )
+    long_line = " ".join(["the small robot builds a wooden table"] * 270_000)  # > 10 MB, one line
+    assert len(long_line) > 10_000_000
+    (inputs / "long.txt").write_text("Her brother reads.\n" + long_line + "\n", encoding="utf-8")
+    with gzip.open(inputs / "compressed.txt.gz", "wt", encoding="utf-8") as f:
+        f.write("Some farmers answer.\n\nThe red fox moves.\n")
+    job = _run(tmp_path / "out", str(inputs / "*"), extra=["--num_shards", "2", "--chunk_length", "512"])
+    manifest = job.manifest
+    assert manifest["documents"] == {"read": 7, "written": 5, "skipped": {"empty": 1, "undecodable": 1},
+                                     "repaired": 0}
+    assert manifest["files"] == {"read": 5, "empty": 2}
+    expected_pieces = split_long_line(long_line, 4096)
+    assert manifest["lines_split"] == 1
+    counters = {r.key.metric.name: r.committed for r in job.pipeline_result.metrics().query()["counters"]}
+    assert counters["documents_skipped_undecodable"] == counters["documents_skipped_empty"] == 1
+    assert counters["files_empty"] == 2
+
+    # The 10 MB line became len(expected_pieces) sentences: its document has that many bit flips + 1.
+    processor = spm.SentencePieceProcessor(model_file=VOCAB)
+    first = processor.encode("Her brother reads.")
+    for path in glob.glob(f"{tmp_path / 'out'}/*.tfrecord"):
+        tokens, bits = _shard_stream(path)
+        for start in range(len(tokens)):
+            if tokens[start:start + len(first)] == first:
+                break
+        else:
+            continue
+        end = tokens.index(EOD, start)
+        flips = sum(1 for i in range(start + 1, end) if bits[i] != bits[i - 1])
+        assert flips == len(expected_pieces)
+        assert processor.decode(tokens[start + len(first):end]) == long_line
+        break
+    else:
+        pytest.fail("the long document was not written")
+
+    replaced = _run(tmp_path / "replace", str(inputs / "mixed.txt"), extra=["--on_undecodable", "replace"])
+    assert replaced.manifest["documents"] == {"read": 4, "written": 3, "skipped": {"empty": 1, "undecodable": 0},
+                                              "repaired": 1}
+
+
+def test_more_shards_than_documents_writes_empty_shards(tmp_path):
+    (tmp_path / "one.txt").write_text("The garden opens.\n", encoding="utf-8")
+    manifest = _run(tmp_path / "out", str(tmp_path / "one.txt"), extra=["--num_shards", "4"]).manifest
+    assert len(glob.glob(f"{tmp_path / 'out'}/pretrain-*-of-00004.tfrecord")) == 4
+    assert sorted(s["num_records"] for s in manifest["shards"]) == [0, 0, 0, 1]
+
+
+def test_missing_path_fails_before_the_pipeline(tmp_path):
+    missing = str(tmp_path / "nowhere" / "*.txt")
+    with pytest.raises(PipelineInputError, match=r"Input '.*nowhere/\*\.txt' matches no file"):
+        _run(tmp_path / "out", CORPUS, missing)
+    assert not os.path.exists(tmp_path / "out")
+    code = pretraining_data.main(["--input", missing, "--vocab", VOCAB, "--output_dir", str(tmp_path / "out")])
+    assert code == 2
+
+
+def test_bad_vocabulary_and_settings(tmp_path):
+    with pytest.raises(PipelineInputError, match="Vocabulary '.*nope.model' does not exist"):
+        pretraining_data.run(["--input", CORPUS, "--vocab", str(tmp_path / "nope.model"), "--output_dir",
+                              str(tmp_path / "out")])
+    import io
+
+    plain = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(_documents(CORPUS)[0] * 20), model_writer=plain,
+                                   vocab_size=40, minloglevel=2, hard_vocab_limit=False)
+    (tmp_path / "plain.model").write_bytes(plain.getvalue())
+    with pytest.raises(PipelineInputError, match="id 3 is '.*', expected '<cls>'"):
+        pretraining_data.run(["--input", CORPUS, "--vocab", str(tmp_path / "plain.model"), "--output_dir",
+                              str(tmp_path / "out")])
+    with pytest.raises(PipelineInputError, match="--num_shards must be >= 1"):
+        _run(tmp_path / "out", CORPUS, extra=["--num_shards", "0"])
+
+
+def test_existing_output_needs_overwrite(corpus_run):
+    output_dir, _ = corpus_run
+    with pytest.raises(PipelineInputError, match="already holds 4 pretraining file"):
+        _run(output_dir, CORPUS)
+
+
+def test_tfds_input_with_mock_data(tmp_path):
+    import tensorflow_datasets as tfds
+
+    texts = [b"The garden opens.\n\nA quiet river moves.", b"", b"Bad \xff bytes.", "Her brother reads.".encode()]
+
+    def as_dataset(self, split, *args, **kwargs):
+        del self, split, args, kwargs
+        return tf.data.Dataset.from_tensor_slices({"text": texts, "label": [0, 1, 0, 1]})
+
+    with tfds.testing.mock_data(as_dataset_fn=as_dataset):
+        with pytest.raises(PipelineInputError, match="no feature 'body'"):
+            _run(tmp_path / "bad", "tfds:imdb_reviews", extra=["--tfds_text_feature", "body", "--tfds_download"])
+        job = _run(tmp_path / "out", "tfds:imdb_reviews:train", extra=["--tfds_download", "--num_shards", "2"])
+    assert job.manifest["documents"] == {"read": 4, "written": 2, "skipped": {"empty": 1, "undecodable": 1},
+                                         "repaired": 0}
+    processor = spm.SentencePieceProcessor(model_file=VOCAB)
+    found = []
+    for path in glob.glob(f"{tmp_path / 'out'}/*.tfrecord"):
+        found.extend(processor.decode(d) for d in _split_documents(_shard_stream(path)[0]))
+    # One example is one document; its blank line is a paragraph gap, not a document break.
+    assert sorted(found) == ["Her brother reads.", "The garden opens.A quiet river moves."]
+
+
+def test_unknown_tfds_dataset_is_named(tmp_path):
+    with pytest.raises(PipelineInputError, match="TFDS dataset 'no_such_dataset_xyz' cannot be loaded"):
+        _run(tmp_path / "out", "tfds:no_such_dataset_xyz")
+
+
+def test_shard_stream_golden():
+    tokens, bits = pretraining_data.shard_stream([
+        (np.array([10, 11, 12], np.int32), np.array([2, 1], np.int32)),
+        (np.array([20], np.int32), np.array([1], np.int32)),
+    ])
+    assert tokens.tolist() == [10, 11, 12, 7, 20, 7]
+    assert bits.tolist() == [0, 0, 1, 0, 1, 0]
+
+
+@pytest.mark.slow
+def test_two_worker_processes_give_the_same_bytes(corpus_run, tmp_path):
+    output_dir, _ = corpus_run
+    _run(tmp_path / "mp", CORPUS, extra=["--num_shards", "3", "--chunk_length", "64", "--seed", "7",
+                                         "--direct_num_workers", "2"])
+    assert _shard_bytes(output_dir) == _shard_bytes(tmp_path / "mp")

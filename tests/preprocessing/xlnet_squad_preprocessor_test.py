@@ -1,0 +1,101 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from xlnet_tf.preprocessing.squad_postprocessing import squad_best_answer, squad_predictions
+from xlnet_tf.preprocessing.xlnet_squad_preprocessor import XLNetSquadPreprocessor
+from xlnet_tf.tokenizer import XLNetTokenizer
+
+CONTEXT = "The river Zürich flows quickly past the old mill, said Anna."
+QUESTION = "Where is the river?"
+
+
+@pytest.fixture(scope="module")
+def tokenizer(testdata_dir="tests/testdata"):
+    return XLNetTokenizer("tests/testdata/tiny_spiece.model")
+
+
+def _np(d):
+    return {k: v.numpy() for k, v in d.items()}
+
+
+def _outputs_pointing_at(windows, start, end, cls_logit=-5.0):
+    """Fake beam outputs whose best (start, end) is the given positions in every window."""
+    w, length = windows["token_ids"].shape
+    return {
+        "start_top_log_probs": np.tile([[-0.1, -2.0]], (w, 1)),
+        "start_top_index": np.tile([[start, 0]], (w, 1)),
+        "end_top_log_probs": np.tile([[[-0.2, -3.0], [-0.1, -0.1]]], (w, 1, 1)),
+        "end_top_index": np.tile([[[end, start], [1, 2]]], (w, 1, 1)),
+        "cls_logits": np.full((w,), cls_logit),
+    }
+
+
+def test_every_word_span_label_maps_back_to_the_exact_characters(tokenizer):
+    pre = XLNetSquadPreprocessor(tokenizer, sequence_length=40, max_query_length=8, doc_stride=8)
+    words = CONTEXT.split(" ")
+    offsets = np.cumsum([0] + [len(w) + 1 for w in words])
+    for i in range(len(words)):
+        for j in range(i, min(i + 4, len(words))):
+            answer = CONTEXT[offsets[i]:offsets[j] + len(words[j])]
+            windows = _np(pre(CONTEXT, QUESTION, int(offsets[i]), answer))
+            found = np.flatnonzero(windows["is_impossible"] == 0)
+            assert found.size >= 1, answer
+            w = found[0]
+            s, e = windows["start_positions"][w], windows["end_positions"][w]
+            assert windows["answer_mask"][w, s] == 1 and windows["answer_mask"][w, e] == 1
+            got = squad_best_answer(CONTEXT, windows, _outputs_pointing_at(windows, s, e))
+            assert got.text == answer, (answer, got)
+            assert CONTEXT[got.char_start:got.char_end] == answer
+
+
+def test_multi_piece_answer_over_several_windows_and_unanswerable(tokenizer):
+    pre = XLNetSquadPreprocessor(tokenizer, sequence_length=24, max_query_length=6, doc_stride=4)
+    answer = "Zürich flows"
+    windows = _np(pre(CONTEXT, QUESTION, CONTEXT.index(answer), answer))
+    assert windows["token_ids"].shape[0] > 2  # the passage needed several windows
+    w = int(np.flatnonzero(windows["is_impossible"] == 0)[0])
+    s, e = int(windows["start_positions"][w]), int(windows["end_positions"][w])
+    assert e - s >= 2  # "Zürich flows" spans several pieces
+    assert (windows["start_positions"][windows["is_impossible"] == 1] == 23).all()  # <cls>
+    got = squad_best_answer(CONTEXT, windows, _outputs_pointing_at(windows, s, e))
+    assert (got.text, got.char_start) == (answer, CONTEXT.index(answer))
+
+    # SQuAD 2.0: a high answer-class logit with a threshold gives the empty answer.
+    null = squad_best_answer(CONTEXT, windows, _outputs_pointing_at(windows, s, e, cls_logit=3.0),
+                             null_score_threshold=0.0)
+    assert null.text == "" and null.char_start == -1 and null.null_score == 3.0
+    # SQuAD 1.1 (no threshold) still answers.
+    assert squad_best_answer(CONTEXT, windows, _outputs_pointing_at(windows, s, e, 3.0)).text == answer
+
+    unanswerable = _np(pre(CONTEXT, QUESTION, 0, "", is_impossible=True))
+    assert (unanswerable["is_impossible"] == 1).all()
+
+
+def test_spans_outside_the_passage_or_too_long_are_skipped(tokenizer):
+    pre = XLNetSquadPreprocessor(tokenizer, sequence_length=64, max_query_length=8, doc_stride=16)
+    windows = _np(pre(CONTEXT, QUESTION))
+    assert windows["token_ids"].shape == (1, 64)
+    first = int(np.flatnonzero(windows["piece_start_bytes"][0] >= 0)[0])
+    cls_only = _outputs_pointing_at(windows, 63, 63)  # <cls> is not a passage piece
+    assert squad_best_answer(CONTEXT, windows, cls_only).text == ""
+    long_span = _outputs_pointing_at(windows, first, first + 5)
+    assert squad_best_answer(CONTEXT, windows, long_span, max_answer_length=3).text == ""
+
+    features = {**windows, "example_id": np.array([b"q1"])}
+    answers = squad_predictions({"q1": CONTEXT}, features, _outputs_pointing_at(windows, first, first))
+    assert answers["q1"].text == "The"
+
+
+def test_windows_through_tf_data(tokenizer):
+    pre = XLNetSquadPreprocessor(tokenizer, sequence_length=24, max_query_length=6, doc_stride=4)
+    ds = tf.data.Dataset.from_tensor_slices({"c": [CONTEXT, "Short."], "q": ["Who?", "What?"]})
+    ds = ds.flat_map(lambda x: tf.data.Dataset.from_tensor_slices(pre(x["c"], x["q"])))
+    rows = list(ds.as_numpy_iterator())
+    assert len(rows) == pre(CONTEXT, "Who?")["token_ids"].shape[0] + 1
+    assert rows[-1]["token_ids"].shape == (24,)
+
+
+def test_bad_settings_are_named(tokenizer):
+    with pytest.raises(ValueError, match="max_query_length"):
+        XLNetSquadPreprocessor(tokenizer, sequence_length=10, max_query_length=8)

@@ -1,0 +1,134 @@
+"""`export_task_workdir`: a fine-tuning work directory (or task preset) -> serving SavedModel."""
+
+import json
+import os
+
+from xlnet_tf.serving.export_task_model import export_task_model
+
+PREPROCESSING_FILE = "preprocessing.json"
+TASK_FILE = "task.json"
+VOCABULARY_FILE = "spiece.model"
+# `preprocessing.json` task types -> serving task names.
+TASK_TYPES = {
+    "classification": "classification",
+    "regression": "regression",
+    "token_classification": "token_classification",
+    "span": "span",
+}
+
+
+def _task_preset_dir(workdir):
+    """`WORKDIR/final/` of `xlnet-tf finetune`, or the directory itself when it is a task preset."""
+    for candidate in (os.path.join(workdir, "final"), workdir):
+        if os.path.exists(os.path.join(candidate, TASK_FILE)):
+            return candidate
+    raise FileNotFoundError(
+        f"{workdir!r} is neither a fine-tuning work directory (no final/{TASK_FILE}) "
+        f"nor a task preset (no {TASK_FILE})."
+    )
+
+
+def _read_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path} is not valid JSON: {e}") from None
+
+
+def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True, sequence_length=None):
+    """Exports the fine-tuned model of `workdir` as a two-signature SavedModel.
+
+    Reads the task preset (`WORKDIR/final/`: `task.json`, `task.weights.h5`,
+    `config.json`, `spiece.model`, `preprocessing.json`), rebuilds the task model
+    in float32 with the same packing as fine-tuning, and writes `output` with
+    `serving_default` (raw strings in) and `serve_token_ids` (ids in). Outputs of
+    the SavedModel are checked against the in-memory model (1e-5).
+
+    Args:
+        workdir: a `xlnet-tf finetune` work directory or a task preset directory.
+        output: SavedModel directory to create.
+        overwrite: replace `output` if it exists.
+        text_signature: False writes an ids-only SavedModel (core TensorFlow ops
+            only: loads without tensorflow-text), whose `serving_default` is
+            `serve_token_ids`.
+        sequence_length: override of the packed length (default: fine-tuning's).
+
+    Returns:
+        The `output` path.
+
+    Raises:
+        FileNotFoundError: no task preset, or a file it needs is missing.
+        ValueError: the task type is not exportable or `preprocessing.json` is malformed.
+
+    Example:
+
+    ```python
+    export_task_workdir("runs/sst2", "exports/sst2/1")
+    ```
+    """
+    from xlnet_tf.models.xlnet_task import load_task_preset
+    from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
+    from xlnet_tf.serving.span_answer_decoder import SpanAnswerDecoder
+    from xlnet_tf.serving.text_preprocessor import TextPreprocessor
+    from xlnet_tf.tokenizer import XLNetTokenizer
+
+    preset = _task_preset_dir(os.fspath(workdir))
+    preprocessing_file = os.path.join(preset, PREPROCESSING_FILE)
+    if not os.path.exists(preprocessing_file):
+        raise FileNotFoundError(f"{preprocessing_file} is missing: the export needs the fine-tuning packing.")
+    preprocessing = _read_json(preprocessing_file)
+    task_class = _read_json(os.path.join(preset, TASK_FILE)).get("class_name")
+    task_type = preprocessing.get("task_type")
+    if task_type == "classification" and task_class == "XLNetClassifier":
+        num_classes = _read_json(os.path.join(preset, TASK_FILE))["config"].get("num_classes", 2)
+        task_type = "regression" if num_classes == 1 else task_type
+    if task_type not in TASK_TYPES:
+        raise ValueError(
+            f"{preprocessing_file}: task_type {task_type!r} cannot be exported for serving; "
+            f"exportable: {sorted(TASK_TYPES)}."
+        )
+    length = int(sequence_length or preprocessing.get("sequence_length") or 0)
+    if length < 4:
+        raise ValueError(f"{preprocessing_file}: sequence_length must be an int >= 4, got {length}.")
+    text_fields = preprocessing.get("text_fields") or ["text"]
+
+    # Serving runs in float32 whatever policy fine-tuning used, so outputs are
+    # comparable to 1e-5 with the in-memory float32 model.
+    model = load_task_preset(preset, load_weights=True, dtype="float32")
+
+    preprocessor = vocabulary = None
+    vocabulary_file = os.path.join(preset, VOCABULARY_FILE)
+    if text_signature:
+        if not os.path.exists(vocabulary_file):
+            raise FileNotFoundError(
+                f"{vocabulary_file} is missing: the strings-in signature needs the vocabulary "
+                "(or export with text_signature=False)."
+            )
+        tokenizer = XLNetTokenizer(vocabulary_file, lowercase=bool(preprocessing.get("lower_case", False)))
+        vocabulary = tokenizer.get_vocabulary()
+    if task_type == "span" and text_signature:
+        preprocessor = SpanAnswerDecoder(
+            tokenizer,
+            sequence_length=length,
+            max_query_length=int(preprocessing.get("max_query_length", 64)),
+            doc_stride=int(preprocessing.get("doc_stride", 128)),
+            max_answer_length=int(preprocessing.get("max_answer_length", 64)),
+            null_score_threshold=preprocessing.get("null_score_threshold"),
+        )
+    elif text_signature:
+        packer = XLNetPacker(length, truncate=preprocessing.get("truncate", "longest_first"),
+                             second_max_length=preprocessing.get("second_max_length"))
+        preprocessor = TextPreprocessor(tokenizer, packer)
+    return export_task_model(
+        model,
+        output,
+        task=TASK_TYPES[task_type],
+        sequence_length=length,
+        preprocessor=preprocessor,
+        vocabulary=vocabulary,
+        has_text_pair=len(text_fields) > 1,
+        label_names=preprocessing.get("label_names"),
+        metadata={"source": os.path.abspath(preset), "task_class": task_class, "preprocessing": preprocessing},
+        overwrite=overwrite,
+    )

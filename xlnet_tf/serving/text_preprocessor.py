@@ -1,0 +1,51 @@
+"""`TextPreprocessor`: raw strings -> packed XLNet inputs, inside a SavedModel graph."""
+
+import tensorflow as tf
+
+
+class TextPreprocessor(tf.Module):
+    """Tokenizer + `XLNetPacker` as one trackable module for serving signatures.
+
+    Being a `tf.Module`, it makes the tokenizer's SentencePiece resource part of
+    the SavedModel. Truncation is the packer's (`XLNetPacker`): a single text
+    keeps its first `sequence_length - 2` pieces; a pair is cut longest-first
+    (or `keep_second`), then `<sep>`/`<cls>` are added and the row is padded on
+    the left.
+
+    Args:
+        tokenizer: an `xlnet_tf.tokenizer.XLNetTokenizer` (any callable returning
+            ragged int ids `[B, None]` for a `[B]` string tensor works).
+        packer: an `xlnet_tf.preprocessing.xlnet_packer.XLNetPacker`.
+
+    Call arguments:
+        text: `tf.string` `[B]`.
+        text_pair: optional `tf.string` `[B]`.
+
+    Returns:
+        dict of int32 `token_ids`, `segment_ids`, `padding_mask`, each `[B, L]`.
+
+    Example:
+
+    ```python
+    pre = TextPreprocessor(XLNetTokenizer("spiece.model"), XLNetPacker(128))
+    pre(tf.constant(["a fine film"]))["token_ids"].shape  # [1, 128]
+    ```
+    """
+
+    def __init__(self, tokenizer, packer, name=None):
+        super().__init__(name=name)
+        self.tokenizer = tokenizer
+        self.packer = packer
+        self.sequence_length = int(packer.sequence_length)
+
+    def tokenize(self, text):
+        ids = self.tokenizer.tokenize(text)  # [B, None]
+        if not isinstance(ids, tf.RaggedTensor):
+            ids = tf.RaggedTensor.from_tensor(ids)
+        return tf.cast(ids, tf.int32)
+
+    def __call__(self, text, text_pair=None):
+        first = self.tokenize(text)
+        if text_pair is None:
+            return self.packer(first)
+        return self.packer((first, self.tokenize(text_pair)))

@@ -1,0 +1,71 @@
+"""Per-replica recurrence memory that survives from one `fit` step to the next."""
+
+import tensorflow as tf
+
+
+class RecurrenceMemory:
+    """The Transformer-XL memory of each replica, kept in an on-read-synchronised variable.
+
+    Every replica owns one copy of a `[per_replica_batch, num_layers, memory_length,
+    hidden_dim]` buffer (a `SyncOnReadVariable`: no cross-replica traffic on
+    write). In a replica context, `read()` returns that replica's copy and
+    `write()` replaces it, so row i of a replica's step t+1 attends to row i of
+    the same replica's step t. This is the mechanism Keras uses for metric
+    state and it works the same under MirroredStrategy, MultiWorkerMirrored and
+    TPUStrategy, inside `steps_per_execution` loops and XLA.
+
+    The buffer is deliberately not a Keras weight: it depends on the batch size,
+    would be wrong to average across replicas, and must not end up in presets
+    or weight files. After a restart it begins again from zeros, exactly as at
+    the start of training (the original XLNet also starts from zero memory).
+
+    Args:
+        per_replica_batch_size: rows per replica per step.
+        num_layers: backbone layers.
+        memory_length: cached positions per layer.
+        hidden_dim: backbone width.
+        dtype: storage dtype (the backbone's compute dtype).
+        strategy: where to create the variable (default: the current strategy).
+
+    Example:
+    >>> memory = RecurrenceMemory(per_replica_batch_size=2, num_layers=1, memory_length=3,
+    ...                           hidden_dim=4)
+    >>> memory.local_values()[0].shape
+    (2, 1, 3, 4)
+    """
+
+    def __init__(self, *, per_replica_batch_size, num_layers, memory_length, hidden_dim,
+                 dtype="float32", strategy=None):
+        if per_replica_batch_size < 1 or memory_length < 1:
+            raise ValueError(
+                f"RecurrenceMemory needs per_replica_batch_size >= 1 and memory_length >= 1, got "
+                f"{per_replica_batch_size} and {memory_length}.")
+        self.shape = (per_replica_batch_size, num_layers, memory_length, hidden_dim)
+        self.dtype = tf.as_dtype(dtype)
+        self.strategy = strategy or tf.distribute.get_strategy()
+        with self.strategy.scope():
+            self.variable = tf.Variable(
+                tf.zeros(self.shape, self.dtype), trainable=False, name="recurrence_memory",
+                synchronization=tf.VariableSynchronization.ON_READ,
+                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+
+    def read(self):
+        """This replica's memory, `[B, num_layers, M, H]` (call in a replica context)."""
+        return tf.identity(self.variable)
+
+    def write(self, new_memory):
+        """Replaces this replica's memory with `new_memory` (gradient stopped)."""
+        new_memory = tf.stop_gradient(tf.cast(new_memory, self.dtype))
+        if tuple(new_memory.shape) != self.shape:
+            raise ValueError(
+                f"RecurrenceMemory: new memory has shape {tuple(new_memory.shape)}, the buffer "
+                f"holds {self.shape} (per-replica batch, layers, memory_length, hidden).")
+        return self.variable.assign(new_memory)
+
+    def reset(self):
+        """Zeros every replica's memory (call outside `strategy.run`, e.g. from a callback)."""
+        self.variable.assign(tf.zeros(self.shape, self.dtype))
+
+    def local_values(self):
+        """This process's per-replica memories as numpy arrays, replica order."""
+        return [v.numpy() for v in self.strategy.experimental_local_results(self.variable)]
