@@ -1,0 +1,243 @@
+"""XLNet-Base on CPU: our Keras model next to Hugging Face's PyTorch XLNet, in the same run.
+
+Two measurements per sequence length, each in a fresh subprocess (so the peak
+RSS, `ru_maxrss`, belongs to that measurement alone and neither framework is
+imported into the other's process):
+  - infer: content stream only, `XLNetBackbone` vs `XLNetModel` (eval, no grad);
+  - train: a two-stream forward + backward step of the LM (`XLNetPretrainer` vs
+    `XLNetLMHeadModel`, dropout on): random factorization order (`perm_mask`),
+    `target_mapping` with 85 predictions per 512 tokens (scaled with the length),
+    cross-entropy on the predictions, gradients of every weight materialised.
+    No optimizer update in either.
+Our model runs inside `tf.function`, with and without `jit_compile=True` (XLA);
+the ratio uses the faster of the two. Both frameworks get the same thread
+counts (intra-op = --threads, inter-op = 1). Weights are random; both models
+have the same shapes (12 layers, hidden 768, 12 heads, inner 3072, vocab 32000).
+
+Usage:
+    python benchmarks/backbone_benchmark.py [--seqs 128 512] [--batch 2] [--steps 3]
+"""
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+BASE = dict(vocabulary_size=32000, num_layers=12, num_heads=12, head_dim=64, hidden_dim=768,
+            intermediate_dim=3072)
+PREDICTIONS_PER_512 = 85
+IMPLEMENTATIONS = ("torch", "keras", "keras_xla")
+
+
+def make_inputs(batch, length, seed=0):
+    """Identical numpy inputs for both frameworks: a two-stream pretraining-style batch."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    num_predict = max(1, round(PREDICTIONS_PER_512 * length / 512))
+    token_ids = rng.integers(10, BASE["vocabulary_size"], size=(batch, length)).astype(np.int32)
+    segment_ids = np.zeros((batch, length), np.int32)
+    segment_ids[:, length // 2:] = 1
+    padding_mask = np.ones((batch, length), np.int32)
+    perm_mask = np.zeros((batch, length, length), np.float32)
+    target_mapping = np.zeros((batch, num_predict, length), np.float32)
+    targets = np.zeros((batch, num_predict), np.int32)
+    for b in range(batch):
+        positions = rng.choice(length, num_predict, replace=False)
+        rank = np.empty(length, np.int64)
+        rank[rng.permutation(length)] = np.arange(length)
+        is_target = np.zeros(length, bool)
+        is_target[positions] = True
+        # Targets see context and earlier targets; context never sees targets.
+        perm_mask[b] = is_target[None, :] & (~is_target[:, None] | (rank[None, :] >= rank[:, None]))
+        target_mapping[b, np.arange(num_predict), positions] = 1.0
+        targets[b] = token_ids[b, positions]
+    return dict(token_ids=token_ids, segment_ids=segment_ids, padding_mask=padding_mask,
+                perm_mask=perm_mask, target_mapping=target_mapping, targets=targets)
+
+
+def _rss_mib():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _peak_rss_mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB.
+
+
+def _time(step, steps):
+    step()  # Warm-up: graph tracing / XLA compilation / allocator growth.
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return (time.perf_counter() - start) / steps
+
+
+def worker_torch(mode, batch, length, steps, threads):
+    import torch
+    import transformers
+
+    torch.set_num_threads(threads)
+    torch.set_num_interop_threads(1)
+    torch.manual_seed(0)
+    data = make_inputs(batch, length)
+    config = transformers.XLNetConfig(
+        vocab_size=BASE["vocabulary_size"], d_model=BASE["hidden_dim"], n_layer=BASE["num_layers"],
+        n_head=BASE["num_heads"], d_inner=BASE["intermediate_dim"], ff_activation="gelu",
+        mem_len=None, dropout=0.1)
+    ids = torch.tensor(data["token_ids"], dtype=torch.long)
+    segments = torch.tensor(data["segment_ids"], dtype=torch.long)
+    mask = torch.tensor(data["padding_mask"], dtype=torch.float32)
+    if mode == "infer":
+        model = transformers.XLNetModel(config).eval()
+
+        def step():
+            with torch.no_grad():
+                model(input_ids=ids, token_type_ids=segments, attention_mask=mask, use_mems=False)
+    else:
+        model = transformers.XLNetLMHeadModel(config).train()
+        perm_mask = torch.tensor(data["perm_mask"])
+        target_mapping = torch.tensor(data["target_mapping"])
+        labels = torch.tensor(data["targets"], dtype=torch.long)
+
+        def step():
+            model.zero_grad(set_to_none=True)
+            out = model(input_ids=ids, token_type_ids=segments, attention_mask=mask, perm_mask=perm_mask,
+                        target_mapping=target_mapping, labels=labels, use_mems=False)
+            out.loss.backward()
+    rss_built = _rss_mib()
+    seconds = _time(step, steps)
+    return dict(seconds=seconds, rss_built=rss_built, version=f"torch {torch.__version__}")
+
+
+def worker_keras(mode, batch, length, steps, threads, jit_compile):
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    import keras
+
+    from xlnet_tf.config import XLNetConfig
+    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+    from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
+
+    keras.utils.set_random_seed(0)
+    data = make_inputs(batch, length)
+    config = XLNetConfig(**BASE, activation="gelu", dropout=0.1, attention_dropout=0.1)
+    backbone = XLNetBackbone(config)
+    base_keys = ("token_ids", "segment_ids", "padding_mask")
+    if mode == "infer":
+        inputs = {k: tf.constant(data[k]) for k in base_keys}
+
+        @tf.function(jit_compile=jit_compile)
+        def forward(x):
+            return backbone(x, training=False)["sequence_output"]
+
+        def step():
+            forward(inputs).numpy()
+    else:
+        pretrainer = XLNetPretrainer(backbone)
+        inputs = {k: tf.constant(data[k]) for k in base_keys + ("perm_mask", "target_mapping")}
+        targets = tf.constant(data["targets"])
+        variables = pretrainer.trainable_variables
+
+        @tf.function(jit_compile=jit_compile)
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                logits = pretrainer(x, training=True)["logits"]
+                loss = tf.reduce_mean(
+                    tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+            return loss, tape.gradient(loss, variables)
+
+        def step():
+            loss, _ = train_step(inputs, targets)
+            loss.numpy()
+    rss_built = _rss_mib()
+    seconds = _time(step, steps)
+    return dict(seconds=seconds, rss_built=rss_built, version=f"tensorflow {tf.__version__}")
+
+
+def run_worker(args):
+    impl, mode, length = args.worker
+    length = int(length)
+    if impl == "torch":
+        result = worker_torch(mode, args.batch, length, args.steps, args.threads)
+    else:
+        result = worker_keras(mode, args.batch, length, args.steps, args.threads,
+                              jit_compile=impl == "keras_xla")
+    result.update(peak_rss=_peak_rss_mib(), tokens_per_s=args.batch * length / result["seconds"])
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+def measure(impl, mode, length, args):
+    command = [sys.executable, os.path.abspath(__file__), "--worker", impl, mode, str(length),
+               "--batch", str(args.batch), "--steps", str(args.steps), "--threads", str(args.threads)]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="",
+               PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                           os.environ.get("PYTHONPATH", "")]))
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout after {args.timeout}s"}
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    return {"error": (proc.stderr.strip().splitlines() or ["no output"])[-1]}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seqs", type=int, nargs="+", default=[128, 512])
+    parser.add_argument("--modes", nargs="+", default=["infer", "train"], choices=["infer", "train"])
+    parser.add_argument("--impls", nargs="+", default=list(IMPLEMENTATIONS), choices=IMPLEMENTATIONS)
+    parser.add_argument("--batch", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=3, help="timed steps after one warm-up step")
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--timeout", type=int, default=900, help="seconds per measurement")
+    parser.add_argument("--json", default=None, help="also write all results to this file")
+    parser.add_argument("--worker", nargs=3, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        run_worker(args)
+        return
+
+    print(f"XLNet-Base (12 x 768, 12 heads, inner 3072, vocab 32000), batch {args.batch}, "
+          f"{args.threads} threads, {args.steps} timed steps after 1 warm-up, one subprocess per row")
+    header = (f"{'mode':<6}{'seq':>5}  {'implementation':<22}{'tokens/s':>10}{'step s':>9}"
+              f"{'peak RSS MiB':>14}{'RSS after build':>17}")
+    print(header)
+    print("-" * len(header))
+    results = []
+    for mode in args.modes:
+        for length in args.seqs:
+            rows = {}
+            for impl in args.impls:
+                r = measure(impl, mode, length, args)
+                rows[impl] = r
+                results.append(dict(r, impl=impl, mode=mode, seq=length, batch=args.batch))
+                label = {"torch": "HF PyTorch (eager)", "keras": "ours tf.function",
+                         "keras_xla": "ours tf.function+XLA"}[impl]
+                if "error" in r:
+                    print(f"{mode:<6}{length:>5}  {label:<22}  failed: {r['error']}")
+                    continue
+                print(f"{mode:<6}{length:>5}  {label:<22}{r['tokens_per_s']:>10.1f}{r['seconds']:>9.3f}"
+                      f"{r['peak_rss']:>14.0f}{r['rss_built']:>17.0f}", flush=True)
+            ours = [rows[i] for i in ("keras", "keras_xla") if i in rows and "error" not in rows[i]]
+            if ours and "torch" in rows and "error" not in rows["torch"]:
+                best = max(ours, key=lambda r: r["tokens_per_s"])
+                which = "XLA" if best is rows.get("keras_xla") else "no XLA"
+                torch_row = rows["torch"]
+                print(f"{'':<11}ratio ours/PyTorch ({which}): speed "
+                      f"{best['tokens_per_s'] / torch_row['tokens_per_s']:.2f}x, peak memory "
+                      f"{best['peak_rss'] / torch_row['peak_rss']:.2f}x", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
