@@ -19,14 +19,21 @@ def _np(d):
     return {k: v.numpy() for k, v in d.items()}
 
 
-def _outputs_pointing_at(windows, start, end, cls_logit=-5.0):
-    """Fake beam outputs whose best (start, end) is the given positions in every window."""
+def _outputs_pointing_at(windows, start, end, cls_logit=-5.0, window=None):
+    """Fake beam outputs whose best (start, end) is the given positions of `window` (default: all)."""
     w, length = windows["token_ids"].shape
+    cls = length - 1  # never a valid span end, so the other beam entries lose
+    start_index = np.tile([[start, cls]], (w, 1))
+    end_index = np.tile([[[end, cls], [cls, cls]]], (w, 1, 1))
+    if window is not None:
+        others = np.arange(w) != window
+        start_index[others] = cls
+        end_index[others] = cls
     return {
         "start_top_log_probs": np.tile([[-0.1, -2.0]], (w, 1)),
-        "start_top_index": np.tile([[start, 0]], (w, 1)),
+        "start_top_index": start_index,
         "end_top_log_probs": np.tile([[[-0.2, -3.0], [-0.1, -0.1]]], (w, 1, 1)),
-        "end_top_index": np.tile([[[end, start], [1, 2]]], (w, 1, 1)),
+        "end_top_index": end_index,
         "cls_logits": np.full((w,), cls_logit),
     }
 
@@ -35,16 +42,18 @@ def test_every_word_span_label_maps_back_to_the_exact_characters(tokenizer):
     pre = XLNetSquadPreprocessor(tokenizer, sequence_length=40, max_query_length=8, doc_stride=8)
     words = CONTEXT.split(" ")
     offsets = np.cumsum([0] + [len(w) + 1 for w in words])
+    windows_of = tf.function(lambda start, text: pre(CONTEXT, QUESTION, start, text))
     for i in range(len(words)):
-        for j in range(i, min(i + 4, len(words))):
+        for j in range(i, min(i + 3, len(words))):
             answer = CONTEXT[offsets[i]:offsets[j] + len(words[j])]
-            windows = _np(pre(CONTEXT, QUESTION, int(offsets[i]), answer))
+            windows = _np(windows_of(tf.constant(int(offsets[i])), tf.constant(answer)))
             found = np.flatnonzero(windows["is_impossible"] == 0)
             assert found.size >= 1, answer
+            found = [w for w in found if windows["token_is_max_context"][w, windows["start_positions"][w]]]
             w = found[0]
             s, e = windows["start_positions"][w], windows["end_positions"][w]
             assert windows["answer_mask"][w, s] == 1 and windows["answer_mask"][w, e] == 1
-            got = squad_best_answer(CONTEXT, windows, _outputs_pointing_at(windows, s, e))
+            got = squad_best_answer(CONTEXT, windows, _outputs_pointing_at(windows, s, e, window=w))
             assert got.text == answer, (answer, got)
             assert CONTEXT[got.char_start:got.char_end] == answer
 
@@ -58,15 +67,16 @@ def test_multi_piece_answer_over_several_windows_and_unanswerable(tokenizer):
     s, e = int(windows["start_positions"][w]), int(windows["end_positions"][w])
     assert e - s >= 2  # "Zürich flows" spans several pieces
     assert (windows["start_positions"][windows["is_impossible"] == 1] == 23).all()  # <cls>
-    got = squad_best_answer(CONTEXT, windows, _outputs_pointing_at(windows, s, e))
+    assert windows["token_is_max_context"][w, s] == 1
+    got = squad_best_answer(CONTEXT, windows, _outputs_pointing_at(windows, s, e, window=w))
     assert (got.text, got.char_start) == (answer, CONTEXT.index(answer))
 
     # SQuAD 2.0: a high answer-class logit with a threshold gives the empty answer.
-    null = squad_best_answer(CONTEXT, windows, _outputs_pointing_at(windows, s, e, cls_logit=3.0),
+    null = squad_best_answer(CONTEXT, windows, _outputs_pointing_at(windows, s, e, 3.0, w),
                              null_score_threshold=0.0)
     assert null.text == "" and null.char_start == -1 and null.null_score == 3.0
     # SQuAD 1.1 (no threshold) still answers.
-    assert squad_best_answer(CONTEXT, windows, _outputs_pointing_at(windows, s, e, 3.0)).text == answer
+    assert squad_best_answer(CONTEXT, windows, _outputs_pointing_at(windows, s, e, 3.0, w)).text == answer
 
     unanswerable = _np(pre(CONTEXT, QUESTION, 0, "", is_impossible=True))
     assert (unanswerable["is_impossible"] == 1).all()
@@ -84,7 +94,7 @@ def test_spans_outside_the_passage_or_too_long_are_skipped(tokenizer):
 
     features = {**windows, "example_id": np.array([b"q1"])}
     answers = squad_predictions({"q1": CONTEXT}, features, _outputs_pointing_at(windows, first, first))
-    assert answers["q1"].text == "The"
+    assert answers["q1"].text == "Th"  # the first piece, "▁Th", without its space
 
 
 def test_windows_through_tf_data(tokenizer):

@@ -102,47 +102,65 @@ class XLNetPacker(keras.layers.Layer):
         return outputs
 
     def _pack(self, segments):
+        # Computes where every kept piece lands and scatters it into a padded
+        # row: a handful of ops, cheap to trace, the same for every row length.
         length = self.sequence_length
+        batch = segments[0].nrows(out_type=tf.int32)
+        lengths = [tf.cast(s.row_lengths(), tf.int32) for s in segments]
         if len(segments) == 1:
-            first = segments[0][:, : length - 2]
-            parts = [(first, SEGMENT_A), (None, SEGMENT_A)]
+            keeps = [tf.minimum(lengths[0], length - 2)]
+            drops = [tf.zeros_like(keeps[0])]  # pieces dropped at the front of each segment
         else:
             if length < 4:
                 raise ValueError(f"XLNetPacker: a pair needs sequence_length >= 4, got {length}.")
-            first, second = self._truncate_pair(segments[0], segments[1], length - 3)
-            parts = [(first, SEGMENT_A), (None, SEGMENT_A), (second, SEGMENT_B), (None, SEGMENT_B)]
-        batch = segments[0].nrows()
-        special = lambda value: tf.RaggedTensor.from_tensor(  # noqa: E731
-            tf.fill(tf.stack([batch, 1]), tf.constant(value, tf.int32)))
-        token_parts, segment_parts = [], []
-        for tokens, segment_id in parts:
-            tokens = special(self.sep_token_id) if tokens is None else tokens
-            token_parts.append(tokens)
-            segment_parts.append(tf.ones_like(tokens) * segment_id)
-        token_parts.append(special(self.cls_token_id))
-        segment_parts.append(special(SEGMENT_CLS))
-        token_ids = tf.concat(token_parts, axis=1)
-        segment_ids = tf.concat(segment_parts, axis=1)
-        mask = tf.ones_like(token_ids)
+            keeps, drops = self._truncate_pair(lengths[0], lengths[1], length - 3)
+        total = sum(keeps) + len(segments) + 1
+        row_offset = length - total  # [B], first real position of each row
+
+        indices, tokens, segment_values = [], [], []
+        start = row_offset
+        for segment, keep, drop, segment_id in zip(segments, keeps, drops, (SEGMENT_A, SEGMENT_B)):
+            rows = tf.cast(segment.value_rowids(), tf.int32)
+            within = tf.range(tf.shape(segment.values)[0]) - tf.gather(
+                tf.cast(segment.row_starts(), tf.int32), rows) - tf.gather(drop, rows)
+            kept = tf.logical_and(within >= 0, within < tf.gather(keep, rows))
+            rows = tf.boolean_mask(rows, kept)
+            columns = tf.gather(start, rows) + tf.boolean_mask(within, kept)
+            indices.append(tf.stack([rows, columns], axis=1))  # [N, 2]
+            tokens.append(tf.boolean_mask(tf.cast(segment.values, tf.int32), kept))
+            segment_values.append(tf.fill(tf.shape(rows), segment_id))
+            separator = start + keep
+            indices.append(tf.stack([tf.range(batch), separator], axis=1))
+            tokens.append(tf.fill([batch], self.sep_token_id))
+            segment_values.append(tf.fill([batch], segment_id))
+            start = separator + 1
+        indices.append(tf.stack([tf.range(batch), tf.fill([batch], length - 1)], axis=1))
+        tokens.append(tf.fill([batch], self.cls_token_id))
+        segment_values.append(tf.fill([batch], SEGMENT_CLS))
+        indices = tf.concat(indices, axis=0)
+        shape = tf.stack([batch, length])
+
+        def scatter(values, fill):
+            return tf.tensor_scatter_nd_update(tf.fill(shape, fill), indices, tf.concat(values, 0))
+
         return {
-            "token_ids": _left_pad(token_ids, length, self.pad_token_id),
-            "segment_ids": _left_pad(segment_ids, length, SEGMENT_PAD),
-            "padding_mask": _left_pad(mask, length, 0),
+            "token_ids": scatter(tokens, self.pad_token_id),  # [B, L]
+            "segment_ids": scatter(segment_values, SEGMENT_PAD),
+            "padding_mask": scatter([tf.ones_like(t) for t in tokens], 0),
         }
 
-    def _truncate_pair(self, first, second, budget):
-        len_a = tf.cast(first.row_lengths(), tf.int32)
-        len_b = tf.cast(second.row_lengths(), tf.int32)
+    def _truncate_pair(self, len_a, len_b, budget):
+        """Pieces kept and pieces dropped at the front, per row, for A and B."""
         if self.truncate == "longest_first":
             # Closed form of "pop from the longer, B on ties": the longer ends at
             # ceil(budget / 2) unless the shorter leaves it more room.
             keep_a = tf.minimum(len_a, tf.maximum(budget - len_b, (budget + 1) // 2))
             keep_b = tf.minimum(len_b, budget - keep_a)
-            return _keep_first(first, keep_a), _keep_first(second, keep_b)
+            return [keep_a, keep_b], [tf.zeros_like(keep_a), tf.zeros_like(keep_b)]
         cap = budget if self.second_max_length is None else min(budget, self.second_max_length)
         keep_b = tf.minimum(len_b, cap)
         keep_a = tf.minimum(len_a, budget - keep_b)
-        return _keep_first(first, keep_a), _keep_last(second, keep_b)
+        return [keep_a, keep_b], [tf.zeros_like(keep_a), len_b - keep_b]
 
     def get_config(self):
         config = super().get_config()
@@ -172,25 +190,3 @@ def _to_ragged(x, index):
     if x.shape.rank != 1:
         raise ValueError(f"XLNetPacker: segment {index} must be rank 1 or 2, got shape {x.shape}.")
     return x
-
-
-def _keep_first(x, keep):
-    positions = tf.ragged.range(tf.cast(x.row_lengths(), tf.int32))
-    return tf.ragged.boolean_mask(x, positions < keep[:, None])
-
-
-def _keep_last(x, keep):
-    lengths = tf.cast(x.row_lengths(), tf.int32)
-    positions = tf.ragged.range(lengths)
-    return tf.ragged.boolean_mask(x, positions >= (lengths - keep)[:, None])
-
-
-def _left_pad(x, length, value):
-    """Right-aligns every row of a ragged `[B, None]` in a dense `[B, length]`."""
-    starts = x.row_starts()
-    limits = x.row_limits()
-    rows = x.value_rowids()
-    reverse = tf.gather(starts + limits - 1, rows) - tf.range(tf.shape(x.values, out_type=rows.dtype)[0])
-    reversed_rows = x.with_values(tf.gather(x.values, reverse))
-    dense = reversed_rows.to_tensor(default_value=value, shape=[None, length])  # [B, L]
-    return tf.reverse(dense, axis=[1])
