@@ -38,12 +38,14 @@ class SpanAnswerDecoder(tf.Module):
             when the null score is above it (SQuAD 2.0).
 
     Call arguments (`answer`):
-        model: the `XLNetSpanLabeler` (inference outputs: top-k beam + `cls_logits`).
+        model: the `XLNetSpanLabeler`, or any callable `features -> outputs` running it
+            in inference mode (top-k beam + `cls_logits`).
         context: `tf.string` `[B]`, passages (valid UTF-8).
         question: `tf.string` `[B]`.
 
     Returns:
-        dict: `answer_text` string `[B]` ("" when unanswerable or no valid span),
+        dict: `answer_text` string `[B]` ("" when unanswerable, when no pair of the
+        beam is a valid span, or when the passage is empty or only whitespace),
         `answer_start`, `answer_end` int32 `[B]` (character offsets in the passage,
         end exclusive; -1 when empty), `score` float32 `[B]` (-inf when no valid
         span), `null_score` float32 `[B]`, `num_windows` int32 `[B]`.
@@ -93,11 +95,15 @@ class SpanAnswerDecoder(tf.Module):
         return flat, row_lengths
 
     def answer(self, model, context, question):
+        # A passage with no pieces has no window to pack; give it a one-character
+        # stand-in and answer "" for it (decided here, not by the model).
+        blank = tf.equal(tf.strings.length(tf.strings.strip(context)), 0)  # [B]
+        context = tf.where(blank, ".", context)
         features, row_lengths = self.windows(context, question)
-        outputs = model({k: features[k] for k in MODEL_KEYS}, training=False)
-        return self.decode(context, features, row_lengths, outputs)
+        outputs = model({k: features[k] for k in MODEL_KEYS})
+        return self.decode(context, features, row_lengths, outputs, blank=blank)
 
-    def decode(self, context, features, row_lengths, outputs):
+    def decode(self, context, features, row_lengths, outputs, blank=None):
         """Best answer per example from the windows' features and labeler outputs."""
         batch = tf.shape(row_lengths)[0]
         start_lp = tf.cast(outputs["start_top_log_probs"], tf.float32)  # [N, K1]
@@ -137,6 +143,8 @@ class SpanAnswerDecoder(tf.Module):
             tf.cast(outputs["cls_logits"], tf.float32), example_of_window, batch)  # [B]
 
         found = tf.math.is_finite(best_score) & (row_lengths > 0)
+        if blank is not None:
+            found &= tf.logical_not(blank)
         if self.null_score_threshold is not None:
             found &= null_score <= self.null_score_threshold
         text, char_start, char_end = _cut(context, tf.maximum(first_byte, 0), tf.maximum(last_byte, 0))

@@ -86,7 +86,11 @@ class TaskServingModule(tf.Module):
             raise ValueError(f"sequence_length must be an int >= 3, got {sequence_length!r}.")
         if task == "span" and preprocessor is not None and not hasattr(preprocessor, "answer"):
             raise ValueError("task='span' needs a SpanAnswerDecoder as its preprocessor.")
-        self.model = model
+        # The model is called through a plain closure and only its variables are
+        # tracked: tracking the Keras model itself would make TensorFlow trace
+        # Keras' own default signature, which guesses float inputs for subclassed models.
+        self._call_model = lambda features: model(features, training=False)
+        self.model_variables = [getattr(v, "_value", v) for v in model.variables]
         self.task = task
         self.sequence_length = sequence_length
         self.has_text_pair = bool(has_text_pair)
@@ -169,7 +173,7 @@ class TaskServingModule(tf.Module):
         with tf.control_dependencies([check]):
             context = self._sanitize(context)
             question = self._sanitize(question)
-        return self._preprocessor.answer(self.model, context, question)
+        return self._preprocessor.answer(self._call_model, context, question)
 
     # -- pieces ------------------------------------------------------------------------
 
@@ -200,7 +204,7 @@ class TaskServingModule(tf.Module):
         return out
 
     def _predict(self, features):
-        outputs = self.model(features, training=False)
+        outputs = self._call_model(features)
         if self.task == "classification":
             logits = tf.cast(_pick(outputs, self.output_key), tf.float32)  # [B, C]
             label = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [B]

@@ -45,7 +45,9 @@ class TextPreprocessor(tf.Module):
         return tf.cast(ids, tf.int32)
 
     def __call__(self, text, text_pair=None):
-        first = self.tokenize(text)
         if text_pair is None:
-            return self.packer(first)
-        return self.packer((first, self.tokenize(text_pair)))
+            return self.packer(self.tokenize(text))
+        # One tokenizer call for both segments (one SentencePiece op in the graph).
+        batch = tf.shape(text)[0]
+        both = self.tokenize(tf.concat([text, text_pair], axis=0))  # [2B, None]
+        return self.packer((both[:batch], both[batch:]))
