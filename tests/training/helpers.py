@@ -53,3 +53,59 @@ def require_two_cpus():
     if len(tf.config.list_logical_devices("CPU")) < 2:
         pytest.skip("needs 2 virtual CPU devices; TensorFlow was initialised before "
                     "tests/training/conftest.py could split the CPU (run tests/training alone)")
+
+
+def write_records(directory, tokens, *, vocabulary_size, chunk_length=32, sentence_length=8,
+                  vocabulary=None):
+    """Writes one shard + manifest in record format v1 (notes in RECORDS.md) for `tokens`."""
+    import hashlib
+    import json
+    import os
+
+    os.makedirs(directory, exist_ok=True)
+    tokens = [int(t) for t in tokens]
+    sentences = [(i // sentence_length) % 2 for i in range(len(tokens))]
+    name = "pretrain-00000-of-00001.tfrecord"
+    num_records = 0
+    with tf.io.TFRecordWriter(os.path.join(directory, name)) as writer:
+        for start in range(0, len(tokens), chunk_length):
+            feature = {
+                "token_ids": tf.train.Feature(int64_list=tf.train.Int64List(
+                    value=tokens[start:start + chunk_length])),
+                "sentence_ids": tf.train.Feature(int64_list=tf.train.Int64List(
+                    value=sentences[start:start + chunk_length])),
+            }
+            writer.write(tf.train.Example(features=tf.train.Features(feature=feature))
+                         .SerializeToString())
+            num_records += 1
+    vocab = {"vocabulary_size": vocabulary_size, "file": "",
+             "special_ids": {"unk": 0, "bos": 1, "eos": 2, "cls": 3, "sep": 4, "pad": 5,
+                             "mask": 6, "eod": 7, "eop": 8}}
+    if vocabulary:
+        with open(vocabulary, "rb") as f:
+            vocab.update(file=vocabulary, sha256=hashlib.sha256(f.read()).hexdigest())
+    manifest = {"format": "xlnet_tf.pretraining.v1", "chunk_length": chunk_length,
+                "num_shards": 1,
+                "shards": [{"file": name, "num_records": num_records, "num_tokens": len(tokens)}],
+                "num_tokens": len(tokens),
+                "documents": {"read": 1, "written": 1, "skipped": {}},
+                "vocabulary": vocab, "settings": {"seed": 0}}
+    with open(os.path.join(directory, "manifest.json"), "w") as f:
+        json.dump(manifest, f)
+    return directory
+
+
+def cyclic_tokens(length, period=13, first=9):
+    """A stream that repeats `period` distinct ids: predictable from context, unigram entropy log(period)."""
+    return [first + (i % period) for i in range(length)]
+
+
+TINY_RUN = [
+    "model.vocabulary_size=40", "model.num_layers=2", "model.num_heads=2", "model.head_dim=8",
+    "model.hidden_dim=16", "model.intermediate_dim=32", "model.memory_length=8",
+    "model.reuse_length=8", "model.bi_data=false", "model.dropout=0.0",
+    "model.attention_dropout=0.0", "data.seq_length=16", "data.num_predict=4", "data.perm_size=8",
+    "optimizer.learning_rate=0.003", "optimizer.warmup_steps=2", "training.global_batch_size=4",
+    "training.train_steps=8", "training.steps_per_epoch=4", "training.log_every_steps=2",
+    "training.verbose=0",
+]

@@ -106,12 +106,15 @@ class XLNetPretrainer(keras.Model):
         """The `RecurrenceMemory` fed back between train steps, or None."""
         return self._recurrence_memory
 
-    def enable_recurrence_memory(self, per_replica_batch_size, strategy=None):
+    def enable_recurrence_memory(self, per_replica_batch_size, strategy=None, reset_every_steps=0):
         """Creates the per-replica memory buffers; call before `fit` (under no other scope).
 
         Args:
             per_replica_batch_size: rows each replica sees per step.
             strategy: the strategy the model trains under (default: its own).
+            reset_every_steps: when > 0, the memory is zeroed (inside the step) before
+                every step whose index is a multiple of it: set it to the data
+                epoch length, where every row stream starts over.
 
         Returns:
             The `RecurrenceMemory`.
@@ -124,13 +127,14 @@ class XLNetPretrainer(keras.Model):
         self._recurrence_memory = RecurrenceMemory(
             per_replica_batch_size=per_replica_batch_size, num_layers=config.num_layers,
             memory_length=config.memory_length, hidden_dim=config.hidden_dim,
-            dtype=self.backbone.compute_dtype, strategy=strategy or self.distribute_strategy)
+            dtype=self.backbone.compute_dtype, strategy=strategy or self.distribute_strategy,
+            reset_every_steps=reset_every_steps)
         return self._recurrence_memory
 
-    def reset_recurrence_memory(self):
-        """Zeros every replica's memory (a no-op without memory)."""
+    def reset_recurrence_memory(self, step=None):
+        """Zeros every replica's memory (a no-op without memory); `step` resets its step counter."""
         if self._recurrence_memory is not None:
-            self._recurrence_memory.reset()
+            self._recurrence_memory.reset(step=step)
 
     def _features(self, data, with_memory):
         inputs = data[0] if isinstance(data, (tuple, list)) else data

@@ -26,6 +26,9 @@ class RecurrenceMemory:
         hidden_dim: backbone width.
         dtype: storage dtype (the backbone's compute dtype).
         strategy: where to create the variable (default: the current strategy).
+        reset_every_steps: when > 0, `read()` returns zeros at every step whose
+            index (counted by `write()`) is a multiple of it, e.g. where the data
+            streams start a new epoch.
 
     Example:
     >>> memory = RecurrenceMemory(per_replica_batch_size=2, num_layers=1, memory_length=3,
@@ -35,7 +38,7 @@ class RecurrenceMemory:
     """
 
     def __init__(self, *, per_replica_batch_size, num_layers, memory_length, hidden_dim,
-                 dtype="float32", strategy=None):
+                 dtype="float32", strategy=None, reset_every_steps=0):
         if per_replica_batch_size < 1 or memory_length < 1:
             raise ValueError(
                 f"RecurrenceMemory needs per_replica_batch_size >= 1 and memory_length >= 1, got "
@@ -48,10 +51,19 @@ class RecurrenceMemory:
                 tf.zeros(self.shape, self.dtype), trainable=False, name="recurrence_memory",
                 synchronization=tf.VariableSynchronization.ON_READ,
                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+            self.step = tf.Variable(
+                tf.constant(0, tf.int32), trainable=False, name="recurrence_memory_step",
+                synchronization=tf.VariableSynchronization.ON_READ,
+                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        self.reset_every_steps = int(reset_every_steps)
 
     def read(self):
         """This replica's memory, `[B, num_layers, M, H]` (call in a replica context)."""
-        return tf.identity(self.variable)
+        memory = tf.identity(self.variable)
+        if self.reset_every_steps > 0:
+            fresh = tf.equal(tf.math.floormod(tf.identity(self.step), self.reset_every_steps), 0)
+            memory = tf.where(fresh, tf.zeros_like(memory), memory)
+        return memory
 
     def write(self, new_memory):
         """Replaces this replica's memory with `new_memory` (gradient stopped)."""
@@ -60,11 +72,18 @@ class RecurrenceMemory:
             raise ValueError(
                 f"RecurrenceMemory: new memory has shape {tuple(new_memory.shape)}, the buffer "
                 f"holds {self.shape} (per-replica batch, layers, memory_length, hidden).")
+        self.step.assign_add(1)
         return self.variable.assign(new_memory)
 
-    def reset(self):
-        """Zeros every replica's memory (call outside `strategy.run`, e.g. from a callback)."""
+    def reset(self, step=None):
+        """Zeros every replica's memory (call outside `strategy.run`, e.g. from a callback).
+
+        Args:
+            step: when given, the global step the next `write()` belongs to.
+        """
         self.variable.assign(tf.zeros(self.shape, self.dtype))
+        if step is not None:
+            self.step.assign(tf.constant(int(step), tf.int32))
 
     def local_values(self):
         """This process's per-replica memories as numpy arrays, replica order."""

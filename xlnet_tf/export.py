@@ -1,0 +1,185 @@
+"""`xlnet-tf export`: a backbone preset directory plus a SavedModel with a token-id serving signature.
+
+Sources, in order of precedence: `--preset DIR`, `--checkpoint FILE` (a
+`ckpt-*.weights.h5` written by `xlnet-tf pretrain`, with `--config` or the
+`config.yaml` next to its work directory), or `--workdir DIR` (its final
+export's preset if present, else its newest checkpoint). Fine-tuning work
+directories (a `task` section in `config.yaml`) go to
+`xlnet_tf.serving.task_export.export_task_workdir`.
+
+Output layout:
+    OUTPUT/preset/        config.json, model.weights.h5, lm_head.weights.h5, spiece.model
+    OUTPUT/saved_model/   signatures `serving_default(token_ids)` and
+                          `encode(token_ids, segment_ids, padding_mask)`, both returning
+                          `sequence_output` float32 [B, L, hidden]
+
+Example:
+    xlnet-tf export --workdir runs/tiny --output runs/tiny/export
+"""
+
+import argparse
+import os
+import sys
+
+import yaml
+
+PAD_ID = 5  # <pad> of the released vocabulary and of `xlnet-tf vocab` models.
+PRESET_SUBDIR = "preset"
+SAVED_MODEL_SUBDIR = "saved_model"
+
+
+class ExportError(ValueError):
+    """The export source is missing or inconsistent."""
+
+
+def export_saved_model(backbone, path, pad_id=PAD_ID):
+    """Writes `backbone` (float32, inference mode) as a SavedModel.
+
+    Args:
+        backbone: an `XLNetBackbone`.
+        path: output directory.
+        pad_id: `serving_default` treats this id as padding (mask 0).
+
+    Returns:
+        `path`.
+    """
+    import keras
+    import tensorflow as tf
+
+    archive = keras.export.ExportArchive()
+    archive.track(backbone)
+
+    def encode(token_ids, segment_ids, padding_mask):
+        outputs = backbone({"token_ids": token_ids, "segment_ids": segment_ids,
+                            "padding_mask": padding_mask}, training=False)
+        return {"sequence_output": tf.cast(outputs["sequence_output"], tf.float32)}
+
+    def serve(token_ids):
+        return encode(token_ids, tf.zeros_like(token_ids),
+                      tf.cast(tf.not_equal(token_ids, pad_id), tf.int32))
+
+    spec = tf.TensorSpec([None, None], tf.int32)
+    archive.add_endpoint("serving_default", serve,
+                         input_signature=[tf.TensorSpec([None, None], tf.int32, name="token_ids")])
+    archive.add_endpoint("encode", encode, input_signature=[
+        tf.TensorSpec.from_spec(spec, name="token_ids"),
+        tf.TensorSpec.from_spec(spec, name="segment_ids"),
+        tf.TensorSpec.from_spec(spec, name="padding_mask")])
+    archive.write_out(path, verbose=False)
+    return path
+
+
+def export_pretrainer(pretrainer, output_dir, vocabulary=None):
+    """Writes `output_dir/preset` and `output_dir/saved_model` from a trained pretrainer.
+
+    The SavedModel is built from the saved preset in float32 without memory, so
+    it does not depend on the training dtype policy or batch size.
+
+    Returns:
+        A dict with the two paths.
+    """
+    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+
+    preset_dir = os.path.join(output_dir, PRESET_SUBDIR)
+    pretrainer.save_to_preset(preset_dir, vocabulary=vocabulary)
+    backbone = XLNetBackbone.from_preset(preset_dir, dtype="float32", memory_length=0,
+                                         reuse_length=0, dropout=0.0, attention_dropout=0.0)
+    saved_model = export_saved_model(backbone, os.path.join(output_dir, SAVED_MODEL_SUBDIR))
+    return {"preset": preset_dir, "saved_model": saved_model}
+
+
+def _read_workdir_config(workdir):
+    path = os.path.join(workdir, "config.yaml")
+    if not os.path.exists(path):
+        raise ExportError(f"{workdir} has no config.yaml (is it an `xlnet-tf pretrain` work directory?)")
+    with open(path) as f:
+        return path, yaml.safe_load(f) or {}
+
+
+def export_from_checkpoint(checkpoint, run_config_path, output_dir):
+    """Rebuilds the pretrainer of a run config, loads `checkpoint`, exports it."""
+    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+    from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
+    from xlnet_tf.training.run_config import load_run_config
+
+    if not os.path.isfile(checkpoint):
+        raise ExportError(f"Checkpoint not found: {checkpoint}")
+    config = load_run_config([run_config_path])
+    pretrainer = XLNetPretrainer(XLNetBackbone(config.model))
+    try:
+        pretrainer.load_weights(checkpoint, skip_mismatch=False)
+    except ValueError as e:
+        # Checkpoints also hold optimizer state; a model-only load of those is fine.
+        if "optimizer" not in str(e).lower():
+            raise ExportError(f"{checkpoint} does not match the model of {run_config_path}: {e}") from e
+    return export_pretrainer(pretrainer, output_dir, vocabulary=config.data.vocabulary or None)
+
+
+def export_workdir(workdir, output_dir):
+    """Exports a pretraining (or, delegated, a fine-tuning) work directory."""
+    from xlnet_tf.training.callbacks import list_checkpoints
+
+    config_path, values = _read_workdir_config(workdir)
+    if "task" in values:
+        from xlnet_tf.serving.task_export import export_task_workdir
+
+        return export_task_workdir(workdir, output_dir)
+    final = os.path.join(workdir, "export", PRESET_SUBDIR)
+    if os.path.isdir(final) and os.path.abspath(final) != os.path.abspath(
+            os.path.join(output_dir, PRESET_SUBDIR)):
+        return export_preset(final, output_dir)
+    checkpoints = list_checkpoints(os.path.join(workdir, "checkpoints"))
+    if not checkpoints:
+        raise ExportError(f"{workdir} has no final preset (export/preset) and no checkpoints "
+                          f"(checkpoints/ckpt-*.weights.h5) yet.")
+    return export_from_checkpoint(checkpoints[-1], config_path, output_dir)
+
+
+def export_preset(preset_dir, output_dir):
+    """Re-exports a preset directory (copies it and writes the SavedModel)."""
+    from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
+
+    pretrainer = XLNetPretrainer.from_preset(preset_dir)
+    vocabulary = os.path.join(preset_dir, "spiece.model")
+    return export_pretrainer(pretrainer, output_dir,
+                             vocabulary=vocabulary if os.path.exists(vocabulary) else None)
+
+
+def _parser():
+    parser = argparse.ArgumentParser(
+        prog="xlnet-tf export",
+        description="Export a backbone preset and a SavedModel (serving signature on token ids).")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--workdir", help="a pretraining or fine-tuning work directory")
+    source.add_argument("--checkpoint", help="a ckpt-*.weights.h5 file written by pretraining")
+    source.add_argument("--preset", help="a preset directory")
+    parser.add_argument("--config", help="run config of --checkpoint (default: the config.yaml "
+                                         "of the work directory that holds it)")
+    parser.add_argument("--output", required=True, help="output directory")
+    return parser
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.workdir:
+            result = export_workdir(args.workdir, args.output)
+        elif args.preset:
+            result = export_preset(args.preset, args.output)
+        else:
+            config = args.config or os.path.join(
+                os.path.dirname(os.path.dirname(os.path.abspath(args.checkpoint))), "config.yaml")
+            if not os.path.exists(config):
+                raise ExportError(f"No run config for {args.checkpoint}: pass --config FILE.")
+            result = export_from_checkpoint(args.checkpoint, config, args.output)
+    except (ExportError, FileNotFoundError, ValueError) as e:
+        print(f"xlnet-tf export: {e}", file=sys.stderr)
+        return 2
+    if isinstance(result, dict):
+        for key, value in result.items():
+            print(f"{key}: {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,245 @@
+"""One pretraining run: checks, strategy, model, data, `fit`, resume and export.
+
+`run_pretraining(config, workdir)` is what `xlnet-tf pretrain` calls. Every
+check that can fail (config, record files, vocabulary, batch split, an
+incompatible earlier run in the same work directory) runs before the model is
+built. The work directory afterwards holds:
+
+    config.yaml      the fully resolved run config
+    metrics.jsonl    one JSON object per logged step (step, loss, accuracy, learning_rate, ...)
+    logs/            TensorBoard event files
+    checkpoints/     ckpt-{step}.weights.h5, the newest `keep_checkpoints`
+    backup/          keras BackupAndRestore state (resume after any interruption)
+    export/          preset/ and saved_model/ (see `xlnet_tf.export`)
+
+Resuming: run the same command again. BackupAndRestore restores weights,
+optimizer state and the epoch; the input pipeline is rebuilt deterministically
+and skips the batches already consumed, so training continues at the same data
+position. The recurrence memory restarts from zeros (see `RecurrenceMemory`).
+"""
+
+import hashlib
+import json
+import logging
+import os
+
+import yaml
+
+from xlnet_tf.config import ConfigError
+from xlnet_tf.training.run_config import RunConfig, run_config_from_dict
+
+_log = logging.getLogger(__name__)
+
+BACKUP_DIR = "backup"
+
+
+def check_records(config: RunConfig):
+    """Validates the record files and their vocabulary against the model; returns the records."""
+    from xlnet_tf.data.pretraining_records import PretrainingRecords, RecordsError
+
+    pattern = config.data.train_files
+    if not pattern:
+        raise ConfigError("data.train_files is empty: point it at the shards (or directory) "
+                          "written by `xlnet-tf prepare-pretraining`.")
+    try:
+        records = PretrainingRecords(pattern)
+    except RecordsError as e:
+        raise ConfigError(f"data.train_files: {e}") from e
+    size = records.vocabulary_size
+    if size is not None and size != config.model.vocabulary_size:
+        raise ConfigError(
+            f"Vocabulary mismatch: the records of {pattern!r} were made with a vocabulary of "
+            f"{size} pieces, but model.vocabulary_size is {config.model.vocabulary_size}.")
+    if config.data.vocabulary:
+        path = config.data.vocabulary
+        if not os.path.isfile(path):
+            raise ConfigError(f"data.vocabulary: file not found: {path}")
+        with open(path, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+        expected = records.vocabulary.get("sha256")
+        if expected and digest != expected:
+            raise ConfigError(f"Vocabulary mismatch: {path} (sha256 {digest[:12]}...) is not the "
+                              f"vocabulary the records of {pattern!r} were made with "
+                              f"(sha256 {expected[:12]}...).")
+        import sentencepiece as spm
+
+        pieces = spm.SentencePieceProcessor(model_file=path).get_piece_size()
+        if pieces != config.model.vocabulary_size:
+            raise ConfigError(f"Vocabulary mismatch: {path} has {pieces} pieces, but "
+                              f"model.vocabulary_size is {config.model.vocabulary_size}.")
+    return records
+
+
+def _vocabulary_file(config, records):
+    if config.data.vocabulary:
+        return config.data.vocabulary
+    recorded = records.vocabulary.get("file")
+    if recorded and os.path.isfile(recorded):
+        return recorded
+    return None
+
+
+def check_workdir(config: RunConfig, workdir: str):
+    """Refuses to resume a work directory whose earlier run had a different config."""
+    path = os.path.join(workdir, "config.yaml")
+    if not os.path.exists(path):
+        return
+    with open(path) as f:
+        previous = yaml.safe_load(f) or {}
+    current = config.to_dict()
+    # Verbosity and where the data lives may change between attempts; the rest may not.
+    ignore = {("training", "verbose"), ("data", "train_files"), ("data", "vocabulary"),
+              ("distribution", "strategy"), ("distribution", "tpu")}
+    changed = []
+    for section, values in current.items():
+        old = previous.get(section, {}) or {}
+        for key, value in values.items():
+            if (section, key) not in ignore and key in old and old[key] != value:
+                changed.append(f"{section}.{key}: {old[key]!r} -> {value!r}")
+    if changed:
+        raise ConfigError(f"{workdir} holds a run with a different config ({'; '.join(changed)}). "
+                          "Use a new --workdir, or the original settings to resume.")
+
+
+def backup_epoch(backup_dir: str) -> int:
+    """The epoch BackupAndRestore will restore from `backup_dir` (0 when none)."""
+    path = os.path.join(backup_dir, "training_metadata.json")
+    if not os.path.exists(path):
+        return 0
+    with open(path) as f:
+        return int(json.load(f).get("epoch", 0))
+
+
+def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, export=True) -> dict:
+    """Pretrains (or resumes) the run described by `config` in `workdir`.
+
+    Args:
+        config: a validated `RunConfig`.
+        workdir: work directory (created if needed).
+        strategy: a strategy to use instead of resolving `config.distribution`.
+        export: write `workdir/export` at the end (chief only).
+
+    Returns:
+        A summary dict: final logs, steps, replicas, export paths.
+    """
+    import keras
+    import tensorflow as tf
+
+    from xlnet_tf.data.pretraining import pretraining_dataset, pretraining_steps_per_epoch
+    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+    from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
+    from xlnet_tf.training import callbacks as run_callbacks
+    from xlnet_tf.training.optimizer import create_optimizer
+    from xlnet_tf.training.strategy import resolve_batch_sizes, resolve_strategy, task_info
+
+    config = run_config_from_dict(config.to_dict())  # Re-validate whatever the caller built.
+    records = check_records(config)
+    check_workdir(config, workdir)
+    t, d, m = config.training, config.data, config.model
+    if strategy is None:
+        strategy = resolve_strategy(config.distribution.strategy,
+                                    virtual_cpu_devices=config.distribution.virtual_cpu_devices,
+                                    tpu_address=config.distribution.tpu)
+    replicas = strategy.num_replicas_in_sync
+    global_batch, per_replica = resolve_batch_sizes(
+        global_batch_size=t.global_batch_size, per_replica_batch_size_value=t.per_replica_batch_size,
+        num_replicas=replicas)
+    if m.bi_data and per_replica % 2:
+        raise ConfigError(f"model.bi_data needs an even per-replica batch; got {per_replica} "
+                          f"({global_batch} over {replicas} replicas).")
+    data_steps = pretraining_steps_per_epoch(
+        d.train_files, seq_length=d.seq_length, reuse_length=m.reuse_length,
+        batch_size=global_batch, bi_data=m.bi_data,
+        input_context=tf.distribute.InputContext(1, 0, replicas))
+    _, task_id, is_chief = task_info()
+
+    os.makedirs(workdir, exist_ok=True)
+    if is_chief:
+        with open(os.path.join(workdir, "config.yaml"), "w") as f:
+            f.write(config.to_yaml())
+    backup_dir = os.path.join(workdir, BACKUP_DIR)
+    if not is_chief:
+        backup_dir = os.path.join(backup_dir, f"worker-{task_id}")
+    first_epoch = backup_epoch(backup_dir)
+    first_step = first_epoch * t.steps_per_epoch
+    epochs = t.train_steps // t.steps_per_epoch
+
+    # ---------------------------------------------------------------- model
+    dtype = None if t.mixed_precision == "float32" else t.mixed_precision
+    with strategy.scope():
+        keras.utils.set_random_seed(t.seed)
+        if t.rematerialize:
+            names = [f"block_{i}" for i in range(m.num_layers)]
+            with keras.RematScope(mode="list_of_layers", layer_names=names):
+                backbone = XLNetBackbone(m, dtype=dtype)
+        else:
+            backbone = XLNetBackbone(m, dtype=dtype)
+        pretrainer = XLNetPretrainer(backbone)
+        if t.init_from and first_epoch == 0:
+            warm = XLNetPretrainer.from_preset(t.init_from)
+            pretrainer.set_weights(warm.get_weights())
+        optimizer = create_optimizer(
+            pretrainer, learning_rate=config.optimizer.learning_rate,
+            warmup_steps=config.optimizer.warmup_steps, train_steps=t.train_steps,
+            end_learning_rate=config.optimizer.end_learning_rate,
+            decay_power=config.optimizer.decay_power, weight_decay=config.optimizer.weight_decay,
+            epsilon=config.optimizer.adam_epsilon, beta_1=config.optimizer.beta_1,
+            beta_2=config.optimizer.beta_2, clip_norm=config.optimizer.clip_norm,
+            accumulation_steps=t.gradient_accumulation_steps,
+            loss_scaling=t.mixed_precision == "mixed_float16")
+        pretrainer.compile(optimizer=optimizer, jit_compile=t.jit_compile,
+                           steps_per_execution=t.steps_per_execution)
+        optimizer.build(pretrainer.trainable_variables)
+        if m.memory_length > 0:
+            pretrainer.enable_recurrence_memory(per_replica, strategy=strategy,
+                                                reset_every_steps=data_steps)
+
+    # ---------------------------------------------------------------- data
+    # Micro-batches consumed so far: optimizer steps x accumulation.
+    consumed = first_step * t.gradient_accumulation_steps
+
+    def dataset_fn(input_context):
+        dataset = pretraining_dataset(
+            d.train_files, seq_length=d.seq_length, reuse_length=m.reuse_length,
+            num_predict=d.num_predict, perm_size=d.perm_size, batch_size=global_batch,
+            bi_data=m.bi_data, seed=d.seed, input_context=input_context,
+            sentencepiece_model=d.vocabulary or "auto")
+        local_replicas = input_context.num_replicas_in_sync // input_context.num_input_pipelines
+        return dataset.skip(consumed * local_replicas) if consumed else dataset
+
+    dataset = strategy.distribute_datasets_from_function(dataset_fn)
+
+    # ---------------------------------------------------------------- callbacks
+    callbacks = [
+        keras.callbacks.BackupAndRestore(backup_dir, save_freq="epoch", delete_checkpoint=False),
+        run_callbacks.RecurrenceMemoryReset(each_epoch=t.reset_memory_each_epoch,
+                                            first_step=first_step),
+    ]
+    if is_chief:
+        callbacks += [
+            run_callbacks.JsonlMetricsLogger(
+                os.path.join(workdir, "metrics.jsonl"), steps_per_epoch=t.steps_per_epoch,
+                every_steps=t.log_every_steps, global_batch_size=global_batch),
+            run_callbacks.WeightsCheckpoint(os.path.join(workdir, "checkpoints"),
+                                            steps_per_epoch=t.steps_per_epoch,
+                                            keep=t.keep_checkpoints),
+            run_callbacks.TensorBoardScalars(os.path.join(workdir, "logs"),
+                                             steps_per_epoch=t.steps_per_epoch,
+                                             every_steps=t.log_every_steps),
+        ]
+    if first_epoch:
+        _log.info("Resuming %s at step %d (epoch %d).", workdir, first_step, first_epoch)
+        if t.verbose:
+            print(f"Resuming at step {first_step} of {t.train_steps} (backup in {backup_dir}).")
+    history = pretrainer.fit(dataset, epochs=epochs, steps_per_epoch=t.steps_per_epoch,
+                             callbacks=callbacks, verbose=t.verbose if is_chief else 0)
+    summary = {"replicas": replicas, "global_batch_size": global_batch,
+               "per_replica_batch_size": per_replica, "first_step": first_step,
+               "train_steps": t.train_steps,
+               "final": {k: float(v[-1]) for k, v in history.history.items() if v}}
+    if export and is_chief:
+        from xlnet_tf.export import export_pretrainer
+
+        summary["export"] = export_pretrainer(pretrainer, os.path.join(workdir, "export"),
+                                              vocabulary=_vocabulary_file(config, records))
+    return summary
