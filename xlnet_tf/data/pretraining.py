@@ -125,37 +125,77 @@ class _Layout:
                     self.rows.append((global_row, global_row, False))
 
 
-def _checked_records(shard, first, count):
-    """Reads `count` records of `shard` from record `first`, checking each one.
+def _piece_table(records, layout, reverse_block_records):
+    """Flattens every row's two streams into one table of shard pieces (column -> numpy array).
 
-    `first` and `count` may be tensors. A record that cannot be read or parsed, or whose
-    length disagrees with the manifest, ends the stream with an error naming the file.
+    Row r's main stream is pieces [start[2r], start[2r] + count[2r]), its distractor stream
+    pieces [start[2r+1], ...). Keeping everything in tensors lets tf.data trace the reading
+    functions once, whatever the number of rows or shards.
     """
-    chunk = shard.chunk_length
-    last_index = shard.num_records - 1
-    last_length = shard.num_tokens - last_index * chunk
-    spec = {"token_ids": tf.io.VarLenFeature(tf.int64), "sentence_ids": tf.io.VarLenFeature(tf.int64)}
-    message = (f"Cannot read pretraining records of {shard.path}: the file is corrupted or "
-               f"truncated, or a record is not a v1 pretraining record of the length its "
-               f"manifest.json implies (chunk_length {chunk}). First unreadable record index:")
-    first = tf.cast(first, tf.int64)
-    count = tf.cast(count, tf.int64)
+    columns = {k: [] for k in ("path", "first", "count", "begin", "end", "chunk", "last_index",
+                               "last_length", "reverse")}
+    starts, counts = [], []
+    for _, range_index, reverse in layout.rows:
+        start = range_index * layout.range_length
+        stop = start + layout.range_length
+        half = layout.range_length // 2
+        if reverse:
+            streams = [[(start, stop)], [(start, stop - half), (stop - half, stop)]]
+        else:
+            streams = [[(start, stop)], [(start + half, stop), (start, start + half)]]
+        for segments in streams:
+            starts.append(len(columns["path"]))
+            for seg_start, seg_stop in segments:
+                pieces = records.pieces(seg_start, seg_stop)
+                for shard, first, count, begin, end in (pieces[::-1] if reverse else pieces):
+                    columns["path"].append(shard.path)
+                    columns["first"].append(first)
+                    columns["count"].append(count)
+                    columns["begin"].append(begin)
+                    columns["end"].append(end)
+                    columns["chunk"].append(shard.chunk_length)
+                    columns["last_index"].append(shard.num_records - 1)
+                    columns["last_length"].append(shard.num_tokens - (shard.num_records - 1) * shard.chunk_length)
+                    columns["reverse"].append(reverse)
+            counts.append(len(columns["path"]) - starts[-1])
+    table = {k: tf.constant(v, tf.string if k == "path" else tf.bool if k == "reverse" else tf.int64)
+             for k, v in columns.items()}
+    return table, tf.constant(starts, tf.int64), tf.constant(counts, tf.int64)
+
+
+_SPEC = {"token_ids": tf.io.VarLenFeature(tf.int64), "sentence_ids": tf.io.VarLenFeature(tf.int64)}
+
+
+def _checked_records(piece, first, count):
+    """Reads `count` records of the piece's file from record `first`, checking each one.
+
+    Yields (tokens, sentences) int32 `[n]`, trimmed to the piece's token range. A record
+    that cannot be read or parsed, or whose length disagrees with the manifest, ends the
+    stream with an error naming the file.
+    """
+    path = piece["path"]
+    message = tf.strings.join([
+        "Cannot read pretraining records of ", path, ": the file is corrupted or truncated, "
+        "or a record is not a v1 pretraining record of the length its manifest.json implies "
+        "(chunk_length ", tf.strings.as_string(piece["chunk"]), "). First unreadable record index:"])
 
     def parse(i, serialized):
         index = first + i
-        features = tf.io.parse_single_example(serialized, spec)
+        features = tf.io.parse_single_example(serialized, _SPEC)
         tokens = features["token_ids"].values
         sentences = features["sentence_ids"].values
-        expected = tf.where(index == last_index, last_length, chunk)
-        checks = [tf.debugging.assert_equal(tf.size(tokens, out_type=tf.int64), tf.cast(expected, tf.int64)),
-                  tf.debugging.assert_equal(tf.size(sentences, out_type=tf.int64),
-                                            tf.cast(expected, tf.int64))]
+        expected = tf.where(index == piece["last_index"], piece["last_length"], piece["chunk"])
+        checks = [tf.debugging.assert_equal(tf.size(tokens, out_type=tf.int64), expected),
+                  tf.debugging.assert_equal(tf.size(sentences, out_type=tf.int64), expected)]
         with tf.control_dependencies(checks):
-            return index, tf.cast(tokens, tf.int32), tf.cast(sentences, tf.int32)
+            position = index * piece["chunk"] + tf.range(tf.size(tokens, out_type=tf.int64))
+            keep = (position >= piece["begin"]) & (position < piece["end"])
+            return (index, tf.cast(tf.boolean_mask(tokens, keep), tf.int32),
+                    tf.cast(tf.boolean_mask(sentences, keep), tf.int32))
 
-    records = tf.data.TFRecordDataset(shard.path).skip(first).take(count).enumerate().map(parse)
-    # A bad record stops or skips elements instead of failing with an error that does not
-    # name the file; the scan below turns the gap into an error that does.
+    records = tf.data.TFRecordDataset(path).skip(first).take(count).enumerate().map(parse)
+    # A bad record stops or skips elements, with an error that would not name the file;
+    # the scan below turns the gap into an error that does.
     records = records.ignore_errors()
     end = tf.data.Dataset.from_tensors(
         (tf.constant(-1, tf.int64), tf.zeros([0], tf.int32), tf.zeros([0], tf.int32)))
@@ -168,60 +208,38 @@ def _checked_records(shard, first, count):
             return expected + 1, element
 
     return (records.concatenate(end).scan(first, check)
-            .filter(lambda index, tokens, sentences: index >= 0))
+            .filter(lambda index, tokens, sentences: index >= 0)
+            .map(lambda index, tokens, sentences: (tokens, sentences)))
 
 
-def _trim(shard, begin, end):
-    """Keeps the shard-local token positions [begin, end) of each record."""
+def _piece_stream(piece, reverse_block_records):
+    """The tokens of one shard piece as a dataset of 1-D chunks, in stream order.
 
-    def trim(index, tokens, sentences):
-        position = index * shard.chunk_length + tf.range(tf.size(tokens, out_type=tf.int64))
-        keep = (position >= begin) & (position < end)
-        return tf.boolean_mask(tokens, keep), tf.boolean_mask(sentences, keep)
-
-    return trim
-
-
-def _piece_stream(piece, reverse, reverse_block_records):
-    """The tokens of one shard piece as a dataset of 1-D chunks, in stream order."""
-    shard, first, count, begin, end = piece
-    if not reverse:
-        return _checked_records(shard, first, count).map(_trim(shard, begin, end))
-    blocks = -(-count // reverse_block_records)
+    Forward pieces stream record by record. Backward pieces are read in blocks of
+    `reverse_block_records` records from the end, each block reversed in memory; each
+    block's read skips (record headers only) from the start of its shard.
+    """
+    first, count, reverse = piece["first"], piece["count"], piece["reverse"]
+    forward = _checked_records(piece, first, tf.where(reverse, tf.constant(0, tf.int64), count))
+    block_size = tf.constant(reverse_block_records, tf.int64)
+    blocks = tf.where(reverse, (count + block_size - 1) // block_size, 0)
 
     def block(j):
-        block_first = first + j * reverse_block_records
-        block_count = tf.minimum(tf.cast(reverse_block_records, tf.int64), first + count - block_first)
-        chunks = _checked_records(shard, block_first, block_count).map(_trim(shard, begin, end))
+        block_first = first + j * block_size
+        block_count = tf.minimum(block_size, first + count - block_first)
+        chunks = _checked_records(piece, block_first, block_count)
         return chunks.ragged_batch(reverse_block_records).map(
             lambda t, s: (tf.reverse(t.flat_values, [0]), tf.reverse(s.flat_values, [0])))
 
-    return tf.data.Dataset.range(blocks - 1, -1, -1).flat_map(block)
+    backward = tf.data.Dataset.range(blocks - 1, -1, -1).flat_map(block)
+    # Exactly one of the two is non-empty.
+    return forward.concatenate(backward)
 
 
-def _range_stream(records, start, stop, reverse, rotate, reverse_block_records):
-    """One row's token stream: range [start, stop), forward or backward, optionally rotated.
-
-    The rotated stream starts half way through the (directed) range and wraps around; it
-    feeds the random B segments.
-    """
-    half = (stop - start) // 2
-    if not rotate:
-        segments = [(start, stop)]
-    elif reverse:
-        segments = [(start, stop - half), (stop - half, stop)]
-    else:
-        segments = [(start + half, stop), (start, start + half)]
-    streams = []
-    for seg_start, seg_stop in segments:
-        pieces = records.pieces(seg_start, seg_stop)
-        if reverse:
-            pieces = pieces[::-1]
-        streams.extend(_piece_stream(p, reverse, reverse_block_records) for p in pieces)
-    stream = streams[0]
-    for s in streams[1:]:
-        stream = stream.concatenate(s)
-    return stream
+def _stream(table, start, count, reverse_block_records):
+    """A row stream: pieces [start, start + count) of the table, in order."""
+    return tf.data.Dataset.range(start, start + count).flat_map(
+        lambda i: _piece_stream({k: v[i] for k, v in table.items()}, reverse_block_records))
 
 
 def _windows(chunks, size, shift):
@@ -432,28 +450,29 @@ def pretraining_dataset(file_pattern, *, seq_length, reuse_length, num_predict, 
     chunk_length = max(s.chunk_length for s in records.shards)
     reverse_block_records = max(1, reverse_block_tokens // chunk_length)
 
-    rows = []
-    for global_row, range_index, reverse in layout.rows:
-        start = range_index * layout.range_length
-        stop = start + layout.range_length
-        main = _windows(_range_stream(records, start, stop, reverse, False, reverse_block_records),
+    table, stream_start, stream_count = _piece_table(records, layout, reverse_block_records)
+    row_ids = tf.constant([r[0] for r in layout.rows], tf.int64)
+    row_reverse = tf.constant([r[2] for r in layout.rows], tf.bool)
+    steps = layout.steps_per_epoch
+
+    def row_dataset(r):
+        main = _windows(_stream(table, stream_start[2 * r], stream_count[2 * r], reverse_block_records),
                         layout.window, layout.advance)
-        other = _windows(_range_stream(records, start, stop, reverse, True, reverse_block_records),
-                         layout.window, layout.advance)
-        steps = layout.steps_per_epoch
+        other = _windows(_stream(table, stream_start[2 * r + 1], stream_count[2 * r + 1],
+                                 reverse_block_records), layout.window, layout.advance)
         row = tf.data.Dataset.zip(main, other).take(steps).repeat(num_epochs).enumerate()
 
-        def label(count, pair, global_row=global_row, reverse=reverse, steps=steps):
+        def label(count, pair):
             (tokens, sentences), (other_tokens, other_sentences) = pair
             return {"tokens": tokens, "sentences": sentences, "other_tokens": other_tokens,
                     "other_sentences": other_sentences, "epoch": count // steps,
-                    "step": count % steps, "row": tf.constant(global_row, tf.int64),
-                    "reverse": tf.constant(reverse)}
+                    "step": count % steps, "row": row_ids[r], "reverse": row_reverse[r]}
 
-        rows.append(row.map(label))
+        return row.map(label)
 
-    selector = tf.data.Dataset.range(len(rows)).repeat()
-    examples = tf.data.Dataset.choose_from_datasets(rows, selector, stop_on_empty_dataset=True)
+    # Round robin over equally long rows: row after row, step after step.
+    examples = tf.data.Dataset.range(len(layout.rows)).interleave(
+        row_dataset, cycle_length=len(layout.rows), block_length=1, deterministic=True)
     make = _make_example_fn(layout, num_predict=num_predict, perm_size=perm_size, seed=int(seed),
                             special_ids=records.special_ids, word_start=word_start)
     dataset = examples.map(make, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)

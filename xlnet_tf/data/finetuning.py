@@ -1,0 +1,463 @@
+"""Fine-tuning input pipelines: TFDS datasets by name or local files -> batched feature dicts.
+
+Two stages:
+
+1. `raw_dataset(task, role)` reads examples into the canonical fields of the
+   task type (see `xlnet_tf.data.finetuning_tasks`), from TFDS (`task.dataset`)
+   or from a local file (`task.train_file` / `task.eval_file`):
+   - JSONL (`.jsonl`, one JSON object per line) or CSV/TSV with a header row:
+     classification/regression columns `text`, optional `text_pair`, `label`
+     (names changeable with `task.text_fields` / `task.label_field`); string
+     labels are mapped through `task.label_names` (or, when not given, the
+     sorted distinct labels of the training file);
+     multiple choice: `context`, `question`, `options` (list), `label` (index);
+     token classification: `tokens` (list of words), `tags` (list of ids or names);
+   - SQuAD-format JSON (`{"data": [{"paragraphs": [{"context", "qas": [...]}]}]}`)
+     for span tasks.
+2. `finetuning_dataset(task, tokenizer, role, batch_size, ...)` tokenizes and
+   packs inside the graph (`XLNetTokenizer` + `XLNetPacker` /
+   `XLNetSquadPreprocessor`) and returns `(features, labels)` batches with a
+   static sequence length (and a static batch size for training, which drops the
+   remainder and repeats forever).
+
+Features are `token_ids`, `segment_ids`, `padding_mask` int32 `[B, L]`
+(`[B, C, L]` for multiple choice); span training adds `answer_mask` and
+`start_positions` (the end head is conditioned on the gold start). Labels:
+int32 `[B]` (classification, multiple choice), float32 `[B]` (regression),
+int32 `[B, L]` with -100 on unlabelled positions (token classification), or a
+dict `{"start_logits", "end_logits", "cls_logits"}` (span) keyed like the
+model's training outputs.
+"""
+
+import csv
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from xlnet_tf.data.finetuning_tasks import dataset_spec
+from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
+from xlnet_tf.preprocessing.xlnet_squad_preprocessor import XLNetSquadPreprocessor
+
+IGNORE_LABEL = -100
+_SHUFFLE_BUFFER = 10000
+
+
+# --------------------------------------------------------------------------- local files
+def _read_rows(path):
+    """Rows of a JSONL / CSV / TSV file as dicts, with 1-based line numbers."""
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(f"Fine-tuning data file not found: {path}")
+    lower = path.lower()
+    with tf.io.gfile.GFile(path, "r") as f:
+        if lower.endswith((".csv", ".tsv")):
+            reader = csv.DictReader(f, delimiter="\t" if lower.endswith(".tsv") else ",")
+            for number, row in enumerate(reader, start=2):
+                yield number, row
+            return
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{number}: not valid JSON ({e}). Expected one JSON object "
+                                 "per line (JSONL), or a .csv/.tsv file with a header.") from e
+            if not isinstance(row, dict):
+                raise ValueError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}.")
+            yield number, row
+
+
+def _field(row, name, path, number, required=True):
+    if name in row and row[name] is not None:
+        return row[name]
+    if required:
+        raise ValueError(f"{path}:{number}: missing field {name!r} (fields present: {sorted(row)}).")
+    return None
+
+
+def infer_label_names(path, label_field="label"):
+    """Sorted distinct string labels of a file; None when all labels are integers."""
+    labels = set()
+    for number, row in _read_rows(path):
+        labels.add(str(_field(row, label_field, path, number)))
+    if all(_is_int(label) for label in labels):
+        return None
+    return sorted(labels)
+
+
+def _is_int(value):
+    try:
+        return float(value) == int(float(value)) and "." not in str(value)
+    except (TypeError, ValueError):
+        return False
+
+
+def _label_id(value, label_names, num_classes, path, number):
+    if label_names:
+        if str(value) in label_names:
+            return label_names.index(str(value))
+        if _is_int(value) and 0 <= int(value) < len(label_names):
+            return int(value)
+        raise ValueError(f"{path}:{number}: label {value!r} is not one of {list(label_names)}.")
+    if not _is_int(value):
+        raise ValueError(f"{path}:{number}: label {value!r} is not an integer class id; set "
+                         "task.label_names to map string labels.")
+    label = int(value)
+    if num_classes and not 0 <= label < num_classes:
+        raise ValueError(f"{path}:{number}: label {label} is outside [0, {num_classes}).")
+    return label
+
+
+def read_local_examples(path, task):
+    """Reads a local file into a dict of numpy/list columns in the canonical fields of `task.type`."""
+    kind = task.type
+    if kind == "span":
+        return _read_squad_json(path)
+    columns = {}
+    if kind in ("classification", "regression"):
+        fields = list(task.text_fields or ["text", "text_pair"])
+        first, second = fields[0], (fields[1] if len(fields) > 1 else None)
+        texts, pairs, labels = [], [], []
+        has_pair = False
+        for number, row in _read_rows(path):
+            texts.append(str(_field(row, first, path, number)))
+            pair = _field(row, second, path, number, required=False) if second else None
+            has_pair = has_pair or pair is not None
+            pairs.append("" if pair is None else str(pair))
+            value = _field(row, task.label_field or "label", path, number)
+            if kind == "regression":
+                try:
+                    labels.append(float(value))
+                except (TypeError, ValueError) as e:
+                    raise ValueError(f"{path}:{number}: regression label {value!r} is not a number.") from e
+            else:
+                labels.append(_label_id(value, task.label_names, task.num_classes, path, number))
+        columns = {"text": texts, "label": np.asarray(labels, np.float32 if kind == "regression" else np.int32)}
+        if has_pair:
+            columns["text_pair"] = pairs
+    elif kind == "multiple_choice":
+        contexts, questions, options, labels = [], [], [], []
+        for number, row in _read_rows(path):
+            contexts.append(str(_field(row, "context", path, number)))
+            questions.append(str(_field(row, "question", path, number, required=False) or ""))
+            choice = _field(row, "options", path, number)
+            if not isinstance(choice, list) or (options and len(choice) != len(options[0])):
+                raise ValueError(f"{path}:{number}: 'options' must be a list with the same number of "
+                                 "choices in every row.")
+            options.append([str(c) for c in choice])
+            labels.append(_label_id(_field(row, "label", path, number), None, len(choice), path, number))
+        columns = {"context": contexts, "question": questions, "options": options,
+                   "label": np.asarray(labels, np.int32)}
+    elif kind == "token_classification":
+        tokens, tags = [], []
+        for number, row in _read_rows(path):
+            words = _field(row, "tokens", path, number)
+            row_tags = _field(row, task.label_field or "tags", path, number)
+            if not isinstance(words, list) or not isinstance(row_tags, list) or len(words) != len(row_tags):
+                raise ValueError(f"{path}:{number}: 'tokens' and the tags must be lists of equal length.")
+            tokens.append([str(w) for w in words])
+            tags.append([_label_id(t, task.label_names, task.num_classes, path, number) for t in row_tags])
+        columns = {"tokens": tf.ragged.constant(tokens, dtype=tf.string),
+                   "tags": tf.ragged.constant(tags, dtype=tf.int32)}
+    else:
+        raise ValueError(f"Unknown task type {kind!r}.")
+    if not len(columns[next(iter(columns))]):
+        raise ValueError(f"{path}: no examples.")
+    return columns
+
+
+def _read_squad_json(path):
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(f"SQuAD file not found: {path}")
+    with tf.io.gfile.GFile(path, "r") as f:
+        try:
+            data = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not valid JSON ({e}); expected SQuAD format.") from e
+    if not isinstance(data, dict) or "data" not in data:
+        raise ValueError(f"{path}: expected SQuAD format, a JSON object with a 'data' list.")
+    columns = {k: [] for k in ("id", "context", "question", "answer_text", "answer_start",
+                               "is_impossible", "all_answers")}
+    for article in data["data"]:
+        for paragraph in article.get("paragraphs", []):
+            context = paragraph["context"]
+            for qa in paragraph.get("qas", []):
+                if "id" not in qa or "question" not in qa:
+                    raise ValueError(f"{path}: a question has no 'id' or 'question': {qa!r:.200}")
+                answers = qa.get("answers", [])
+                impossible = bool(qa.get("is_impossible", False)) or not answers
+                first = answers[0] if answers else {"text": "", "answer_start": 0}
+                if answers and context[first["answer_start"]:first["answer_start"] + len(first["text"])] \
+                        != first["text"]:
+                    raise ValueError(f"{path}: question {qa['id']}: answer {first['text']!r} is not at "
+                                     f"character {first['answer_start']} of its context.")
+                columns["id"].append(str(qa["id"]))
+                columns["context"].append(context)
+                columns["question"].append(qa["question"])
+                columns["answer_text"].append("" if impossible else first["text"])
+                columns["answer_start"].append(0 if impossible else int(first["answer_start"]))
+                columns["is_impossible"].append(impossible)
+                columns["all_answers"].append([a["text"] for a in answers])
+    if not columns["id"]:
+        raise ValueError(f"{path}: no questions.")
+    return columns
+
+
+# --------------------------------------------------------------------------- TFDS
+def _tfds_split(task, role):
+    spec = dataset_spec(task.dataset)
+    if role == "train":
+        return task.train_split or spec.train_split
+    return task.eval_split or spec.eval_split
+
+
+def _from_tfds(task, role, shuffle_files, data_dir):
+    import tensorflow_datasets as tfds
+
+    spec = dataset_spec(task.dataset)
+    split = _tfds_split(task, role)
+    ds = tfds.load(task.dataset, split=split, shuffle_files=shuffle_files,
+                   data_dir=data_dir or None)
+    kind = spec.task_type
+    if kind in ("classification", "regression"):
+        fields = list(task.text_fields or spec.text_fields)
+
+        def canonical(ex):
+            out = {"text": ex[fields[0]], "label": ex[task.label_field or spec.label_field]}
+            if len(fields) > 1:
+                out["text_pair"] = ex[fields[1]]
+            out["label"] = tf.cast(out["label"], tf.float32 if kind == "regression" else tf.int32)
+            return out
+
+        ds = ds.map(canonical)
+        if kind == "classification":
+            ds = ds.filter(lambda ex: ex["label"] >= 0)  # GLUE test splits carry -1
+        return ds
+    if kind == "span":
+        def canonical_squad(ex):
+            texts = ex["answers"]["text"]
+            starts = ex["answers"]["answer_start"]
+            has_answer = tf.size(texts) > 0
+            impossible = tf.logical_not(has_answer)
+            if "is_impossible" in ex:
+                impossible = tf.logical_or(impossible, tf.cast(ex["is_impossible"], tf.bool))
+            return {
+                "id": ex["id"], "context": ex["context"], "question": ex["question"],
+                "answer_text": tf.where(impossible, "", tf.cond(has_answer, lambda: texts[0], lambda: "")),
+                "answer_start": tf.where(impossible, 0, tf.cond(
+                    has_answer, lambda: tf.cast(starts[0], tf.int32), lambda: 0)),
+                "is_impossible": impossible,
+            }
+        return ds.map(canonical_squad)
+    if kind == "multiple_choice":
+        def per_question(ex):
+            letters = tf.strings.unicode_decode(ex["answers"], "UTF-8").to_tensor()[:, 0]
+            questions = tf.data.Dataset.from_tensor_slices({
+                "question": ex["questions"], "options": ex["options"],
+                "label": tf.cast(letters - ord("A"), tf.int32)})
+            return questions.map(lambda q: {**q, "context": ex["article"]})
+        return ds.flat_map(per_question)
+    if kind == "token_classification":
+        return ds.map(lambda ex: {"tokens": ex["tokens"],
+                                  "tags": tf.cast(ex[task.label_field or spec.label_field], tf.int32)})
+    raise ValueError(f"Unsupported TFDS task type {kind!r}.")
+
+
+def raw_dataset(task, role, shuffle_files=False, data_dir=None):
+    """Unbatched canonical examples of the training (`role="train"`) or evaluation set.
+
+    Args:
+        task: a resolved `xlnet_tf.finetuning.config.TaskSection`.
+        role: "train" or "eval".
+        shuffle_files: let TFDS shuffle its files (training).
+        data_dir: TFDS data directory (None = default).
+    """
+    if role not in ("train", "eval"):
+        raise ValueError(f"role must be 'train' or 'eval', got {role!r}.")
+    path = task.train_file if role == "train" else task.eval_file
+    if path:
+        columns = read_local_examples(path, task)
+        columns.pop("all_answers", None)
+        ds = tf.data.Dataset.from_tensor_slices(columns)
+    elif task.dataset:
+        ds = _from_tfds(task, role, shuffle_files, data_dir)
+    else:
+        raise ValueError(f"No {role} data: set task.dataset (TFDS name) or task.{role}_file.")
+    limit = task.max_train_examples if role == "train" else task.max_eval_examples
+    if limit:
+        ds = ds.take(limit)
+    return ds
+
+
+def squad_eval_references(task, data_dir=None):
+    """`(contexts, gold_answers)` dicts keyed by question id, for SQuAD evaluation."""
+    if task.eval_file:
+        columns = _read_squad_json(task.eval_file)
+        items = zip(columns["id"], columns["context"], columns["all_answers"])
+        items = list(items)[: task.max_eval_examples or None]
+        return ({i: c for i, c, _ in items}, {i: list(a) for i, _, a in items})
+    import tensorflow_datasets as tfds
+
+    ds = tfds.load(task.dataset, split=_tfds_split(task, "eval"), data_dir=data_dir or None)
+    if task.max_eval_examples:
+        ds = ds.take(task.max_eval_examples)
+    contexts, golds = {}, {}
+    for ex in ds.as_numpy_iterator():
+        qid = ex["id"].decode("utf-8")
+        contexts[qid] = ex["context"].decode("utf-8")
+        golds[qid] = [t.decode("utf-8") for t in ex["answers"]["text"]]
+    return contexts, golds
+
+
+# --------------------------------------------------------------------------- encoding
+def _packer(task, tokenizer, sep=None, cls=None, pad=None, **kwargs):
+    return XLNetPacker(task.sequence_length,
+                       sep_token_id=tokenizer.sep_id if sep is None else sep,
+                       cls_token_id=tokenizer.cls_id if cls is None else cls,
+                       pad_token_id=tokenizer.pad_id if pad is None else pad,
+                       truncate=kwargs.pop("truncate", task.truncate), **kwargs)
+
+
+def _text_encoder(task, tokenizer):
+    packer = _packer(task, tokenizer)
+
+    def encode(batch):
+        segments = [tokenizer(batch["text"])]
+        if "text_pair" in batch:
+            segments.append(tokenizer(batch["text_pair"]))
+        return packer(tuple(segments)), batch["label"]
+    return encode
+
+
+def _token_encoder(task, tokenizer):
+    packer = _packer(task, tokenizer)
+    label_packer = _packer(task, tokenizer, sep=IGNORE_LABEL, cls=IGNORE_LABEL, pad=IGNORE_LABEL)
+
+    def encode(batch):
+        words = batch["tokens"]  # [B, (W)]
+        pieces = tokenizer(words.flat_values)  # [N_words, (P)]
+        first_piece = tf.ragged.range(pieces.row_lengths()) == 0
+        word_tags = tf.repeat(batch["tags"].flat_values, pieces.row_lengths())
+        tags = pieces.with_values(tf.where(first_piece.flat_values, word_tags, IGNORE_LABEL))
+        per_example = lambda x: tf.RaggedTensor.from_row_splits(  # noqa: E731
+            x.values, tf.gather(x.row_splits, words.row_splits))  # [B, (pieces)]
+        features = packer(per_example(pieces))
+        return features, label_packer(per_example(tags))["token_ids"]
+    return encode
+
+
+def _choice_encoder(task, tokenizer):
+    packer = _packer(task, tokenizer, truncate="keep_second",
+                     second_max_length=task.max_qa_length or None)
+
+    def encode(example):
+        options = example["options"]  # [C]
+        question = example["question"]
+        # The original RACE recipe: a cloze question gets the option in its blank.
+        filled = tf.strings.regex_replace(question, "_", options)
+        appended = tf.strings.join([question, options], separator=" ")
+        qa = tf.where(tf.strings.regex_full_match(question, ".*_.*"), filled, appended)
+        context = tokenizer(example["context"])
+        count = tf.shape(options)[0]
+        contexts = tf.RaggedTensor.from_tensor(tf.tile(context[None, :], tf.stack([count, 1])))
+        return packer((contexts, tokenizer(qa))), example["label"]
+    return encode
+
+
+def finetuning_dataset(task, tokenizer, role, batch_size, training=None, seed=0, data_dir=None):
+    """Batched `(features, labels)` for training or evaluation.
+
+    Args:
+        task: a resolved `TaskSection` (`xlnet_tf.finetuning.config.resolve_task`).
+        tokenizer: an `xlnet_tf.tokenizer.XLNetTokenizer`.
+        role: "train" or "eval" (which file / split to read).
+        batch_size: examples (windows for span tasks) per batch.
+        training: shuffle, repeat forever and drop the remainder (static batch).
+            Defaults to `role == "train"`.
+        seed: shuffling seed.
+        data_dir: TFDS data directory.
+
+    Returns:
+        A `tf.data.Dataset`. For span evaluation use `squad_eval_dataset`.
+    """
+    training = role == "train" if training is None else training
+    raw = raw_dataset(task, role, shuffle_files=training, data_dir=data_dir)
+    kind = task.type
+    autotune = tf.data.AUTOTUNE
+    if kind == "span":
+        pre = _squad_preprocessor(task, tokenizer)
+
+        def windows(ex):
+            w = pre(ex["context"], ex["question"], ex["answer_start"], ex["answer_text"],
+                    ex["is_impossible"])
+            features = {k: w[k] for k in ("token_ids", "segment_ids", "padding_mask", "answer_mask",
+                                          "start_positions")}
+            labels = {"start_logits": w["start_positions"], "end_logits": w["end_positions"],
+                      "cls_logits": tf.cast(w["is_impossible"], tf.float32)}
+            return tf.data.Dataset.from_tensor_slices((features, labels))
+
+        ds = raw.flat_map(windows)
+        if training:
+            ds = ds.shuffle(_SHUFFLE_BUFFER, seed=seed).repeat()
+        return ds.batch(batch_size, drop_remainder=training).prefetch(autotune)
+    if kind == "multiple_choice":
+        if training:
+            raw = raw.shuffle(_SHUFFLE_BUFFER, seed=seed).repeat()
+        ds = raw.map(_choice_encoder(task, tokenizer), num_parallel_calls=autotune)
+        return ds.batch(batch_size, drop_remainder=training).prefetch(autotune)
+    if training:
+        raw = raw.shuffle(_SHUFFLE_BUFFER, seed=seed).repeat()
+    if kind == "token_classification":  # variable-length word lists
+        raw = raw.ragged_batch(batch_size, drop_remainder=training)
+    else:
+        raw = raw.batch(batch_size, drop_remainder=training)
+    encoder = _token_encoder if kind == "token_classification" else _text_encoder
+    return raw.map(encoder(task, tokenizer), num_parallel_calls=autotune).prefetch(autotune)
+
+
+def _squad_preprocessor(task, tokenizer):
+    return XLNetSquadPreprocessor(tokenizer, sequence_length=task.sequence_length,
+                                  max_query_length=task.max_query_length, doc_stride=task.doc_stride)
+
+
+def squad_eval_dataset(task, tokenizer, batch_size, data_dir=None):
+    """Evaluation windows with what post-processing needs.
+
+    Returns:
+        A dataset of dicts: the model features (`token_ids`, `segment_ids`,
+        `padding_mask`, `answer_mask`) plus `example_id` (tf.string),
+        `piece_start_bytes`, `piece_end_bytes`, `token_is_max_context`.
+    """
+    raw = raw_dataset(task, "eval", data_dir=data_dir)
+    pre = _squad_preprocessor(task, tokenizer)
+    keys = ("token_ids", "segment_ids", "padding_mask", "answer_mask", "piece_start_bytes",
+            "piece_end_bytes", "token_is_max_context")
+
+    def windows(ex):
+        w = pre(ex["context"], ex["question"])
+        out = {k: w[k] for k in keys}
+        out["example_id"] = tf.fill(tf.shape(w["window_index"]), ex["id"])
+        return tf.data.Dataset.from_tensor_slices(out)
+
+    return raw.flat_map(windows).batch(batch_size).prefetch(tf.data.AUTOTUNE)
+
+
+def local_file_label_names(task):
+    """Label names for a local classification/token task whose file has string labels."""
+    if task.label_names or not task.train_file or task.type not in ("classification",):
+        return task.label_names
+    return infer_label_names(task.train_file, task.label_field or "label")
+
+
+def has_text_pair(task):
+    """Whether classification inputs are pairs (two text fields)."""
+    if task.dataset and not task.train_file:
+        return len(task.text_fields or dataset_spec(task.dataset).text_fields) > 1
+    path = task.train_file or task.eval_file
+    fields = list(task.text_fields or ["text", "text_pair"])
+    if len(fields) < 2 or not path or task.type not in ("classification", "regression"):
+        return False
+    return os.path.exists(path) and any(
+        row.get(fields[1]) is not None for _, row in _read_rows(path))
