@@ -1,0 +1,1 @@
+"""Fine-tuning runs: config, layer-wise-decay optimizer, training loop with resume, evaluation."""

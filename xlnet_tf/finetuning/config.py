@@ -1,0 +1,262 @@
+"""Strict, typed configuration of a fine-tuning run.
+
+Sections: `task` (what to learn and from which data), `model` (dropout
+overrides of the initial preset), `optimizer` (the pretraining optimizer
+section plus `layer_decay`), `training` and `distribution` (the pretraining
+sections, see `xlnet_tf.training.run_config`) and `evaluation`. YAML files
+are sparse overrides of the defaults below, `--set section.key=value` comes
+last; unknown keys and wrong types fail with the dotted key name. The
+resolved config (dataset defaults filled in) is written to
+`WORKDIR/config.yaml`; its `task` section marks a fine-tuning work directory.
+
+Example:
+>>> config = load_finetune_config([], ["task.dataset=glue/mrpc", "training.global_batch_size=32"])
+>>> config.task.type, config.task.num_classes, config.task.text_fields
+('classification', 2, ['sentence1', 'sentence2'])
+"""
+
+import dataclasses
+import typing
+from typing import Any, List, Mapping, Optional, Sequence
+
+import yaml
+
+from xlnet_tf.config import ConfigError
+from xlnet_tf.data.finetuning_tasks import DATASETS, METRICS, TASK_TYPES, dataset_spec, default_metrics
+from xlnet_tf.training.run_config import (MIXED_PRECISION, DistributionSection, OptimizerSection,
+                                          TrainingSection, _merge, parse_override)
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSection:
+    """What the model learns and where the examples come from.
+
+    Data: `dataset` (a TFDS name from `xlnet_tf.data.finetuning_tasks.DATASETS`)
+    or local files `train_file` / `eval_file` (JSONL, CSV/TSV, SQuAD JSON).
+    Fields left empty/0/null are filled from the dataset's spec by `resolve_task`.
+    """
+
+    type: str = ""
+    dataset: str = ""
+    train_file: str = ""
+    eval_file: str = ""
+    train_split: str = ""
+    eval_split: str = ""
+    data_dir: str = ""
+    text_fields: Optional[List[str]] = None
+    label_field: str = ""
+    label_names: Optional[List[str]] = None
+    num_classes: int = 0
+    sequence_length: int = 128
+    truncate: str = "longest_first"
+    lowercase: bool = False
+    max_qa_length: int = 128
+    max_query_length: int = 64
+    doc_stride: int = 128
+    max_answer_length: int = 64
+    null_score_threshold: Optional[float] = None
+    version_2: bool = False
+    start_n_top: int = 5
+    end_n_top: int = 5
+    head_dropout: float = 0.1
+    metrics: Optional[List[str]] = None
+    max_train_examples: int = 0
+    max_eval_examples: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSection:
+    """Overrides of the initial preset's `XLNetConfig` (null = keep the preset's value)."""
+
+    dropout: Optional[float] = None
+    attention_dropout: Optional[float] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneOptimizerSection(OptimizerSection):
+    """The pretraining optimizer section plus layer-wise learning-rate decay.
+
+    `layer_decay` < 1 multiplies the learning rate of block `i` (of N) by
+    `layer_decay ** (N - 1 - i)`; embeddings, relative biases and the head keep
+    the full rate (the variables the original code left unscaled).
+    """
+
+    layer_decay: float = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationSection:
+    """When and how the evaluation set is scored."""
+
+    batch_size: int = 32
+    every_epoch: bool = True
+    collapse_warning: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneConfig:
+    task: TaskSection = dataclasses.field(default_factory=TaskSection)
+    model: ModelSection = dataclasses.field(default_factory=ModelSection)
+    optimizer: FinetuneOptimizerSection = dataclasses.field(default_factory=FinetuneOptimizerSection)
+    training: TrainingSection = dataclasses.field(default_factory=TrainingSection)
+    distribution: DistributionSection = dataclasses.field(default_factory=DistributionSection)
+    evaluation: EvaluationSection = dataclasses.field(default_factory=EvaluationSection)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+
+_SECTIONS = {"task": TaskSection, "model": ModelSection, "optimizer": FinetuneOptimizerSection,
+             "training": TrainingSection, "distribution": DistributionSection,
+             "evaluation": EvaluationSection}
+
+
+def _check(dotted, value, annotation):
+    origin = typing.get_origin(annotation)
+    if origin is typing.Union:
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if value is None:
+            return None
+        annotation = args[0]
+        origin = typing.get_origin(annotation)
+    if origin in (list, List):
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{dotted} must be a list of strings, got {value!r}.")
+        return list(value)
+    if value is None:
+        raise ConfigError(f"{dotted} must be {annotation.__name__}, got null.")
+    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if annotation is int and isinstance(value, bool):
+        raise ConfigError(f"{dotted} must be int, got bool {value!r}.")
+    if not isinstance(value, annotation):
+        raise ConfigError(f"{dotted} must be {annotation.__name__}, got {type(value).__name__} {value!r}.")
+    return value
+
+
+def finetune_config_from_dict(values: Mapping[str, Any]) -> FinetuneConfig:
+    """Builds and validates a `FinetuneConfig` from a sparse nested dict (dataset defaults applied)."""
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"A fine-tuning config must be a mapping, got {type(values).__name__}.")
+    unknown = sorted(set(values) - set(_SECTIONS))
+    if unknown:
+        raise ConfigError(f"Unknown section(s) {unknown}; known sections: {sorted(_SECTIONS)}.")
+    sections = {}
+    for name, cls in _SECTIONS.items():
+        section = values.get(name) or {}
+        if not isinstance(section, Mapping):
+            raise ConfigError(f"Section {name!r} must be a mapping, got {type(section).__name__}.")
+        hints = typing.get_type_hints(cls)
+        bad = sorted(set(section) - set(hints))
+        if bad:
+            raise ConfigError(f"Unknown key(s) {[f'{name}.{k}' for k in bad]}; known keys of "
+                              f"{name!r}: {sorted(hints)}.")
+        sections[name] = cls(**{k: _check(f"{name}.{k}", v, hints[k]) for k, v in section.items()})
+    config = FinetuneConfig(**sections)
+    return _validate(dataclasses.replace(config, task=resolve_task(config.task)))
+
+
+def resolve_task(task: TaskSection) -> TaskSection:
+    """Fills a task section's empty fields from its TFDS dataset spec and checks it."""
+    changes = {}
+    if task.dataset:
+        spec = dataset_spec(task.dataset)
+        if task.type and task.type != spec.task_type:
+            raise ConfigError(f"task.type {task.type!r} does not match {task.dataset!r}, a "
+                              f"{spec.task_type} dataset.")
+        changes["type"] = spec.task_type
+        if not task.text_fields and spec.text_fields:
+            changes["text_fields"] = list(spec.text_fields)
+        if not task.label_field:
+            changes["label_field"] = spec.label_field
+        if not task.num_classes and spec.num_classes:
+            changes["num_classes"] = spec.num_classes
+        if task.label_names is None and spec.label_names:
+            changes["label_names"] = list(spec.label_names)
+        changes["train_split"] = task.train_split or spec.train_split
+        changes["eval_split"] = task.eval_split or spec.eval_split
+        if task.metrics is None:
+            changes["metrics"] = list(spec.metrics)
+        if spec.version_2:
+            changes["version_2"] = True
+    elif not (task.train_file or task.eval_file):
+        raise ConfigError("Set task.dataset (a TFDS name, e.g. glue/sst2) or task.train_file "
+                          f"(JSONL/CSV/SQuAD JSON). Known TFDS datasets: {sorted(DATASETS)}.")
+    elif not task.type:
+        changes["type"] = "classification"  # the common case for local text files
+    task = dataclasses.replace(task, **changes)
+    if task.type not in TASK_TYPES:
+        raise ConfigError(f"task.type must be one of {TASK_TYPES}, got {task.type!r}.")
+    if task.type == "regression":
+        task = dataclasses.replace(task, num_classes=1)
+    if task.label_names and not task.num_classes:
+        task = dataclasses.replace(task, num_classes=len(task.label_names))
+    if task.label_names and task.num_classes != len(task.label_names):
+        raise ConfigError(f"task.num_classes ({task.num_classes}) != len(task.label_names) "
+                          f"({len(task.label_names)}).")
+    if task.metrics is None:
+        task = dataclasses.replace(task, metrics=list(default_metrics(task.type, task.num_classes)))
+    bad = [m for m in task.metrics if m not in METRICS]
+    if bad:
+        raise ConfigError(f"task.metrics: unknown metric(s) {bad}; known: {list(METRICS)}.")
+    if task.type == "span" and task.version_2 and task.null_score_threshold is None:
+        task = dataclasses.replace(task, null_score_threshold=0.0)
+    if task.sequence_length < 4:
+        raise ConfigError(f"task.sequence_length must be >= 4, got {task.sequence_length}.")
+    if task.type == "span" and task.sequence_length - 3 - task.max_query_length < 1:
+        raise ConfigError(f"task.sequence_length ({task.sequence_length}) leaves no room for the "
+                          f"passage after task.max_query_length ({task.max_query_length}).")
+    if not 0 <= task.head_dropout < 1:
+        raise ConfigError(f"task.head_dropout must be in [0, 1), got {task.head_dropout}.")
+    return task
+
+
+def _validate(config: FinetuneConfig) -> FinetuneConfig:
+    t = config.training
+    if t.mixed_precision not in MIXED_PRECISION:
+        raise ConfigError(f"training.mixed_precision must be one of {MIXED_PRECISION}, got "
+                          f"{t.mixed_precision!r}.")
+    for name in ("train_steps", "steps_per_epoch", "steps_per_execution", "log_every_steps"):
+        if getattr(t, name) < 1:
+            raise ConfigError(f"training.{name} must be >= 1, got {getattr(t, name)}.")
+    if t.train_steps % t.steps_per_epoch:
+        raise ConfigError(f"training.train_steps ({t.train_steps}) must be a multiple of "
+                          f"training.steps_per_epoch ({t.steps_per_epoch}).")
+    if t.steps_per_epoch % t.steps_per_execution:
+        raise ConfigError(f"training.steps_per_epoch ({t.steps_per_epoch}) must be a multiple of "
+                          f"training.steps_per_execution ({t.steps_per_execution}).")
+    if t.gradient_accumulation_steps != 1:
+        raise ConfigError("training.gradient_accumulation_steps is not supported by fine-tuning; "
+                          "use a smaller per-replica batch or more replicas.")
+    if t.global_batch_size is None and t.per_replica_batch_size is None:
+        raise ConfigError("Set training.global_batch_size or training.per_replica_batch_size.")
+    if config.optimizer.warmup_steps > t.train_steps:
+        raise ConfigError(f"optimizer.warmup_steps ({config.optimizer.warmup_steps}) exceeds "
+                          f"training.train_steps ({t.train_steps}).")
+    if not 0 < config.optimizer.layer_decay <= 1:
+        raise ConfigError(f"optimizer.layer_decay must be in (0, 1], got {config.optimizer.layer_decay}.")
+    if config.evaluation.batch_size < 1:
+        raise ConfigError("evaluation.batch_size must be >= 1.")
+    return config
+
+
+def load_finetune_config(files: Sequence[str], overrides: Sequence[str] = ()) -> FinetuneConfig:
+    """Loads YAML files in order, then `section.key=value` overrides; returns the resolved config."""
+    merged: dict = {}
+    for path in files:
+        try:
+            with open(path) as f:
+                values = yaml.safe_load(f) or {}
+        except FileNotFoundError as e:
+            raise ConfigError(f"Config file not found: {path}") from e
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{path} is not valid YAML: {e}") from e
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"{path}: top level must be a mapping of sections.")
+        merged = _merge(merged, values, path)
+    for text in overrides:
+        merged = _merge(merged, parse_override(text), text)
+    return finetune_config_from_dict(merged)

@@ -1,0 +1,119 @@
+"""Scores a task model on its evaluation set with the task's standard metrics."""
+
+import logging
+import warnings
+
+import numpy as np
+import tensorflow as tf
+
+from xlnet_tf.data import finetuning as data
+from xlnet_tf.metrics import classification as cls_metrics
+from xlnet_tf.metrics.squad import squad_scores
+from xlnet_tf.preprocessing.squad_postprocessing import squad_predictions
+
+_log = logging.getLogger(__name__)
+MODEL_KEYS = ("token_ids", "segment_ids", "padding_mask", "answer_mask")
+
+
+def _predict_fn(model):
+    @tf.function(reduce_retracing=True)
+    def predict(features):
+        return model(features, training=False)
+    return predict
+
+
+def classification_metrics(names, labels, predictions, scores=None):
+    """Named metrics of class predictions (or regression scores for `pearson_spearman`)."""
+    result = {}
+    for name in names:
+        if name == "accuracy":
+            result["accuracy"] = cls_metrics.accuracy(labels, predictions)
+        elif name == "f1":
+            result["f1"] = cls_metrics.f1_score(labels, predictions)
+        elif name == "macro_f1":
+            result["macro_f1"] = cls_metrics.f1_score(labels, predictions, average="macro")
+        elif name == "matthews":
+            result["matthews"] = cls_metrics.matthews_corrcoef(labels, predictions)
+        elif name == "pearson_spearman":
+            result.update(cls_metrics.pearson_spearman(labels, predictions if scores is None else scores))
+    return result
+
+
+def check_collapse(labels, predictions, what="predictions"):
+    """Warns (and returns True) when every prediction is the same class but the labels are not."""
+    labels = np.asarray(labels).reshape(-1)
+    predictions = np.asarray(predictions).reshape(-1)
+    if predictions.size and np.unique(predictions).size == 1 and np.unique(labels).size > 1:
+        message = (f"All {predictions.size} {what} are class {predictions[0]!r} while the labels have "
+                   f"{np.unique(labels).size} classes: the model has collapsed to one class (check the "
+                   "learning rate, the number of steps and the label balance).")
+        warnings.warn(message, RuntimeWarning, stacklevel=2)
+        _log.warning(message)
+        return True
+    return False
+
+
+def evaluate(model, task, tokenizer, batch_size, data_dir=None, collapse_warning=True):
+    """Runs `model` over the evaluation set of `task` and returns a flat dict of metrics.
+
+    Args:
+        model: a task model matching `task.type`.
+        task: a resolved `TaskSection`.
+        tokenizer: the run's `XLNetTokenizer`.
+        batch_size: evaluation batch size.
+        data_dir: TFDS data directory.
+        collapse_warning: warn when every prediction is the same class.
+
+    Returns:
+        dict of metric name -> float (plus `examples`, and `collapsed` for class tasks).
+    """
+    predict = _predict_fn(model)
+    if task.type == "span":
+        return _evaluate_span(predict, task, tokenizer, batch_size, data_dir)
+    logits, labels = [], []
+    for features, batch_labels in data.finetuning_dataset(task, tokenizer, "eval", batch_size,
+                                                          training=False, data_dir=data_dir):
+        logits.append(predict(features).numpy())
+        labels.append(np.asarray(batch_labels))
+    if not logits:
+        raise ValueError("The evaluation set is empty.")
+    if task.type == "token_classification":
+        logits = np.concatenate([x.reshape(-1, x.shape[-1]) for x in logits])
+        labels = np.concatenate([y.reshape(-1) for y in labels])
+        keep = labels != data.IGNORE_LABEL
+        logits, labels = logits[keep], labels[keep]
+    else:
+        logits = np.concatenate(logits)
+        labels = np.concatenate(labels).reshape(-1)
+    result = {"examples": int(labels.shape[0])}
+    if task.type == "regression":
+        scores = logits.reshape(-1)
+        result.update(classification_metrics(task.metrics, labels, scores))
+        result["mse"] = float(np.mean((scores - labels) ** 2))
+        result["collapsed"] = bool(np.std(scores) < 1e-6 < np.std(labels))
+        if collapse_warning and result["collapsed"]:
+            warnings.warn("All regression predictions are the same value: the model has collapsed.",
+                          RuntimeWarning, stacklevel=2)
+        return result
+    predictions = logits.argmax(-1)
+    result.update(classification_metrics(task.metrics, labels, predictions))
+    result["collapsed"] = check_collapse(labels, predictions) if collapse_warning else False
+    return result
+
+
+def _evaluate_span(predict, task, tokenizer, batch_size, data_dir):
+    contexts, golds = data.squad_eval_references(task, data_dir=data_dir)
+    features, outputs = {}, {}
+    for batch in data.squad_eval_dataset(task, tokenizer, batch_size, data_dir=data_dir):
+        out = predict({k: batch[k] for k in MODEL_KEYS})
+        for key, value in batch.items():
+            features.setdefault(key, []).append(value.numpy())
+        for key, value in out.items():
+            outputs.setdefault(key, []).append(value.numpy())
+    features = {k: np.concatenate(v) for k, v in features.items()}
+    outputs = {k: np.concatenate(v) for k, v in outputs.items()}
+    answers = squad_predictions(contexts, features, outputs, max_answer_length=task.max_answer_length,
+                                null_score_threshold=task.null_score_threshold)
+    result = squad_scores({q: a.text for q, a in answers.items()}, golds)
+    result["examples"] = result.pop("total")
+    return result
