@@ -13,7 +13,6 @@ import tensorflow as tf
 from tests.serving.conftest import SEQUENCE_LENGTH, make_task_model
 from xlnet_tf.serving.export_task_model import METADATA_FILE, export_task_model
 
-VENV_BIN = os.path.dirname(sys.executable)
 LABELS = ["negative", "neutral", "positive"]
 
 
@@ -73,64 +72,6 @@ def test_metadata_lists_signatures(pair_export):
     assert info["task"] == "classification" and info["has_text_pair"] and info["label_names"] == LABELS
     assert info["signatures"]["serving_default"]["inputs"] == ["text", "text_pair"]
     assert info["signatures"]["serve_token_ids"]["inputs"] == ["padding_mask", "segment_ids", "token_ids"]
-
-
-def test_saved_model_cli_lists_both_signatures(pair_export):
-    path, _ = pair_export
-    result = subprocess.run(
-        [os.path.join(VENV_BIN, "saved_model_cli"), "show", "--dir", path, "--all"],
-        capture_output=True, text=True, timeout=120,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    out = result.stdout
-    assert "signature_def['serving_default']" in out and "signature_def['serve_token_ids']" in out
-    assert "inputs['text'] tensor_info:" in out and "inputs['text_pair'] tensor_info:" in out
-    assert "shape: (-1, %d)" % SEQUENCE_LENGTH in out  # static length, dynamic batch
-
-
-def test_fresh_process_without_xlnet_tf_gives_same_outputs(pair_export, tmp_path):
-    path, loaded = pair_export
-    text, pair = ["hello world", "the quick brown fox"], ["this is a test", ""]
-    ids = {k: np.asarray(v) for k, v in _pack_with(loaded, text, pair).items()}
-    np.savez(tmp_path / "ids.npz", **ids)
-    script = textwrap.dedent(f"""
-        import sys
-        import numpy as np
-        import tensorflow as tf
-        import tensorflow_text  # registers the SentencePiece ops of the strings-in signature
-        m = tf.saved_model.load({path!r})
-        ids = dict(np.load({str(tmp_path / 'ids.npz')!r}))
-        a = m.signatures['serving_default'](text=tf.constant({text!r}), text_pair=tf.constant({pair!r}))
-        b = m.signatures['serve_token_ids'](**{{k: tf.constant(v) for k, v in ids.items()}})
-        assert not any(name.startswith('xlnet_tf') for name in sys.modules), 'xlnet_tf was imported'
-        np.savez({str(tmp_path / 'out.npz')!r}, text_logits=a['logits'].numpy(), ids_logits=b['logits'].numpy())
-    """)
-    env = dict(os.environ, PYTHONPATH="")
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180,
-                            cwd=str(tmp_path), env=env)
-    assert result.returncode == 0, result.stderr[-3000:]
-    out = np.load(tmp_path / "out.npz")
-    here = _np(loaded.signatures["serving_default"](text=tf.constant(text), text_pair=tf.constant(pair)))
-    np.testing.assert_allclose(out["text_logits"], here["logits"], atol=1e-6, rtol=0)
-    np.testing.assert_allclose(out["ids_logits"], here["logits"], atol=1e-6, rtol=0)
-
-
-def _pack_with(loaded, text, pair):
-    # The packed ids are not a signature output; rebuild them with the stand-in packer.
-    from tests.serving.conftest import make_packer  # noqa: F401
-    import tests.serving.conftest as c
-    import sentencepiece  # noqa: F401
-
-    del loaded
-    return c.make_packer(_PROTO[0])(tf.constant(text), tf.constant(pair))
-
-
-_PROTO = []
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _remember_proto(spiece_proto):
-    _PROTO[:] = [spiece_proto]
 
 
 # -- bad input at serving ----------------------------------------------------------------

@@ -40,7 +40,11 @@ class TextPreprocessor(tf.Module):
 
     def tokenize(self, text):
         ids = self.tokenizer.tokenize(text)  # [B, None]
-        if not isinstance(ids, tf.RaggedTensor):
+        if isinstance(ids, (list, tuple)):
+            # Called eagerly, the keras-hub tokenizer runs the Python SentencePiece
+            # package and returns lists (the same ids as its in-graph path).
+            ids = tf.ragged.constant(ids, dtype=tf.int32, ragged_rank=1)
+        elif not isinstance(ids, tf.RaggedTensor):
             ids = tf.RaggedTensor.from_tensor(ids)
         return tf.cast(ids, tf.int32)
 

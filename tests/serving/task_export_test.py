@@ -1,0 +1,196 @@
+"""`export_task_workdir` on real (tiny) task models, tokenizer and packer."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from xlnet_tf.config import XLNetConfig
+from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+from xlnet_tf.models.xlnet_classifier import XLNetClassifier
+from xlnet_tf.models.xlnet_span_labeler import XLNetSpanLabeler
+from xlnet_tf.preprocessing.squad_postprocessing import squad_best_answer
+from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
+from xlnet_tf.preprocessing.xlnet_squad_preprocessor import XLNetSquadPreprocessor
+from xlnet_tf.serving.task_export import export_task_workdir
+from xlnet_tf.serving.text_preprocessor import TextPreprocessor
+from xlnet_tf.tokenizer import XLNetTokenizer
+
+SPIECE = os.path.join(os.path.dirname(__file__), "..", "testdata", "tiny_spiece.model")
+LENGTH = 32
+LABELS = ["contradiction", "neutral", "entailment"]
+CONFIG = XLNetConfig(vocabulary_size=200, num_layers=2, num_heads=2, head_dim=8, hidden_dim=16,
+                     intermediate_dim=32, dropout=0.0, attention_dropout=0.0)
+SQUAD = dict(max_query_length=8, doc_stride=8, max_answer_length=10)
+PASSAGES = [
+    "The quick brown fox jumps over the lazy dog near the river bank in the morning while birds sing.",
+    "Short one.",
+    "",
+]
+QUESTIONS = ["Who jumps?", "What?", "Nothing here?"]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return XLNetTokenizer(SPIECE)
+
+
+@pytest.fixture(scope="module")
+def classifier_export(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cls")
+    model = XLNetClassifier(XLNetBackbone(CONFIG), num_classes=3)
+    model.build_with_dummy_inputs()
+    model.save_to_preset(str(root / "workdir" / "final"), vocabulary_file=SPIECE, preprocessing={
+        "task_type": "classification", "sequence_length": LENGTH, "text_fields": ["premise", "hypothesis"],
+        "truncate": "longest_first", "label_names": LABELS})
+    path = export_task_workdir(str(root / "workdir"), str(root / "export"))
+    return model, path, tf.saved_model.load(path)
+
+
+@pytest.fixture(scope="module")
+def span_export(tmp_path_factory):
+    root = tmp_path_factory.mktemp("span")
+    model = XLNetSpanLabeler(XLNetBackbone(CONFIG), start_n_top=3, end_n_top=3)
+    model.build_with_dummy_inputs()
+    preset = str(root / "preset")
+    model.save_to_preset(preset, vocabulary_file=SPIECE, preprocessing={
+        "task_type": "span", "sequence_length": LENGTH, "text_fields": ["context", "question"], **SQUAD})
+    path = export_task_workdir(preset, str(root / "export"))  # a task preset directly, no workdir
+    return model, path, tf.saved_model.load(path)
+
+
+def test_classifier_matches_in_memory_model(classifier_export, tokenizer):
+    model, _, loaded = classifier_export
+    text = ["A man plays a guitar on the stage tonight.", "", "Rain."]
+    pair = ["Someone makes music.", "Nothing at all.", ""]
+    features = TextPreprocessor(tokenizer, XLNetPacker(LENGTH))(tf.constant(text), tf.constant(pair))
+    expected = model(features, training=False).numpy()
+    strings_in = loaded.signatures["serving_default"](text=tf.constant(text), text_pair=tf.constant(pair))
+    ids_in = loaded.signatures["serve_token_ids"](**features)
+    np.testing.assert_allclose(strings_in["logits"].numpy(), expected, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(ids_in["logits"].numpy(), expected, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(strings_in["probabilities"].numpy(), tf.nn.softmax(expected).numpy(), atol=1e-5)
+    assert [n.decode() for n in strings_in["label_name"].numpy()] == [LABELS[i] for i in expected.argmax(-1)]
+
+
+def test_classifier_bad_inputs(classifier_export):
+    _, _, loaded = classifier_export
+    serve = lambda t, p: loaded.signatures["serving_default"](  # noqa: E731
+        text=tf.constant(t, tf.string), text_pair=tf.constant(p, tf.string))["logits"].numpy()
+    long_text = "a quiet river runs by the old mill " * 30
+    batch = serve([long_text, "", b"bad \xff\xfe bytes", "ok"], ["short", "", "x", b"\xc3"])
+    assert batch.shape == (4, 3) and np.all(np.isfinite(batch))
+    # Mixed lengths: each row is answered as if alone (left padding, per-row packing).
+    for i, (t, p) in enumerate([(long_text, "short"), ("", ""), (b"bad \xff\xfe bytes", "x"), ("ok", b"\xc3")]):
+        np.testing.assert_allclose(serve([t], [p])[0], batch[i], atol=1e-5, rtol=0)
+    # Longest-first truncation keeps the start of the long text: more text changes nothing.
+    np.testing.assert_allclose(serve([long_text + " and more"], ["short"])[0], batch[0], atol=1e-6, rtol=0)
+
+
+def test_fresh_process_loads_both_exports(classifier_export, span_export, tmp_path):
+    _, cls_path, cls_loaded = classifier_export
+    _, span_path, span_loaded = span_export
+    script = textwrap.dedent(f"""
+        import json, sys
+        import tensorflow as tf
+        import tensorflow_text  # registers SentencePiece ops for the strings-in signatures
+        c = tf.saved_model.load({cls_path!r})
+        s = tf.saved_model.load({span_path!r})
+        ids = tf.constant([[5] * {LENGTH - 4} + [20, 21, 4, 3]], tf.int32)
+        seg = tf.constant([[4] * {LENGTH - 4} + [0, 0, 0, 2]], tf.int32)
+        mask = tf.cast(ids != 5, tf.int32)
+        out = {{
+            "cls_text": c.signatures["serving_default"](text=tf.constant(["a b"]), text_pair=tf.constant(["c"]))["logits"].numpy().tolist(),
+            "cls_ids": c.signatures["serve_token_ids"](token_ids=ids, segment_ids=seg, padding_mask=mask)["logits"].numpy().tolist(),
+            "span_text": [a.decode() for a in s.signatures["serving_default"](context=tf.constant({PASSAGES!r}), question=tf.constant({QUESTIONS!r}))["answer_text"].numpy()],
+            "xlnet_tf_imported": any(m.startswith("xlnet_tf") for m in sys.modules),
+        }}
+        print(json.dumps(out))
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                            cwd=str(tmp_path), env=dict(os.environ, PYTHONPATH=""))
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["xlnet_tf_imported"] is False
+    ids = tf.constant([[5] * (LENGTH - 4) + [20, 21, 4, 3]], tf.int32)
+    seg = tf.constant([[4] * (LENGTH - 4) + [0, 0, 0, 2]], tf.int32)
+    here_ids = cls_loaded.signatures["serve_token_ids"](
+        token_ids=ids, segment_ids=seg, padding_mask=tf.cast(ids != 5, tf.int32))["logits"].numpy()
+    here_text = cls_loaded.signatures["serving_default"](
+        text=tf.constant(["a b"]), text_pair=tf.constant(["c"]))["logits"].numpy()
+    np.testing.assert_allclose(out["cls_ids"], here_ids, atol=1e-6, rtol=0)
+    np.testing.assert_allclose(out["cls_text"], here_text, atol=1e-6, rtol=0)
+    here_span = span_loaded.signatures["serving_default"](context=tf.constant(PASSAGES), question=tf.constant(QUESTIONS))
+    assert out["span_text"] == [a.decode() for a in here_span["answer_text"].numpy()]
+
+
+def test_saved_model_cli_shows_both_signatures(span_export):
+    _, path, _ = span_export
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    result = subprocess.run([cli, "show", "--dir", path, "--all"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    for needle in ("signature_def['serving_default']", "signature_def['serve_token_ids']",
+                   "inputs['context']", "inputs['question']", "outputs['answer_text']",
+                   "outputs['start_top_index']"):
+        assert needle in result.stdout, needle
+
+
+def test_span_answers_match_python_postprocessing(span_export, tokenizer):
+    model, _, loaded = span_export
+    got = loaded.signatures["serving_default"](context=tf.constant(PASSAGES), question=tf.constant(QUESTIONS))
+    got = {k: v.numpy() for k, v in got.items()}
+    windows = XLNetSquadPreprocessor(tokenizer, LENGTH, SQUAD["max_query_length"], SQUAD["doc_stride"])
+    assert got["num_windows"][0] > 1  # the long passage really is split with the stride
+    for i, (passage, question) in enumerate(zip(PASSAGES[:2], QUESTIONS[:2])):
+        features = {k: v.numpy() for k, v in windows(tf.constant(passage), tf.constant(question)).items()}
+        outputs = model({k: features[k] for k in ("token_ids", "segment_ids", "padding_mask", "answer_mask")},
+                        training=False)
+        expected = squad_best_answer(passage, features, {k: v.numpy() for k, v in outputs.items()},
+                                     max_answer_length=SQUAD["max_answer_length"])
+        assert got["answer_text"][i].decode() == expected.text
+        assert (got["answer_start"][i], got["answer_end"][i]) == (expected.char_start, expected.char_end)
+        assert passage[got["answer_start"][i]:got["answer_end"][i]] == expected.text
+        np.testing.assert_allclose(got["score"][i], expected.score, atol=1e-5)
+        np.testing.assert_allclose(got["null_score"][i], expected.null_score, atol=1e-5)
+    # An empty passage gets a defined empty answer.
+    assert got["answer_text"][2] == b"" and got["answer_start"][2] == -1 and got["answer_end"][2] == -1
+
+
+def test_span_token_ids_signature_matches_beam(span_export):
+    model, _, loaded = span_export
+    ids = np.full([2, LENGTH], 5, np.int32)
+    ids[0, 10:] = np.arange(20, 20 + LENGTH - 10)
+    ids[1, 20:] = np.arange(30, 30 + LENGTH - 20)
+    ids[:, -1], ids[:, -5] = 3, 4
+    seg = np.where(ids == 5, 4, 0).astype(np.int32)
+    seg[:, -4:-1], seg[:, -1] = 1, 2
+    features = {"token_ids": ids, "segment_ids": seg, "padding_mask": (ids != 5).astype(np.int32)}
+    expected = model(features, training=False)
+    got = loaded.signatures["serve_token_ids"](**{k: tf.constant(v) for k, v in features.items()})
+    for key in ("start_top_log_probs", "end_top_log_probs", "cls_logits"):
+        np.testing.assert_allclose(got[key].numpy(), expected[key].numpy(), atol=1e-5, rtol=0)
+    for key in ("start_top_index", "end_top_index"):
+        np.testing.assert_array_equal(got[key].numpy(), expected[key].numpy())
+
+
+def test_span_batch_size_mismatch_is_a_clear_error(span_export):
+    _, _, loaded = span_export
+    with pytest.raises(tf.errors.InvalidArgumentError, match="context and question must have the same batch size"):
+        loaded.signatures["serving_default"](context=tf.constant(["a", "b"]), question=tf.constant(["q"]))
+
+
+def test_errors_name_the_problem(tmp_path):
+    with pytest.raises(FileNotFoundError, match="task.json"):
+        export_task_workdir(str(tmp_path), str(tmp_path / "out"))
+    preset = tmp_path / "mc"
+    preset.mkdir()
+    (preset / "task.json").write_text(json.dumps({"format": "xlnet_tf.task.v1", "class_name": "XLNetMultipleChoice",
+                                                  "config": {}}))
+    (preset / "preprocessing.json").write_text(json.dumps({"task_type": "multiple_choice", "sequence_length": 32}))
+    with pytest.raises(ValueError, match="multiple_choice"):
+        export_task_workdir(str(preset), str(tmp_path / "out"))
