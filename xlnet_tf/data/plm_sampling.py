@@ -69,8 +69,9 @@ def span_mask(token_ids, num_predict, seed, *, word_start=None, reverse=False, m
         seed: `[2]` stateless seed.
         word_start: optional bool `[V]`, True for pieces that begin a word. None makes
             every token a word (spans of 1..max_span tokens).
-        reverse: the tokens are a reversed stream; words are found in reading order by
-            sampling on the re-reversed tokens and flipping the mask back.
+        reverse: bool (Python or scalar tensor): the tokens are a reversed stream; words
+            are found in reading order by sampling on the re-reversed tokens and flipping
+            the mask back.
         max_span: longest span in words.
         mask_ratio: K, about one word in K is covered by spans.
 
@@ -80,7 +81,8 @@ def span_mask(token_ids, num_predict, seed, *, word_start=None, reverse=False, m
     length = _static_length(token_ids, "token_ids")
     if not 0 <= num_predict <= length:
         raise ValueError(f"num_predict={num_predict} must be in [0, {length}].")
-    tokens = tf.reverse(token_ids, [0]) if reverse else token_ids
+    reverse = tf.convert_to_tensor(reverse, tf.bool)
+    tokens = tf.where(reverse, tf.reverse(token_ids, [0]), token_ids)
     if word_start is None:
         starts = tf.ones([length], tf.bool)
     else:
@@ -108,7 +110,7 @@ def span_mask(token_ids, num_predict, seed, *, word_start=None, reverse=False, m
     score = tf.where(mask, 2.0, tf.random.stateless_uniform([length], seeds[1]))
     rank = tf.argsort(tf.argsort(score, stable=True), stable=True)
     mask = mask | (rank < remaining)
-    return tf.reverse(mask, [0]) if reverse else mask
+    return tf.where(reverse, tf.reverse(mask, [0]), mask)
 
 
 def factorization_order(length, perm_size, seed):

@@ -42,6 +42,9 @@ import tensorflow as tf
 from xlnet_tf.data import plm_sampling
 from xlnet_tf.data.pretraining_records import PretrainingRecords, RecordsError
 
+# Dataset functions are plain TF ops; skipping AutoGraph conversion saves tracing time.
+_plain = tf.autograph.experimental.do_not_convert
+
 _FEATURES = ("token_ids", "segment_ids", "padding_mask", "perm_mask", "target_mapping",
              "target_ids", "target_mask")
 
@@ -179,6 +182,7 @@ def _checked_records(piece, first, count):
         "or a record is not a v1 pretraining record of the length its manifest.json implies "
         "(chunk_length ", tf.strings.as_string(piece["chunk"]), "). First unreadable record index:"])
 
+    @_plain
     def parse(i, serialized):
         index = first + i
         features = tf.io.parse_single_example(serialized, _SPEC)
@@ -200,6 +204,7 @@ def _checked_records(piece, first, count):
     end = tf.data.Dataset.from_tensors(
         (tf.constant(-1, tf.int64), tf.zeros([0], tf.int32), tf.zeros([0], tf.int32)))
 
+    @_plain
     def check(expected, element):
         index = element[0]
         ok = tf.where(index < 0, tf.equal(expected, first + count), tf.equal(index, expected))
@@ -208,8 +213,8 @@ def _checked_records(piece, first, count):
             return expected + 1, element
 
     return (records.concatenate(end).scan(first, check)
-            .filter(lambda index, tokens, sentences: index >= 0)
-            .map(lambda index, tokens, sentences: (tokens, sentences)))
+            .filter(_plain(lambda index, tokens, sentences: index >= 0))
+            .map(_plain(lambda index, tokens, sentences: (tokens, sentences))))
 
 
 def _piece_stream(piece, reverse_block_records):
@@ -224,12 +229,13 @@ def _piece_stream(piece, reverse_block_records):
     block_size = tf.constant(reverse_block_records, tf.int64)
     blocks = tf.where(reverse, (count + block_size - 1) // block_size, 0)
 
+    @_plain
     def block(j):
         block_first = first + j * block_size
         block_count = tf.minimum(block_size, first + count - block_first)
         chunks = _checked_records(piece, block_first, block_count)
         return chunks.ragged_batch(reverse_block_records).map(
-            lambda t, s: (tf.reverse(t.flat_values, [0]), tf.reverse(s.flat_values, [0])))
+            _plain(lambda t, s: (tf.reverse(t.flat_values, [0]), tf.reverse(s.flat_values, [0]))))
 
     backward = tf.data.Dataset.range(blocks - 1, -1, -1).flat_map(block)
     # Exactly one of the two is non-empty.
@@ -239,13 +245,14 @@ def _piece_stream(piece, reverse_block_records):
 def _stream(table, start, count, reverse_block_records):
     """A row stream: pieces [start, start + count) of the table, in order."""
     return tf.data.Dataset.range(start, start + count).flat_map(
-        lambda i: _piece_stream({k: v[i] for k, v in table.items()}, reverse_block_records))
+        _plain(lambda i: _piece_stream({k: v[i] for k, v in table.items()}, reverse_block_records)))
 
 
 def _windows(chunks, size, shift):
     """Slides a window of `size` tokens by `shift` over a stream of 1-D chunks."""
     empty = (tf.zeros([0], tf.int32), tf.zeros([0], tf.int32))
 
+    @_plain
     def step(state, chunk):
         tokens = tf.concat([state[0], chunk[0]], axis=0)
         sentences = tf.concat([state[1], chunk[1]], axis=0)
@@ -271,6 +278,7 @@ def _make_example_fn(layout, *, num_predict, perm_size, seed, special_ids, word_
     base_seed = tf.constant([seed & 0x7FFFFFFF, (seed >> 31) & 0x7FFFFFFF], tf.int64)
     word_start = None if word_start is None else tf.constant(word_start)
 
+    @_plain
     def make(element):
         key = tf.random.experimental.stateless_fold_in(base_seed, element["epoch"])
         key = tf.random.experimental.stateless_fold_in(key, element["row"])
@@ -316,13 +324,8 @@ def _make_example_fn(layout, *, num_predict, perm_size, seed, special_ids, word_
             if hi == lo:
                 continue
             part_tokens = token_ids[lo:hi]
-            mask_seed = seeds[2 + 2 * part_index]
-
-            def masked(r, part_tokens=part_tokens, goal=goal, mask_seed=mask_seed):
-                return plm_sampling.span_mask(part_tokens, goal, mask_seed, word_start=word_start,
-                                              reverse=r)
-
-            is_masked = tf.cond(reverse, lambda: masked(True), lambda: masked(False))
+            is_masked = plm_sampling.span_mask(part_tokens, goal, seeds[2 + 2 * part_index],
+                                               word_start=word_start, reverse=reverse)
             order = plm_sampling.factorization_order(hi - lo, perm_size, seeds[3 + 2 * part_index])
             parts.append(plm_sampling.factorization_masks(part_tokens, is_masked, order,
                                                           sep_id=sep_id, cls_id=cls_id))
@@ -455,6 +458,7 @@ def pretraining_dataset(file_pattern, *, seq_length, reuse_length, num_predict, 
     row_reverse = tf.constant([r[2] for r in layout.rows], tf.bool)
     steps = layout.steps_per_epoch
 
+    @_plain
     def row_dataset(r):
         main = _windows(_stream(table, stream_start[2 * r], stream_count[2 * r], reverse_block_records),
                         layout.window, layout.advance)
@@ -462,6 +466,7 @@ def pretraining_dataset(file_pattern, *, seq_length, reuse_length, num_predict, 
                                  reverse_block_records), layout.window, layout.advance)
         row = tf.data.Dataset.zip(main, other).take(steps).repeat(num_epochs).enumerate()
 
+        @_plain
         def label(count, pair):
             (tokens, sentences), (other_tokens, other_sentences) = pair
             return {"tokens": tokens, "sentences": sentences, "other_tokens": other_tokens,
@@ -472,7 +477,7 @@ def pretraining_dataset(file_pattern, *, seq_length, reuse_length, num_predict, 
 
     # Round robin over equally long rows: row after row, step after step.
     examples = tf.data.Dataset.range(len(layout.rows)).interleave(
-        row_dataset, cycle_length=len(layout.rows), block_length=1, deterministic=True)
+        row_dataset, cycle_length=len(layout.rows), block_length=1)
     make = _make_example_fn(layout, num_predict=num_predict, perm_size=perm_size, seed=int(seed),
                             special_ids=records.special_ids, word_start=word_start)
     dataset = examples.map(make, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
