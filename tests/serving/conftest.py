@@ -7,6 +7,7 @@ segment_ids, padding_mask}`.
 """
 
 import io
+import os
 
 import keras
 import numpy as np
@@ -126,3 +127,60 @@ def make_task_model(num_outputs, per_token=False, vocabulary_size=64, seed=0):
     else:
         logits = keras.layers.Dense(num_outputs)(keras.activations.tanh(x[:, -1]))
     return keras.Model(inputs, logits)
+
+
+# -- real (tiny) task models exported through export_task_workdir -------------------------
+
+SPIECE = os.path.join(os.path.dirname(__file__), "..", "testdata", "tiny_spiece.model")
+LENGTH = 32
+LABELS = ["contradiction", "neutral", "entailment"]
+CONFIG = dict(vocabulary_size=200, num_layers=2, num_heads=2, head_dim=8, hidden_dim=16,
+              intermediate_dim=32, dropout=0.0, attention_dropout=0.0)
+SQUAD = dict(max_query_length=8, doc_stride=8, max_answer_length=10)
+PASSAGES = [
+    "The quick brown fox jumps over the lazy dog near the river bank in the morning while birds sing.",
+    "Short one.",
+    "",
+]
+QUESTIONS = ["Who jumps?", "What?", "Nothing here?"]
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    from xlnet_tf.tokenizer import XLNetTokenizer
+
+    return XLNetTokenizer(SPIECE)
+
+
+@pytest.fixture(scope="session")
+def real_classifier_export(tmp_path_factory):
+    from xlnet_tf.config import XLNetConfig
+    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+    from xlnet_tf.models.xlnet_classifier import XLNetClassifier
+    from xlnet_tf.serving.task_export import export_task_workdir
+
+    root = tmp_path_factory.mktemp("cls")
+    model = XLNetClassifier(XLNetBackbone(XLNetConfig(**CONFIG)), num_classes=3)
+    model.build_with_dummy_inputs()
+    model.save_to_preset(str(root / "workdir" / "final"), vocabulary_file=SPIECE, preprocessing={
+        "task_type": "classification", "sequence_length": LENGTH, "text_fields": ["premise", "hypothesis"],
+        "truncate": "longest_first", "label_names": LABELS})
+    path = export_task_workdir(str(root / "workdir"), str(root / "export"))
+    return model, path, tf.saved_model.load(path)
+
+
+@pytest.fixture(scope="session")
+def real_span_export(tmp_path_factory):
+    from xlnet_tf.config import XLNetConfig
+    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+    from xlnet_tf.models.xlnet_span_labeler import XLNetSpanLabeler
+    from xlnet_tf.serving.task_export import export_task_workdir
+
+    root = tmp_path_factory.mktemp("span")
+    model = XLNetSpanLabeler(XLNetBackbone(XLNetConfig(**CONFIG)), start_n_top=3, end_n_top=3)
+    model.build_with_dummy_inputs()
+    preset = str(root / "preset")
+    model.save_to_preset(preset, vocabulary_file=SPIECE, preprocessing={
+        "task_type": "span", "sequence_length": LENGTH, "text_fields": ["context", "question"], **SQUAD})
+    path = export_task_workdir(preset, str(root / "export"))  # a task preset directly, no workdir
+    return model, path, tf.saved_model.load(path)

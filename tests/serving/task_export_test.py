@@ -10,62 +10,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from xlnet_tf.config import XLNetConfig
-from xlnet_tf.models.xlnet_backbone import XLNetBackbone
-from xlnet_tf.models.xlnet_classifier import XLNetClassifier
-from xlnet_tf.models.xlnet_span_labeler import XLNetSpanLabeler
+from tests.serving.conftest import LABELS, LENGTH, PASSAGES, QUESTIONS, SQUAD
 from xlnet_tf.preprocessing.squad_postprocessing import squad_best_answer
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 from xlnet_tf.preprocessing.xlnet_squad_preprocessor import XLNetSquadPreprocessor
 from xlnet_tf.serving.task_export import export_task_workdir
 from xlnet_tf.serving.text_preprocessor import TextPreprocessor
-from xlnet_tf.tokenizer import XLNetTokenizer
-
-SPIECE = os.path.join(os.path.dirname(__file__), "..", "testdata", "tiny_spiece.model")
-LENGTH = 32
-LABELS = ["contradiction", "neutral", "entailment"]
-CONFIG = XLNetConfig(vocabulary_size=200, num_layers=2, num_heads=2, head_dim=8, hidden_dim=16,
-                     intermediate_dim=32, dropout=0.0, attention_dropout=0.0)
-SQUAD = dict(max_query_length=8, doc_stride=8, max_answer_length=10)
-PASSAGES = [
-    "The quick brown fox jumps over the lazy dog near the river bank in the morning while birds sing.",
-    "Short one.",
-    "",
-]
-QUESTIONS = ["Who jumps?", "What?", "Nothing here?"]
 
 
-@pytest.fixture(scope="module")
-def tokenizer():
-    return XLNetTokenizer(SPIECE)
-
-
-@pytest.fixture(scope="module")
-def classifier_export(tmp_path_factory):
-    root = tmp_path_factory.mktemp("cls")
-    model = XLNetClassifier(XLNetBackbone(CONFIG), num_classes=3)
-    model.build_with_dummy_inputs()
-    model.save_to_preset(str(root / "workdir" / "final"), vocabulary_file=SPIECE, preprocessing={
-        "task_type": "classification", "sequence_length": LENGTH, "text_fields": ["premise", "hypothesis"],
-        "truncate": "longest_first", "label_names": LABELS})
-    path = export_task_workdir(str(root / "workdir"), str(root / "export"))
-    return model, path, tf.saved_model.load(path)
-
-
-@pytest.fixture(scope="module")
-def span_export(tmp_path_factory):
-    root = tmp_path_factory.mktemp("span")
-    model = XLNetSpanLabeler(XLNetBackbone(CONFIG), start_n_top=3, end_n_top=3)
-    model.build_with_dummy_inputs()
-    preset = str(root / "preset")
-    model.save_to_preset(preset, vocabulary_file=SPIECE, preprocessing={
-        "task_type": "span", "sequence_length": LENGTH, "text_fields": ["context", "question"], **SQUAD})
-    path = export_task_workdir(preset, str(root / "export"))  # a task preset directly, no workdir
-    return model, path, tf.saved_model.load(path)
-
-
-def test_classifier_matches_in_memory_model(classifier_export, tokenizer):
-    model, _, loaded = classifier_export
+def test_classifier_matches_in_memory_model(real_classifier_export, tokenizer):
+    model, _, loaded = real_classifier_export
     text = ["A man plays a guitar on the stage tonight.", "", "Rain."]
     pair = ["Someone makes music.", "Nothing at all.", ""]
     features = TextPreprocessor(tokenizer, XLNetPacker(LENGTH))(tf.constant(text), tf.constant(pair))
@@ -78,8 +32,8 @@ def test_classifier_matches_in_memory_model(classifier_export, tokenizer):
     assert [n.decode() for n in strings_in["label_name"].numpy()] == [LABELS[i] for i in expected.argmax(-1)]
 
 
-def test_classifier_bad_inputs(classifier_export):
-    _, _, loaded = classifier_export
+def test_classifier_bad_inputs(real_classifier_export):
+    _, _, loaded = real_classifier_export
     serve = lambda t, p: loaded.signatures["serving_default"](  # noqa: E731
         text=tf.constant(t, tf.string), text_pair=tf.constant(p, tf.string))["logits"].numpy()
     long_text = "a quiet river runs by the old mill " * 30
@@ -92,9 +46,9 @@ def test_classifier_bad_inputs(classifier_export):
     np.testing.assert_allclose(serve([long_text + " and more"], ["short"])[0], batch[0], atol=1e-6, rtol=0)
 
 
-def test_fresh_process_loads_both_exports(classifier_export, span_export, tmp_path):
-    _, cls_path, cls_loaded = classifier_export
-    _, span_path, span_loaded = span_export
+def test_fresh_process_loads_both_exports(real_classifier_export, real_span_export, tmp_path):
+    _, cls_path, cls_loaded = real_classifier_export
+    _, span_path, span_loaded = real_span_export
     script = textwrap.dedent(f"""
         import json, sys
         import tensorflow as tf
@@ -129,8 +83,8 @@ def test_fresh_process_loads_both_exports(classifier_export, span_export, tmp_pa
     assert out["span_text"] == [a.decode() for a in here_span["answer_text"].numpy()]
 
 
-def test_saved_model_cli_shows_both_signatures(span_export):
-    _, path, _ = span_export
+def test_saved_model_cli_shows_both_signatures(real_span_export):
+    _, path, _ = real_span_export
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
     result = subprocess.run([cli, "show", "--dir", path, "--all"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -140,8 +94,8 @@ def test_saved_model_cli_shows_both_signatures(span_export):
         assert needle in result.stdout, needle
 
 
-def test_span_answers_match_python_postprocessing(span_export, tokenizer):
-    model, _, loaded = span_export
+def test_span_answers_match_python_postprocessing(real_span_export, tokenizer):
+    model, _, loaded = real_span_export
     got = loaded.signatures["serving_default"](context=tf.constant(PASSAGES), question=tf.constant(QUESTIONS))
     got = {k: v.numpy() for k, v in got.items()}
     windows = XLNetSquadPreprocessor(tokenizer, LENGTH, SQUAD["max_query_length"], SQUAD["doc_stride"])
@@ -161,8 +115,8 @@ def test_span_answers_match_python_postprocessing(span_export, tokenizer):
     assert got["answer_text"][2] == b"" and got["answer_start"][2] == -1 and got["answer_end"][2] == -1
 
 
-def test_span_token_ids_signature_matches_beam(span_export):
-    model, _, loaded = span_export
+def test_span_token_ids_signature_matches_beam(real_span_export):
+    model, _, loaded = real_span_export
     ids = np.full([2, LENGTH], 5, np.int32)
     ids[0, 10:] = np.arange(20, 20 + LENGTH - 10)
     ids[1, 20:] = np.arange(30, 30 + LENGTH - 20)
@@ -178,8 +132,8 @@ def test_span_token_ids_signature_matches_beam(span_export):
         np.testing.assert_array_equal(got[key].numpy(), expected[key].numpy())
 
 
-def test_span_batch_size_mismatch_is_a_clear_error(span_export):
-    _, _, loaded = span_export
+def test_span_batch_size_mismatch_is_a_clear_error(real_span_export):
+    _, _, loaded = real_span_export
     with pytest.raises(tf.errors.InvalidArgumentError, match="context and question must have the same batch size"):
         loaded.signatures["serving_default"](context=tf.constant(["a", "b"]), question=tf.constant(["q"]))
 
