@@ -167,6 +167,8 @@ def main(argv=None) -> int:
         elif args.preset:
             result = export_preset(args.preset, args.output)
         else:
+            if not os.path.isfile(args.checkpoint):
+                raise ExportError(f"Checkpoint not found: {args.checkpoint}")
             config = args.config or os.path.join(
                 os.path.dirname(os.path.dirname(os.path.abspath(args.checkpoint))), "config.yaml")
             if not os.path.exists(config):

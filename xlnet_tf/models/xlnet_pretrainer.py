@@ -136,6 +136,15 @@ class XLNetPretrainer(keras.Model):
         if self._recurrence_memory is not None:
             self._recurrence_memory.reset(step=step)
 
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        # All weights exist after __init__, so Keras' symbolic build has nothing to do; it
+        # would still pull a batch and, under MultiWorkerMirroredStrategy, fail reducing the
+        # dict batch across workers (keras 3.15 backend/tensorflow/trainer.py:731).
+        if all(layer.built for layer in self._flatten_layers()) and (
+                self.optimizer is None or self.optimizer.built):
+            return
+        super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
+
     def _features(self, data, with_memory):
         inputs = data[0] if isinstance(data, (tuple, list)) else data
         if not isinstance(inputs, dict):
@@ -163,8 +172,16 @@ class XLNetPretrainer(keras.Model):
             self.loss_tracker.total, self.loss_tracker.count,
             self.accuracy_tracker.total, self.accuracy_tracker.count)])
         total = context.all_reduce(tf.distribute.ReduceOp.SUM, local)
-        return {"loss": total[0] / ops.maximum(total[1], 1.0),
-                "accuracy": total[2] / ops.maximum(total[3], 1.0)}
+        results = {"loss": total[0] / ops.maximum(total[1], 1.0),
+                   "accuracy": total[2] / ops.maximum(total[3], 1.0)}
+        strategy = tf.distribute.get_strategy()
+        if (isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+                and strategy.extended._in_multi_worker_mode()):
+            # Keras 3.15 reduces step outputs across workers with `reduce("MEAN", v, axis=0)`
+            # (backend/tensorflow/trainer.py:841), which rejects scalars; a [1] vector
+            # reduces to the same (already global) scalar.
+            results = {k: ops.reshape(v, (1,)) for k, v in results.items()}
+        return results
 
     def train_step(self, data):
         with_memory = self._recurrence_memory is not None

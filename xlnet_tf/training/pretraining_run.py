@@ -229,10 +229,11 @@ def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, export=Tr
         ]
     if first_epoch:
         _log.info("Resuming %s at step %d (epoch %d).", workdir, first_step, first_epoch)
-        if t.verbose:
+        if is_chief:
             print(f"Resuming at step {first_step} of {t.train_steps} (backup in {backup_dir}).")
     history = pretrainer.fit(dataset, epochs=epochs, steps_per_epoch=t.steps_per_epoch,
-                             callbacks=callbacks, verbose=t.verbose if is_chief else 0)
+                             callbacks=callbacks, verbose=t.verbose if is_chief else 0,
+                             shuffle=False)
     summary = {"replicas": replicas, "global_batch_size": global_batch,
                "per_replica_batch_size": per_replica, "first_step": first_step,
                "train_steps": t.train_steps,

@@ -1,0 +1,135 @@
+"""`xlnet-tf pretrain` and `xlnet-tf export` end to end on a tiny model, and their bad-input errors."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import yaml
+
+from tests.training.helpers import TINY_RUN, cyclic_tokens, write_records
+from xlnet_tf import export, pretrain_cli
+from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
+
+
+def _sets(extra=()):
+    return sum([["--set", s] for s in list(TINY_RUN) + list(extra)], [])
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory):
+    return write_records(str(tmp_path_factory.mktemp("records")), cyclic_tokens(4000),
+                         vocabulary_size=40)
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory, records):
+    workdir = str(tmp_path_factory.mktemp("run"))
+    argv = ["--workdir", workdir, "--strategy", "one_device"] + _sets([f"data.train_files={records}"])
+    assert pretrain_cli.main(argv) == 0
+    return workdir
+
+
+def _run_error(capsys, argv):
+    assert pretrain_cli.main(argv) == 2
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize("override, message", [
+    ("training.global_batch_sise=4", "training.global_batch_sise"),
+    ("training.train_steps=eight", "training.train_steps must be int"),
+    ("model.num_layers=2.5", "XLNetConfig.num_layers must be int"),
+    ("data.train_files=/nonexistent/records", "/nonexistent/records"),
+    ("model.vocabulary_size=50", "Vocabulary mismatch"),
+    ("training.global_batch_size=3", "does not divide"),
+])
+def test_bad_input_fails_before_training(tmp_path, capsys, records, override, message):
+    workdir = str(tmp_path / "w")
+    argv = ["--workdir", workdir, "--strategy", "mirrored"] + _sets(
+        [f"data.train_files={records}", override])
+    assert message in _run_error(capsys, argv)
+    assert not os.path.exists(os.path.join(workdir, "metrics.jsonl"))
+
+
+def test_config_file_errors_name_the_file(tmp_path, capsys, records):
+    path = tmp_path / "run.yaml"
+    path.write_text("training:\n  stepz: 3\n")
+    err = _run_error(capsys, ["--config", str(path), "--workdir", str(tmp_path / "w")])
+    assert "training.stepz" in err
+    assert "config file not found" in _run_error(
+        capsys, ["--config", str(tmp_path / "missing.yaml"), "--workdir", str(tmp_path / "w")]).lower()
+
+
+def test_work_directory_contents(finished_run):
+    names = set(os.listdir(finished_run))
+    assert {"config.yaml", "metrics.jsonl", "checkpoints", "logs", "backup", "export"} <= names
+    lines = [json.loads(line) for line in open(os.path.join(finished_run, "metrics.jsonl"))]
+    assert [line["step"] for line in lines] == [2, 4, 6, 8]
+    assert all(np.isfinite(line["loss"]) and 0 <= line["accuracy"] <= 1 for line in lines)
+    assert sorted(os.listdir(os.path.join(finished_run, "checkpoints"))) == [
+        "ckpt-00000004.weights.h5", "ckpt-00000008.weights.h5"]
+    assert os.listdir(os.path.join(finished_run, "logs", "train"))
+
+
+def _records_of(workdir):
+    return yaml.safe_load(open(os.path.join(workdir, "config.yaml")))["data"]["train_files"]
+
+
+def test_a_finished_run_does_not_train_again(finished_run, capsys):
+    before = open(os.path.join(finished_run, "metrics.jsonl")).read()
+    argv = ["--workdir", finished_run, "--strategy", "one_device", "--no-export"] + _sets(
+        [f"data.train_files={_records_of(finished_run)}"])
+    assert pretrain_cli.main(argv) == 0
+    assert "Resuming at step 8" in capsys.readouterr().out
+    assert open(os.path.join(finished_run, "metrics.jsonl")).read() == before
+
+
+def test_changed_config_in_same_workdir_is_refused(finished_run, capsys):
+    argv = ["--workdir", finished_run, "--strategy", "one_device"] + _sets(
+        [f"data.train_files={_records_of(finished_run)}", "optimizer.learning_rate=0.5"])
+    assert "optimizer.learning_rate" in _run_error(capsys, argv)
+
+
+def _token_batch():
+    rng = np.random.default_rng(0)
+    return rng.integers(9, 40, (2, 6)).astype("int32")
+
+
+def test_exported_preset_and_saved_model_match_the_trained_backbone(finished_run):
+    preset = os.path.join(finished_run, "export", "preset")
+    backbone = XLNetBackbone.from_preset(preset)
+    token_ids = _token_batch()
+    token_ids[1, :2] = 5  # Left padding: serving_default masks <pad>.
+    padding = (token_ids != 5).astype("int32")
+    expected = backbone({"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids),
+                         "padding_mask": padding})["sequence_output"].numpy()
+    loaded = tf.saved_model.load(os.path.join(finished_run, "export", "saved_model"))
+    served = loaded.signatures["serving_default"](token_ids=tf.constant(token_ids))
+    np.testing.assert_allclose(served["sequence_output"].numpy(), expected, rtol=1e-5, atol=1e-5)
+    encoded = loaded.signatures["encode"](
+        token_ids=tf.constant(token_ids), segment_ids=tf.zeros_like(token_ids),
+        padding_mask=tf.constant(padding))
+    np.testing.assert_allclose(encoded["sequence_output"].numpy(), expected, rtol=1e-5, atol=1e-5)
+    # The trained weights, not fresh ones: the LM bias moved during training.
+    assert np.abs(XLNetPretrainer.from_preset(preset).lm_bias.numpy()).max() > 0
+
+
+def test_export_cli_from_checkpoint_matches_the_final_export(finished_run, tmp_path):
+    checkpoint = os.path.join(finished_run, "checkpoints", "ckpt-00000008.weights.h5")
+    out = str(tmp_path / "exported")
+    assert export.main(["--checkpoint", checkpoint, "--output", out]) == 0
+    a = XLNetPretrainer.from_preset(os.path.join(out, "preset")).get_weights()
+    b = XLNetPretrainer.from_preset(os.path.join(finished_run, "export", "preset")).get_weights()
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+    assert os.path.exists(os.path.join(out, "saved_model", "saved_model.pb"))
+
+
+def test_export_errors(tmp_path, capsys):
+    assert export.main(["--workdir", str(tmp_path), "--output", str(tmp_path / "o")]) == 2
+    assert "config.yaml" in capsys.readouterr().err
+    assert export.main(["--checkpoint", str(tmp_path / "nope.weights.h5"), "--config",
+                        str(tmp_path / "c.yaml"), "--output", str(tmp_path / "o")]) == 2
+    assert "not found" in capsys.readouterr().err.lower()
