@@ -412,3 +412,26 @@ def test_bad_sizes(records_dir):
         pretraining_dataset(records_dir, **_settings(perm_size=3))
     with pytest.raises(RecordsError, match="too few"):
         pretraining_dataset(records_dir, **_settings(batch_size=200))
+
+
+def test_first_step_resumes_without_reading_the_skipped_batches(records_dir, batches_8):
+    first_step = EPOCH_STEPS_8 + 5  # inside the second epoch
+    resumed = _batches(pretraining_dataset(records_dir, num_epochs=2, first_step=first_step,
+                                           **_settings(batch_size=8)), 1000)
+    assert len(resumed) == len(batches_8) - first_step
+    for a, b in zip(resumed, batches_8[first_step:]):
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+def test_first_step_with_bi_data_and_replicas(records_dir):
+    context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
+                                         num_replicas_in_sync=2)
+    # Global batch 8 over 2 replicas: each yields bi_batches' layout (4 rows, 2 backward).
+    resumed = _batches(pretraining_dataset(records_dir, first_step=2, input_context=context,
+                                           **_settings(batch_size=8, bi_data=True)), 2)
+    whole = _batches(pretraining_dataset(records_dir, input_context=context,
+                                         **_settings(batch_size=8, bi_data=True)), 6)
+    for a, b in zip(resumed, whole[4:]):
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)

@@ -128,12 +128,23 @@ class _Layout:
                     self.rows.append((global_row, global_row, False))
 
 
-def _piece_table(records, layout, reverse_block_records):
-    """Flattens every row's two streams into one table of shard pieces (column -> numpy array).
+def _drop_front(segments, count, reverse):
+    """Drops the first `count` tokens of a directed stream given as [start, stop) segments."""
+    kept = []
+    for seg_start, seg_stop in segments:
+        take = min(count, seg_stop - seg_start)
+        count -= take
+        kept.append((seg_start, seg_stop - take) if reverse else (seg_start + take, seg_stop))
+    return [(a, b) for a, b in kept if b > a]
 
-    Row r's main stream is pieces [start[2r], start[2r] + count[2r]), its distractor stream
-    pieces [start[2r+1], ...). Keeping everything in tensors lets tf.data trace the reading
-    functions once, whatever the number of rows or shards.
+
+def _piece_table(records, layout, reverse_block_records, first_step):
+    """Flattens every row's streams into one table of shard pieces (column -> numpy array).
+
+    Row r has four streams, pieces [start[4r + k], start[4r + k] + count[4r + k]): k=0 the
+    main stream and k=1 the distractor stream of a whole epoch; k=2, 3 the same streams
+    from step `first_step` of an epoch (for resuming). Keeping everything in tensors lets
+    tf.data trace the reading functions once, whatever the number of rows or shards.
     """
     columns = {k: [] for k in ("path", "first", "count", "begin", "end", "chunk", "last_index",
                                "last_length", "reverse")}
@@ -146,6 +157,8 @@ def _piece_table(records, layout, reverse_block_records):
             streams = [[(start, stop)], [(start, stop - half), (stop - half, stop)]]
         else:
             streams = [[(start, stop)], [(start + half, stop), (start, start + half)]]
+        skipped = first_step * layout.advance
+        streams += [_drop_front(segments, skipped, reverse) for segments in streams]
         for segments in streams:
             starts.append(len(columns["path"]))
             for seg_start, seg_stop in segments:
@@ -398,7 +411,7 @@ def pretraining_steps_per_epoch(file_pattern, *, seq_length, reuse_length, batch
 
 def pretraining_dataset(file_pattern, *, seq_length, reuse_length, num_predict, perm_size,
                         batch_size, bi_data, seed, input_context=None, num_epochs=None,
-                        sentencepiece_model="auto", reverse_block_tokens=1 << 20):
+                        sentencepiece_model="auto", reverse_block_tokens=1 << 20, first_step=0):
     """Pretraining batches for XLNet's permutation language model, with static shapes.
 
     Args:
@@ -424,6 +437,9 @@ def pretraining_dataset(file_pattern, *, seq_length, reuse_length, num_predict, 
             "auto" uses the manifest's vocabulary file when readable; None counts spans in
             tokens.
         reverse_block_tokens: tokens read at once by a backward row (memory per backward row).
+        first_step: start at this (per-replica) step, counted from the start of epoch 0, as
+            if that many batches per local replica had been read, without reading them:
+            each row opens its range at the step's position. For resuming a run.
 
     Returns:
         A `tf.data.Dataset` of dicts, B the per-replica (or only) batch:
@@ -453,18 +469,32 @@ def pretraining_dataset(file_pattern, *, seq_length, reuse_length, num_predict, 
     chunk_length = max(s.chunk_length for s in records.shards)
     reverse_block_records = max(1, reverse_block_tokens // chunk_length)
 
-    table, stream_start, stream_count = _piece_table(records, layout, reverse_block_records)
+    steps = layout.steps_per_epoch
+    if first_step < 0:
+        raise ValueError(f"first_step must be >= 0, got {first_step}.")
+    first_epoch, step_in_epoch = divmod(first_step, steps)
+    if num_epochs is not None and first_epoch >= num_epochs:
+        raise ValueError(f"first_step={first_step} is past the end of {num_epochs} epoch(s) of "
+                         f"{steps} steps.")
+    table, stream_start, stream_count = _piece_table(records, layout, reverse_block_records,
+                                                     step_in_epoch)
     row_ids = tf.constant([r[0] for r in layout.rows], tf.int64)
     row_reverse = tf.constant([r[2] for r in layout.rows], tf.bool)
-    steps = layout.steps_per_epoch
+
+    def pairs(k):
+        main, other = (_windows(_stream(table, stream_start[k + i], stream_count[k + i],
+                                        reverse_block_records), layout.window, layout.advance)
+                       for i in (0, 1))
+        return tf.data.Dataset.zip(main, other)
 
     @_plain
     def row_dataset(r):
-        main = _windows(_stream(table, stream_start[2 * r], stream_count[2 * r], reverse_block_records),
-                        layout.window, layout.advance)
-        other = _windows(_stream(table, stream_start[2 * r + 1], stream_count[2 * r + 1],
-                                 reverse_block_records), layout.window, layout.advance)
-        row = tf.data.Dataset.zip(main, other).take(steps).repeat(num_epochs).enumerate()
+        # The rest of the first epoch, then whole epochs.
+        row = pairs(4 * r + 2).take(steps - step_in_epoch)
+        more = None if num_epochs is None else num_epochs - first_epoch - 1
+        if more != 0:
+            row = row.concatenate(pairs(4 * r).take(steps).repeat(more))
+        row = row.enumerate(start=first_step)
 
         @_plain
         def label(count, pair):

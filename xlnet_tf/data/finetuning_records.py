@@ -1,0 +1,119 @@
+"""Reader of the fine-tuning TFRecords written by `xlnet-tf prepare-finetuning`.
+
+Format "xlnet_tf.finetuning.v1" (see `pipelines/finetuning_data.py`): per split,
+`{split}-SSSSS-of-NNNNN.tfrecord` files of `tf.train.Example`s with the packer's
+outputs and the label, and a `manifest.json` next to them.
+"""
+
+import json
+import os
+
+import tensorflow as tf
+
+FORMAT = "xlnet_tf.finetuning.v1"
+MANIFEST = "manifest.json"
+FEATURE_KEYS = ("token_ids", "segment_ids", "padding_mask")
+
+
+def read_finetuning_manifest(directory):
+    """Loads and checks `directory/manifest.json`.
+
+    Args:
+        directory: output directory of `xlnet-tf prepare-finetuning`.
+
+    Returns:
+        The manifest dict.
+
+    Raises:
+        FileNotFoundError: no manifest in `directory`.
+        ValueError: the manifest is not of format "xlnet_tf.finetuning.v1".
+    """
+    path = os.path.join(directory, MANIFEST)
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(f"No fine-tuning manifest at {path!r} (write the records with "
+                                "`xlnet-tf prepare-finetuning`).")
+    with tf.io.gfile.GFile(path) as f:
+        manifest = json.load(f)
+    if manifest.get("format") != FORMAT:
+        raise ValueError(f"{path!r} has format {manifest.get('format')!r}, expected {FORMAT!r}.")
+    return manifest
+
+
+def _feature_spec(kind, length):
+    spec = {k: tf.io.FixedLenFeature([length], tf.int64) for k in FEATURE_KEYS}
+    spec["example_id"] = tf.io.FixedLenFeature([], tf.string)
+    if kind == "classification":
+        spec["label"] = tf.io.FixedLenFeature([], tf.int64)
+    elif kind == "regression":
+        spec["label"] = tf.io.FixedLenFeature([], tf.float32)
+    elif kind == "token_classification":
+        spec["labels"] = tf.io.FixedLenFeature([length], tf.int64)
+    elif kind == "span":
+        for key in ("start_position", "end_position", "is_impossible", "window_index"):
+            spec[key] = tf.io.FixedLenFeature([], tf.int64)
+    else:
+        raise ValueError(f"Unknown task kind {kind!r} in the fine-tuning manifest.")
+    return spec
+
+
+def finetuning_record_dataset(directory, split, *, shuffle=False, seed=None, with_example_id=False):
+    """Unbatched `(features, label)` pairs of one split.
+
+    Args:
+        directory: output directory of `xlnet-tf prepare-finetuning`.
+        split: split name, e.g. "train" (a key of the manifest's `splits`).
+        shuffle: shuffle the files and interleave them (records keep their order
+            inside a file; add `Dataset.shuffle` for example-level shuffling).
+        seed: seed of the file shuffle.
+        with_example_id: add `example_id` (and `window_index` for spans) to features.
+
+    Returns:
+        A `tf.data.Dataset` of `(features, label)`: features `token_ids`,
+        `segment_ids`, `padding_mask` int32 `[L]`; label int32 `[]`
+        (classification), float32 `[]` (regression), int32 `[L]` with -100 on
+        unlabelled positions (token classification), or a dict `start_position`,
+        `end_position`, `is_impossible` int32 `[]` (span).
+
+    Example:
+
+    ```python
+    ds = finetuning_record_dataset("data/sst2", "train", shuffle=True, seed=0)
+    ds = ds.shuffle(10000).batch(32, drop_remainder=True)
+    ```
+    """
+    manifest = read_finetuning_manifest(directory)
+    if split not in manifest["splits"]:
+        raise ValueError(f"{directory!r} has no split {split!r}; it has {sorted(manifest['splits'])}.")
+    kind = manifest["task"]["kind"]
+    length = int(manifest["sequence_length"])
+    files = [os.path.join(directory, entry["file"]) for entry in manifest["splits"][split]["files"]]
+    missing = [path for path in files if not tf.io.gfile.exists(path)]
+    if missing:
+        raise FileNotFoundError(f"Record files listed in the manifest are missing: {missing[:3]}.")
+    spec = _feature_spec(kind, length)
+
+    def parse(record):
+        example = tf.io.parse_single_example(record, spec)
+        features = {k: tf.cast(example[k], tf.int32) for k in FEATURE_KEYS}
+        if with_example_id:
+            features["example_id"] = example["example_id"]
+            if kind == "span":
+                features["window_index"] = tf.cast(example["window_index"], tf.int32)
+        if kind == "regression":
+            label = example["label"]
+        elif kind == "classification":
+            label = tf.cast(example["label"], tf.int32)
+        elif kind == "token_classification":
+            label = tf.cast(example["labels"], tf.int32)
+        else:
+            label = {k: tf.cast(example[k], tf.int32) for k in ("start_position", "end_position", "is_impossible")}
+        return features, label
+
+    dataset = tf.data.Dataset.from_tensor_slices(files)
+    if shuffle:
+        dataset = dataset.shuffle(len(files), seed=seed)
+        dataset = dataset.interleave(tf.data.TFRecordDataset, cycle_length=min(len(files), 8),
+                                     num_parallel_calls=tf.data.AUTOTUNE, deterministic=seed is not None)
+    else:
+        dataset = dataset.flat_map(tf.data.TFRecordDataset)
+    return dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
