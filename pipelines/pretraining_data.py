@@ -158,13 +158,21 @@ def _resolve_tfds(spec, feature, data_dir, download, read_shards):
 # --------------------------------------------------------------------------- reading
 
 
-def _open_binary(path):
-    import tensorflow as tf
+def _read_lines(path):
+    """Yields the raw byte lines of a local or remote (`tf.io.gfile` scheme) file; `.gz` is decompressed."""
+    if "://" in path:
+        import tensorflow as tf
 
-    f = tf.io.gfile.GFile(path, "rb")
-    if path.endswith(".gz"):
-        return gzip.GzipFile(fileobj=f, mode="rb")
-    return f
+        raw = tf.io.gfile.GFile(path, "rb")
+    else:
+        # Python's own buffered reader splits lines several times faster than GFile.
+        raw = open(path, "rb", buffering=1 << 20)
+    with raw:
+        if path.endswith(".gz"):
+            with gzip.GzipFile(fileobj=raw, mode="rb") as f:
+                yield from f
+        else:
+            yield from raw
 
 
 class _ReadDocuments(beam.DoFn):
@@ -210,13 +218,12 @@ class _ReadDocuments(beam.DoFn):
     @staticmethod
     def _file_documents(path):
         document = []
-        with _open_binary(path) as f:
-            for raw in f:
-                if raw.strip():
-                    document.append(raw)
-                elif document:
-                    yield document
-                    document = []
+        for raw in _read_lines(path):
+            if raw.strip():
+                document.append(raw)
+            elif document:
+                yield document
+                document = []
         if document:
             yield document
 

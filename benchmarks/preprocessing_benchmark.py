@@ -1,0 +1,157 @@
+"""Preprocessing throughput: the Beam pretraining job vs raw SentencePiece encode.
+
+Measures, in one run on the same text:
+- raw: `sentencepiece` encoding every line of the corpus in memory, one thread
+  (the ceiling for this stage: the job's real work is this encode);
+- the Beam job (`pipelines.pretraining_data`) end to end on DirectRunner with
+  1 worker (in-process) and 2 workers (multi-processing): read, normalize,
+  encode, shuffle, sort, serialize, write.
+
+Tokens/s for the job = tokens written / wall time. End-to-end figures include
+fixed costs (pipeline construction, worker start-up: each worker process
+imports TensorFlow); the "marginal" rate divides the extra tokens of a larger
+corpus by the extra time, which is what a long job converges to. The target is
+>= 0.5x the raw rate per worker.
+
+The corpus is synthetic (pseudo-words drawn with a Zipf law, sentences of
+5..30 words, documents of 10..60 sentences, roughly Wikipedia-article sized);
+pass --vocab to use a real spiece.model (the text is then mostly split into
+characters and short pieces, which is slower for both sides alike).
+
+    python benchmarks/preprocessing_benchmark.py [--megabytes 24] [--vocab spiece.model]
+"""
+
+import argparse
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _pseudo_words(rng, count):
+    syllables = ["ka", "lo", "mi", "ren", "tas", "vo", "pel", "dri", "nu", "sho", "ter", "gan", "bi", "quo", "fa",
+                 "zel", "mor", "ith", "ul", "pra", "sen", "dak", "e", "a", "o", "in", "ar", "est"]
+    words = set()
+    while len(words) < count:
+        words.add("".join(rng.choice(syllables) for _ in range(rng.randint(1, 4))))
+    return sorted(words)
+
+
+def write_corpus(path, megabytes, seed=0):
+    """Writes about `megabytes` MB of synthetic documents; returns the number of documents."""
+    rng = random.Random(seed)
+    words = _pseudo_words(rng, 6000)
+    weights = [1.0 / (rank + 1) for rank in range(len(words))]
+    target = int(megabytes * 1e6)
+    written, documents = 0, 0
+    with open(path, "w", encoding="utf-8") as f:
+        while written < target:
+            sentences = []
+            for _ in range(rng.randint(10, 60)):
+                sentence = " ".join(rng.choices(words, weights, k=rng.randint(5, 30)))
+                sentences.append(sentence[0].upper() + sentence[1:] + rng.choice((".", ".", "?", "!")))
+            block = "\n".join(sentences) + "\n\n"
+            f.write(block)
+            written += len(block)
+            documents += 1
+    return documents
+
+
+def raw_encode_rate(corpus, vocab, repeats):
+    """Tokens/s of one-thread `sentencepiece` encode over the corpus's lines (best of `repeats`)."""
+    import sentencepiece as spm
+
+    processor = spm.SentencePieceProcessor(model_file=vocab)
+    with open(corpus, encoding="utf-8") as f:
+        lines = [line for line in f.read().split("\n") if line]
+    best, tokens = float("inf"), 0
+    for _ in range(repeats):
+        start = time.perf_counter()
+        ids = processor.encode(lines, num_threads=1)
+        best = min(best, time.perf_counter() - start)
+        tokens = sum(len(x) for x in ids)
+    return tokens / best, tokens
+
+
+def beam_run(corpus, vocab, workers, num_shards):
+    from pipelines import pretraining_data
+
+    output_dir = tempfile.mkdtemp(prefix="xlnet_bench_")
+    argv = ["--input", corpus, "--vocab", vocab, "--output_dir", output_dir, "--num_shards", str(num_shards)]
+    if workers > 1:
+        argv += ["--direct_num_workers", str(workers), "--direct_running_mode", "multi_processing"]
+    start = time.perf_counter()
+    manifest = pretraining_data.run(argv).manifest
+    seconds = time.perf_counter() - start
+    shutil.rmtree(output_dir)
+    # Tokens SentencePiece produced: written tokens minus one <eod> per document.
+    encoded = manifest["num_tokens"] - manifest["documents"]["written"]
+    return encoded, seconds
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--megabytes", type=float, default=24.0, help="size of the large corpus (the small one is 1/4)")
+    parser.add_argument("--vocab", default=None, help="spiece.model (default: train a 4000-piece one on the corpus)")
+    parser.add_argument("--vocab_size", type=int, default=4000)
+    parser.add_argument("--num_shards", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=3, help="raw encode repeats (best is kept)")
+    parser.add_argument("--beam_repeats", type=int, default=2, help="Beam runs per corpus and worker count (best kept)")
+    args = parser.parse_args(argv)
+
+    import logging
+
+    logging.getLogger().setLevel(logging.ERROR)
+    import tensorflow  # noqa: F401  (imported up front so no run pays for it)
+
+    from xlnet_tf.tokenizer_training import train_vocabulary
+
+    workdir = tempfile.mkdtemp(prefix="xlnet_bench_corpus_")
+    large = os.path.join(workdir, "large.txt")
+    small = os.path.join(workdir, "small.txt")
+    write_corpus(large, args.megabytes, seed=0)
+    write_corpus(small, args.megabytes / 4, seed=1)
+    vocab = args.vocab
+    if vocab is None:
+        vocab = os.path.join(workdir, "spiece.model")
+        train_vocabulary(small, args.vocab_size, vocab, input_sentence_size=200_000, num_threads=2,
+                         hard_vocab_limit=False)
+
+    raw_rate, raw_tokens = raw_encode_rate(large, vocab, args.repeats)
+    rows = []
+    for workers in (1, 2):
+        small_seconds = large_seconds = float("inf")
+        for _ in range(args.beam_repeats):
+            small_tokens, seconds = beam_run(small, vocab, workers, args.num_shards)
+            small_seconds = min(small_seconds, seconds)
+            large_tokens, seconds = beam_run(large, vocab, workers, args.num_shards)
+            large_seconds = min(large_seconds, seconds)
+        end_to_end = large_tokens / large_seconds
+        marginal = (large_tokens - small_tokens) / max(large_seconds - small_seconds, 1e-9)
+        rows.append((workers, large_tokens, large_seconds, end_to_end, marginal))
+    shutil.rmtree(workdir)
+
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"corpus: {args.megabytes:g} MB synthetic text, {raw_tokens} tokens; vocab {os.path.basename(vocab)}; "
+          f"{os.cpu_count()} CPUs, load average {load:.1f}")
+    print()
+    header = f"{'pipeline':<44}{'tokens':>10}{'seconds':>9}{'tokens/s':>12}{'x raw':>8}{'x raw/worker':>14}"
+    print(header)
+    print("-" * len(header))
+    print(f"{'raw sentencepiece encode (1 thread)':<44}{raw_tokens:>10}{raw_tokens / raw_rate:>9.2f}"
+          f"{raw_rate:>12,.0f}{1.0:>8.2f}{1.0:>14.2f}")
+    for workers, tokens, seconds, end_to_end, marginal in rows:
+        label = f"Beam DirectRunner, {workers} worker{'s' if workers > 1 else ''}"
+        print(f"{label + ' (end to end)':<44}{tokens:>10}{seconds:>9.2f}{end_to_end:>12,.0f}"
+              f"{end_to_end / raw_rate:>8.2f}{end_to_end / raw_rate / workers:>14.2f}")
+        print(f"{label + ' (marginal)':<44}{'':>10}{'':>9}{marginal:>12,.0f}"
+              f"{marginal / raw_rate:>8.2f}{marginal / raw_rate / workers:>14.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
