@@ -68,3 +68,10 @@ def test_bad_input_is_named():
         XLNetPacker(8)(tf.constant(["a"]))
     with pytest.raises(ValueError, match="one or two"):
         XLNetPacker(8)([tf.constant([1])] * 3)
+
+
+def test_python_lists_are_one_batch_and_tuples_are_segments():
+    batch = XLNetPacker(6)([[10, 11], [12, 13, 14]])
+    assert batch["token_ids"].numpy().tolist() == [[5, 5, 10, 11, 4, 3], [5, 12, 13, 14, 4, 3]]
+    pair = XLNetPacker(6)(([[10]], [[20]]))
+    assert pair["token_ids"].numpy().tolist() == [[5, 10, 4, 20, 4, 3]]

@@ -1,6 +1,7 @@
 """`XLNetPacker`: packs one or two token-id segments as `A <sep> [B <sep>] <cls>`, left-padded."""
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 # Segment ids of the original fine-tuning code (classifier_utils.py); the
@@ -46,8 +47,9 @@ class XLNetPacker(keras.layers.Layer):
         **kwargs: `name`, ...
 
     Call arguments:
-        inputs: a tensor of token ids (`[B, None]` ragged/dense or `[None]`), or a
-            list/tuple of one or two such tensors (A, B).
+        inputs: token ids of one segment (`[B, None]` ragged/dense tensor, `[None]`,
+            or a nested Python list, which is one batch), or a tuple (or list of
+            tensors) of one or two segments (A, B).
 
     Returns:
         dict of int32 `token_ids`, `segment_ids`, `padding_mask`, each `[B, L]`
@@ -85,7 +87,12 @@ class XLNetPacker(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs):
-        segments = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+        # A tuple, or a list of tensors, is (A[, B]); a plain nested Python list is one batch.
+        if isinstance(inputs, tuple) or (isinstance(inputs, list) and inputs and all(
+                isinstance(x, (tf.Tensor, tf.RaggedTensor, np.ndarray)) for x in inputs)):
+            segments = list(inputs)
+        else:
+            segments = [inputs]
         if not 1 <= len(segments) <= 2:
             raise ValueError(f"XLNetPacker takes one or two segments, got {len(segments)}.")
         segments = [_to_ragged(s, i) for i, s in enumerate(segments)]
@@ -180,6 +187,11 @@ def _to_ragged(x, index):
         if not x.dtype.is_integer:
             raise TypeError(f"XLNetPacker: segment {index} must hold integer ids, got {x.dtype}.")
         return tf.cast(x, tf.int32)
+    if isinstance(x, list):
+        x = tf.ragged.constant(x, dtype=tf.int32) if x and isinstance(x[0], (list, tuple)) \
+            else tf.constant(x, dtype=tf.int32)
+        if isinstance(x, tf.RaggedTensor):
+            return x
     x = tf.convert_to_tensor(x)
     if not x.dtype.is_integer:
         raise TypeError(f"XLNetPacker: segment {index} must hold integer ids, got {x.dtype} "

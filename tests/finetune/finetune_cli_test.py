@@ -1,0 +1,130 @@
+"""End-to-end `xlnet-tf finetune` runs on generated local data with a tiny preset."""
+
+import json
+import os
+import random
+
+import numpy as np
+import pytest
+import yaml
+
+from xlnet_tf.config import XLNetConfig
+from xlnet_tf.finetune_cli import main
+from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+from xlnet_tf.models.xlnet_task import load_task_preset
+
+TINY = XLNetConfig(vocabulary_size=200, num_layers=2, num_heads=2, head_dim=8, hidden_dim=16,
+                   intermediate_dim=32)
+POSITIVE = ["good", "great", "happy", "lovely", "fine"]
+NEGATIVE = ["bad", "awful", "sad", "poor", "ugly"]
+FILLER = ["the", "river", "was", "a", "day", "and", "old", "house", "with"]
+COLORS = ["red", "blue", "green"]
+NO_DROPOUT = ["model.dropout=0.0", "model.attention_dropout=0.0", "task.head_dropout=0.0"]
+
+
+@pytest.fixture(scope="module")
+def preset(tmp_path_factory, testdata_dir="tests/testdata"):
+    path = str(tmp_path_factory.mktemp("preset"))
+    backbone = XLNetBackbone(TINY)
+    ones = np.ones((1, 4), "int32")
+    backbone({"token_ids": ones, "segment_ids": ones * 0, "padding_mask": ones})
+    backbone.save_to_preset(path, vocabulary="tests/testdata/tiny_spiece.model")
+    return path
+
+
+def _sentiment(path, n, seed):
+    rng = random.Random(seed)
+    with open(path, "w") as f:
+        for _ in range(n):
+            positive = rng.random() < 0.5
+            words = rng.sample(FILLER, 4) + [rng.choice(POSITIVE if positive else NEGATIVE)]
+            rng.shuffle(words)
+            f.write(json.dumps({"text": " ".join(words), "label": "pos" if positive else "neg"}) + "\n")
+
+
+def _run(args):
+    return main([*args, "--set", "training.verbose=0"])
+
+
+@pytest.mark.slow
+def test_classification_learns_and_writes_an_exportable_workdir(preset, tmp_path):
+    _sentiment(tmp_path / "train.jsonl", 200, 0)
+    _sentiment(tmp_path / "eval.jsonl", 64, 1)
+    workdir = str(tmp_path / "run")
+    args = ["--init", preset, "--workdir", workdir,
+            "--set", f"task.train_file={tmp_path / 'train.jsonl'}",
+            "--set", f"task.eval_file={tmp_path / 'eval.jsonl'}",
+            "--set", "task.sequence_length=16", "--set", "training.global_batch_size=16",
+            "--set", "training.train_steps=160", "--set", "training.steps_per_epoch=80",
+            "--set", "optimizer.learning_rate=0.002", "--set", "optimizer.warmup_steps=10",
+            "--set", "optimizer.layer_decay=0.9", *sum((["--set", s] for s in NO_DROPOUT), [])]
+    assert _run(args) == 0
+    with open(os.path.join(workdir, "eval_results.json")) as f:
+        results = json.load(f)
+    assert results["accuracy"] >= 0.85, results  # chance is ~0.5
+    assert not results["collapsed"]
+    with open(os.path.join(workdir, "config.yaml")) as f:
+        resolved = yaml.safe_load(f)
+    assert resolved["task"]["type"] == "classification"
+    assert resolved["task"]["label_names"] == ["neg", "pos"]  # inferred from the file, sorted
+    lines = [json.loads(line) for line in open(os.path.join(workdir, "metrics.jsonl"))]
+    assert [line["step"] for line in lines if line.get("split") == "eval"] == [80, 160]
+
+    final = os.path.join(workdir, "final")
+    assert sorted(os.listdir(final)) == ["config.json", "preprocessing.json", "spiece.model",
+                                         "task.json", "task.weights.h5"]
+    info = json.load(open(os.path.join(final, "preprocessing.json")))
+    assert info["label_names"] == ["neg", "pos"] and info["sequence_length"] == 16
+    model = load_task_preset(final)
+    from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
+    from xlnet_tf.tokenizer import XLNetTokenizer
+
+    tokenizer = XLNetTokenizer(os.path.join(final, "spiece.model"))
+    features = XLNetPacker(16)(tokenizer(["the old house was lovely", "the day was awful"]))
+    assert model(features).numpy().argmax(-1).tolist() == [1, 0]
+
+    # Same command again: resumes from the backup at the last epoch, nothing left to train.
+    assert _run(args) == 0
+    lines_after = [json.loads(line) for line in open(os.path.join(workdir, "metrics.jsonl"))]
+    assert [line["step"] for line in lines_after if "loss" in line] == \
+        [line["step"] for line in lines if "loss" in line]
+    # A different config in the same workdir is refused.
+    assert _run([*args, "--set", "optimizer.learning_rate=0.1"]) == 2
+
+
+@pytest.mark.slow
+def test_span_task_from_squad_json(preset, tmp_path):
+    rng = random.Random(0)
+    data, qid = [], 0
+    for _ in range(60):
+        words = rng.sample(FILLER, 5)
+        color = rng.choice(COLORS)
+        words.insert(rng.randrange(6), color)
+        context = " ".join(words)
+        data.append({"context": context, "qas": [{"id": f"q{qid}", "question": "which color?",
+                     "answers": [{"text": color, "answer_start": context.index(color)}]}]})
+        qid += 1
+    squad = {"version": "1.1", "data": [{"title": "t", "paragraphs": data}]}
+    (tmp_path / "squad.json").write_text(json.dumps(squad))
+    workdir = str(tmp_path / "run")
+    args = ["--init", preset, "--workdir", workdir, "--set", "task.type=span",
+            "--set", f"task.train_file={tmp_path / 'squad.json'}",
+            "--set", f"task.eval_file={tmp_path / 'squad.json'}",
+            "--set", "task.sequence_length=24", "--set", "task.max_query_length=6",
+            "--set", "task.doc_stride=8", "--set", "training.global_batch_size=16",
+            "--set", "training.train_steps=150", "--set", "training.steps_per_epoch=150",
+            "--set", "optimizer.learning_rate=0.003", "--set", "optimizer.warmup_steps=10",
+            "--set", "evaluation.every_epoch=false", *sum((["--set", s] for s in NO_DROPOUT), [])]
+    assert _run(args) == 0
+    results = json.load(open(os.path.join(workdir, "eval_results.json")))
+    assert results["examples"] == 60
+    assert results["exact_match"] >= 60.0, results  # a random span is almost never exact
+    assert json.load(open(os.path.join(workdir, "final", "task.json")))["class_name"] == "XLNetSpanLabeler"
+
+
+def test_bad_config_is_a_clear_error(preset, tmp_path, capsys):
+    assert _run(["--init", preset, "--workdir", str(tmp_path / "w"), "--set", "task.bogus=1"]) == 2
+    assert "task.bogus" in capsys.readouterr().err
+    assert _run(["--init", str(tmp_path / "missing"), "--workdir", str(tmp_path / "w"),
+                 "--set", "task.dataset=glue/sst2", "--set", "training.global_batch_size=8"]) == 2
+    assert "not found" in capsys.readouterr().err
