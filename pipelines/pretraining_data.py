@@ -554,6 +554,8 @@ def build_pipeline(pipeline, settings, sources, vocab_proto, vocabulary_entry):
 def _parser():
     parser = argparse.ArgumentParser(
         prog="xlnet-tf prepare-pretraining",
+        # Beam options pass through unknown; no abbreviation may capture one of them.
+        allow_abbrev=False,
         description="Beam job: text files / TFDS corpora -> XLNet pretraining TFRecords (format "
         f"{FORMAT}). Unknown arguments go to Beam's PipelineOptions (e.g. --runner DataflowRunner --project ... "
         "or --direct_num_workers 2).",

@@ -231,6 +231,7 @@ def train_vocabulary(
 def _parser():
     parser = argparse.ArgumentParser(
         prog="xlnet-tf vocab",
+        allow_abbrev=False,
         description="Train a unigram SentencePiece vocabulary whose ids 0..8 are XLNet's special pieces "
         "(<unk> <s> </s> <cls> <sep> <pad> <mask> <eod> <eop>).",
     )

@@ -314,3 +314,23 @@ def test_two_worker_processes_give_the_same_bytes(corpus_run, tmp_path):
     _run(tmp_path / "mp", CORPUS, extra=["--num_shards", "3", "--chunk_length", "64", "--seed", "7",
                                          "--direct_num_workers", "2"])
     assert _shard_bytes(output_dir) == _shard_bytes(tmp_path / "mp")
+
+
+def test_unknown_arguments_go_to_beam_unchanged():
+    from apache_beam.options.pipeline_options import DirectOptions
+    from apache_beam.options.pipeline_options import GoogleCloudOptions
+    from apache_beam.options.pipeline_options import StandardOptions
+
+    options = pretraining_data._beam_options([])
+    assert options.view_as(StandardOptions).runner == "DirectRunner"
+    options = pretraining_data._beam_options(["--direct_num_workers", "2"])
+    assert options.view_as(DirectOptions).direct_num_workers == 2
+    assert options.view_as(DirectOptions).direct_running_mode == "multi_processing"
+    options = pretraining_data._beam_options(["--direct_num_workers=2", "--direct_running_mode=multi_threading"])
+    assert options.view_as(DirectOptions).direct_running_mode == "multi_threading"
+    options = pretraining_data._beam_options(["--runner", "DataflowRunner", "--project", "p", "--region", "r"])
+    assert options.view_as(StandardOptions).runner == "DataflowRunner"
+    assert options.view_as(GoogleCloudOptions).project == "p"
+    args, rest = pretraining_data._parser().parse_known_args(
+        ["--input", "a.txt", "--vocab", "v", "--output_dir", "o", "--num_workers", "3", "--in", "x"])
+    assert args.input == ["a.txt"] and rest == ["--num_workers", "3", "--in", "x"]

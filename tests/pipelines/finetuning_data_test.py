@@ -1,0 +1,186 @@
+"""`xlnet-tf prepare-finetuning` (Beam, DirectRunner) and the records reader."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from pipelines.finetuning_data import main, run
+from xlnet_tf.data.finetuning_records import finetuning_record_dataset, read_finetuning_manifest
+from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
+from xlnet_tf.preprocessing.xlnet_squad_preprocessor import XLNetSquadPreprocessor
+from xlnet_tf.serving.text_preprocessor import TextPreprocessor
+from xlnet_tf.tokenizer import XLNetTokenizer
+
+SPIECE = os.path.join(os.path.dirname(__file__), "..", "testdata", "tiny_spiece.model")
+LENGTH = 16
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return XLNetTokenizer(SPIECE)
+
+
+def _records(directory, split, **kwargs):
+    return [(
+        {k: v.numpy() for k, v in f.items()},
+        {k: v.numpy() for k, v in y.items()} if isinstance(y, dict) else y.numpy(),
+    ) for f, y in finetuning_record_dataset(directory, split, with_example_id=True, **kwargs)]
+
+
+def _write_jsonl(path, lines):
+    with open(path, "wb") as f:
+        for line in lines:
+            f.write(line if isinstance(line, bytes) else json.dumps(line).encode("utf-8"))
+            f.write(b"\n")
+
+
+@pytest.fixture(scope="module")
+def classification_job(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cls")
+    good = [{"text": f"a quiet river number {i}", "text_pair": "the old mill", "label": ["neg", "pos"][i % 2]}
+            for i in range(6)]
+    _write_jsonl(root / "train.jsonl", good[:4] + [
+        b"{not json",                                            # undecodable
+        b'{"text": "caf\xe9", "label": "pos"}',                  # not UTF-8
+        {"text": "no label here"},                               # missing_field
+        {"text": "a quiet river", "label": "maybe"},             # bad_label
+        {"text": "   ", "text_pair": "", "label": "pos"},        # empty
+    ] + good[4:])
+    _write_jsonl(root / "dev.jsonl", good[:3])
+    argv = ["--task_type", "classification", "--input", f"train={root / 'train.jsonl'}",
+            "--input", f"validation={root / 'dev.jsonl'}", "--vocab", SPIECE, "--sequence_length", str(LENGTH),
+            "--label_names", "neg,pos", "--num_shards", "3", "--output_dir", str(root / "out")]
+    return root, argv, run(argv), good
+
+
+def test_counters_and_manifest(classification_job):
+    root, _, manifest, _ = classification_job
+    assert manifest == read_finetuning_manifest(str(root / "out"))
+    assert manifest["examples"]["read"] == 11 + 3
+    assert manifest["examples"]["skipped"] == {"undecodable": 2, "missing_field": 1, "empty": 1, "bad_label": 1}
+    assert manifest["examples"]["written"] == 6 + 3
+    assert manifest["task"] == {"kind": "classification", "num_classes": 2, "label_names": ["neg", "pos"],
+                                "has_text_pair": True}
+    assert manifest["splits"]["train"]["num_records"] == 6 and len(manifest["splits"]["train"]["files"]) == 3
+    assert sorted(os.listdir(root / "out")) == sorted(
+        [f"{s}-{i:05d}-of-00003.tfrecord" for s in ("train", "validation") for i in range(3)] + ["manifest.json"])
+
+
+def test_records_equal_in_graph_packing(classification_job, tokenizer):
+    root, _, _, good = classification_job
+    records = sorted(_records(str(root / "out"), "train"), key=lambda r: r[0]["example_id"])
+    # Ids keep the position in the input file (skipped lines included).
+    assert [r[0]["example_id"].decode() for r in records] == [f"train-{i:09d}" for i in (0, 1, 2, 3, 9, 10)]
+    expected = TextPreprocessor(tokenizer, XLNetPacker(LENGTH))(
+        tf.constant([g["text"] for g in good]), tf.constant([g["text_pair"] for g in good]))
+    for row, (features, label) in enumerate(records):
+        for key in ("token_ids", "segment_ids", "padding_mask"):
+            np.testing.assert_array_equal(features[key], expected[key][row].numpy())
+            assert features[key].dtype == np.int32
+        assert label == ["neg", "pos"].index(good[row]["label"])
+
+
+def test_job_is_deterministic(classification_job, tmp_path):
+    root, argv, _, _ = classification_job
+    argv = list(argv)
+    argv[argv.index("--output_dir") + 1] = str(tmp_path / "again")
+    run(argv)
+    for name in sorted(os.listdir(root / "out")):
+        if name.endswith(".tfrecord"):
+            assert (root / "out" / name).read_bytes() == (tmp_path / "again" / name).read_bytes(), name
+
+
+def test_existing_output_needs_overwrite(classification_job, capsys):
+    _, argv, _, _ = classification_job
+    assert main(argv) == 2
+    assert "--overwrite" in capsys.readouterr().err
+
+
+def test_csv_regression(tmp_path):
+    (tmp_path / "sts.csv").write_text('text,text_pair,label\n"one, two",three,1.5\nfour,five,x\nsix,seven,4\n')
+    manifest = run(["--task_type", "regression", "--input", f"train={tmp_path / 'sts.csv'}", "--vocab", SPIECE,
+                    "--sequence_length", str(LENGTH), "--num_shards", "1", "--output_dir", str(tmp_path / "out")])
+    assert manifest["examples"]["skipped"]["bad_label"] == 1 and manifest["examples"]["written"] == 2
+    records = sorted(_records(str(tmp_path / "out"), "train"), key=lambda r: r[0]["example_id"])
+    assert [r[1] for r in records] == [1.5, 4.0] and records[0][1].dtype == np.float32
+
+
+def test_squad_windows(tmp_path, tokenizer):
+    context = "The quick brown fox jumps over the lazy dog near the river bank in the early morning."
+    squad = {"data": [{"paragraphs": [{"context": context, "qas": [
+        {"id": "q1", "question": "Who jumps?", "answers": [{"text": "brown fox", "answer_start": 10}]},
+        {"id": "q2", "question": "Why?", "answers": [], "is_impossible": True},
+    ]}]}]}
+    (tmp_path / "squad.json").write_text(json.dumps(squad))
+    manifest = run(["--task_type", "span", "--input", f"train={tmp_path / 'squad.json'}", "--vocab", SPIECE,
+                    "--sequence_length", "24", "--max_query_length", "6", "--doc_stride", "6",
+                    "--num_shards", "2", "--output_dir", str(tmp_path / "out")])
+    records = sorted(_records(str(tmp_path / "out"), "train"),
+                     key=lambda r: (r[0]["example_id"], r[0]["window_index"]))
+    expected = XLNetSquadPreprocessor(tokenizer, 24, 6, 6)(
+        tf.constant(context), tf.constant("Who jumps?"), tf.constant(10), tf.constant("brown fox"), tf.constant(False))
+    first = [r for r in records if r[0]["example_id"] == b"train-000000000"]
+    assert len(first) == expected["token_ids"].shape[0] > 1 and manifest["examples"]["written"] == 2
+    for w, (features, label) in enumerate(first):
+        np.testing.assert_array_equal(features["token_ids"], expected["token_ids"][w].numpy())
+        assert label["start_position"] == expected["start_positions"][w].numpy()
+        assert label["end_position"] == expected["end_positions"][w].numpy()
+    answered = [r for r in first if not r[1]["is_impossible"]]
+    assert answered, "some window holds the answer"
+    ids = answered[0][0]["token_ids"][answered[0][1]["start_position"]:answered[0][1]["end_position"] + 1]
+    assert tokenizer.detokenize(ids.tolist()).strip() == "brown fox"
+    assert all(r[1]["is_impossible"] == 1 and r[1]["start_position"] == 23
+               for r in records if r[0]["example_id"] == b"train-000000001")
+
+
+def test_token_classification(tmp_path):
+    _write_jsonl(tmp_path / "ner.jsonl", [{"tokens": ["Anna", "lives", "here"], "tags": ["B-PER", "O", "O"]},
+                                          {"tokens": ["x"], "tags": ["O", "O"]}])
+    manifest = run(["--task_type", "token_classification", "--input", f"train={tmp_path / 'ner.jsonl'}",
+                    "--label_names", "O,B-PER", "--vocab", SPIECE, "--sequence_length", str(LENGTH),
+                    "--num_shards", "1", "--output_dir", str(tmp_path / "out")])
+    assert manifest["examples"]["skipped"]["bad_label"] == 1  # tags and tokens differ in length
+    (features, labels), = _records(str(tmp_path / "out"), "train")
+    real = labels[labels != -100]
+    assert real.tolist() == [1, 0, 0] and labels.shape == (LENGTH,)
+    assert labels[-1] == -100 and labels[-2] == -100  # <sep> <cls> carry no label
+    assert np.all(labels[features["padding_mask"] == 0] == -100)
+
+
+def test_tfds_mock_data(tmp_path):
+    import tensorflow_datasets as tfds
+
+    with tfds.testing.mock_data(num_examples=5):
+        manifest = run(["--task_type", "classification", "--tfds", "glue/mrpc", "--tfds_splits", "train",
+                        "--vocab", SPIECE, "--sequence_length", str(LENGTH), "--num_shards", "2",
+                        "--output_dir", str(tmp_path / "out")])
+    assert manifest["examples"]["read"] == 5 and manifest["splits"]["train"]["num_records"] <= 5
+    assert manifest["task"]["label_names"] == ["not_equivalent", "equivalent"] and manifest["task"]["has_text_pair"]
+    records = _records(str(tmp_path / "out"), "train")
+    assert len(records) == manifest["examples"]["written"]
+    for features, label in records:
+        assert features["token_ids"][-1] == 3 and features["segment_ids"][-1] == 2 and label in (0, 1)
+        assert (features["segment_ids"] == 1).any()  # the second sentence is packed as segment B
+
+
+def test_reader_errors(tmp_path, classification_job):
+    with pytest.raises(FileNotFoundError, match="manifest.json"):
+        finetuning_record_dataset(str(tmp_path), "train")
+    root, _, _, _ = classification_job
+    with pytest.raises(ValueError, match="no split 'test'"):
+        finetuning_record_dataset(str(root / "out"), "test")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--input", "train=/no/such.jsonl"], "does not exist"),
+    (["--input", "oops"], "expected SPLIT=FILE"),
+    ([], "give either --input"),
+    (["--tfds", "glue/nope"], "Unknown fine-tuning dataset"),
+])
+def test_bad_settings_are_clear_errors(tmp_path, capsys, args, message):
+    argv = ["--task_type", "classification", "--vocab", SPIECE, "--output_dir", str(tmp_path / "o")] + args
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
