@@ -1,0 +1,191 @@
+"""Pretraining reader throughput next to what a training step consumes, in one run.
+
+For each setting (the paper's seq 512 / reuse 256 / 85 predictions / perm 256 / bi_data,
+and the quick-start tiny config at seq 128) it measures, on this machine:
+- reader: examples/s of `xlnet_tf.data.pretraining_dataset` (read records, cut rows,
+  A/B, span masking, permutation masks, batching), after a warm-up;
+- step: seconds of one training step (forward + backward + AdamW update, with recurrence
+  memory as input) of the matching model (XLNet-Base for seq 512, the tiny config for
+  seq 128) at the same per-replica batch; demand = batch / step seconds examples/s;
+- ratio = reader supply / step demand (> 1: the input pipeline keeps up).
+
+With `--step-seconds S` the step is not measured; demand = batch / S (e.g. a TPU step
+time). On an accelerator each input pipeline (host) feeds its local replicas: demand per
+host = per-replica batch x local replicas / step seconds.
+
+The records are synthetic: Zipf-distributed ids, sentences of 8..40 tokens, documents of
+100..2000 tokens ending in <eod>, written in the v1 record format with chunk_length 512.
+
+    python benchmarks/reader_benchmark.py [--tokens 3000000] [--batches 20] [--skip-step]
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+
+SETTINGS = {
+    # name: (seq, reuse, num_predict, perm, per-replica batch, model)
+    "paper seq512 (Base)": (512, 256, 85, 256, 8, "base"),
+    "tiny seq128": (128, 64, 21, 64, 16, "tiny"),
+}
+
+
+def write_synthetic_records(directory, num_tokens, num_shards=4, chunk_length=512, seed=0):
+    import tensorflow as tf
+
+    rng = np.random.default_rng(seed)
+    os.makedirs(directory, exist_ok=True)
+    entries = []
+    per_shard = num_tokens // num_shards
+    for shard in range(num_shards):
+        tokens, sentences, bit = [], [], 0
+        while len(tokens) < per_shard:
+            doc_left = int(rng.integers(100, 2000))
+            while doc_left > 0:
+                n = int(min(rng.integers(8, 41), doc_left))
+                tokens.extend((rng.zipf(1.2, n) % 31990 + 9).tolist())
+                sentences.extend([bit] * n)
+                bit ^= 1
+                doc_left -= n
+            tokens.append(7)
+            sentences.append(bit)
+            bit ^= 1
+        name = f"pretrain-{shard:05d}-of-{num_shards:05d}.tfrecord"
+        count = 0
+        with tf.io.TFRecordWriter(os.path.join(directory, name)) as writer:
+            for begin in range(0, len(tokens), chunk_length):
+                feature = {
+                    "token_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=tokens[begin:begin + chunk_length])),
+                    "sentence_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=sentences[begin:begin + chunk_length])),
+                }
+                writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+                count += 1
+        entries.append({"file": name, "num_records": count, "num_tokens": len(tokens)})
+    manifest = {"format": "xlnet_tf.pretraining.v1", "chunk_length": chunk_length, "num_shards": num_shards,
+                "shards": entries, "num_tokens": sum(e["num_tokens"] for e in entries),
+                "documents": {"read": 0, "written": 0, "skipped": {}},
+                "vocabulary": {"file": "", "sha256": "", "vocabulary_size": 32000,
+                               "special_ids": {"unk": 0, "bos": 1, "eos": 2, "cls": 3, "sep": 4, "pad": 5,
+                                               "mask": 6, "eod": 7, "eop": 8}},
+                "settings": {"synthetic": True, "seed": seed}}
+    with open(os.path.join(directory, "manifest.json"), "w") as f:
+        json.dump(manifest, f)
+
+
+def measure_reader(directory, seq, reuse, num_predict, perm, batch, batches, warmup=3):
+    from xlnet_tf.data.pretraining import pretraining_dataset
+
+    t0 = time.perf_counter()
+    dataset = pretraining_dataset(directory, seq_length=seq, reuse_length=reuse, num_predict=num_predict,
+                                  perm_size=perm, batch_size=batch, bi_data=True, seed=0,
+                                  sentencepiece_model=None)
+    iterator = iter(dataset)
+    for _ in range(warmup):
+        next(iterator)
+    startup = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for _ in range(batches):
+        batch_value = next(iterator)
+    elapsed = time.perf_counter() - t0
+    return batch * batches / elapsed, startup, batch_value
+
+
+def measure_step(model, batch_value, steps=3):
+    import keras
+    import tensorflow as tf
+
+    from xlnet_tf.config import XLNetConfig
+    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+    from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
+
+    if model == "base":
+        config = XLNetConfig(vocabulary_size=32000, num_layers=12, num_heads=12, head_dim=64, hidden_dim=768,
+                             intermediate_dim=3072, activation="gelu_approximate", memory_length=384,
+                             reuse_length=256, bi_data=True)
+    else:
+        config = XLNetConfig(vocabulary_size=4000, num_layers=4, num_heads=4, head_dim=32, hidden_dim=128,
+                             intermediate_dim=512, activation="gelu", memory_length=64, reuse_length=64,
+                             bi_data=True)
+    pretrainer = XLNetPretrainer(XLNetBackbone(config))
+    optimizer = keras.optimizers.AdamW(learning_rate=1e-4, epsilon=1e-6)
+    optimizer.build(pretrainer.trainable_variables)
+    features = {k: v for k, v in batch_value.items() if k not in ("target_ids", "target_mask")}
+    if model != "base":
+        features["token_ids"] = features["token_ids"] % config.vocabulary_size
+    batch = int(features["token_ids"].shape[0])
+    features["mems"] = tf.zeros([batch, config.num_layers, config.memory_length, config.hidden_dim])
+    target_ids = batch_value["target_ids"] % config.vocabulary_size
+    target_mask = batch_value["target_mask"]
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            logits = pretrainer(features, training=True)["logits"]
+            loss = keras.losses.sparse_categorical_crossentropy(target_ids, logits, from_logits=True)  # [B, P]
+            loss = tf.reduce_sum(loss * target_mask) / tf.maximum(tf.reduce_sum(target_mask), 1.0)
+        variables = pretrainer.trainable_variables
+        optimizer.apply(tape.gradient(loss, variables), variables)
+        return loss
+
+    step()  # trace and warm up
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step().numpy()
+    return (time.perf_counter() - t0) / steps
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tokens", type=int, default=3_000_000, help="synthetic corpus size")
+    parser.add_argument("--batches", type=int, default=20, help="batches timed per setting")
+    parser.add_argument("--step-seconds", type=float, default=None, help="use this step time instead of measuring")
+    parser.add_argument("--skip-step", action="store_true", help="report reader figures only")
+    parser.add_argument("--steps", type=int, default=3, help="training steps timed")
+    args = parser.parse_args(argv)
+
+    import tensorflow as tf
+
+    tmp = tempfile.mkdtemp(prefix="reader_bench_")
+    try:
+        t0 = time.perf_counter()
+        write_synthetic_records(tmp, args.tokens)
+        print(f"synthetic records: {args.tokens} tokens in {time.perf_counter() - t0:.1f}s; "
+              f"CPU cores {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}, TF {tf.__version__}")
+        rows = []
+        for name, (seq, reuse, num_predict, perm, batch, model) in SETTINGS.items():
+            supply, startup, batch_value = measure_reader(tmp, seq, reuse, num_predict, perm, batch, args.batches)
+            if args.skip_step:
+                step_s = None
+            elif args.step_seconds:
+                step_s = args.step_seconds
+            else:
+                step_s = measure_step(model, batch_value, steps=args.steps)
+            demand = None if step_s is None else batch / step_s
+            rows.append((name, batch, supply, supply * seq, startup, step_s, demand))
+        print()
+        print(f"| setting | per-replica batch | reader examples/s | reader tokens/s | reader start-up s "
+              f"| train step s (model) | step demand examples/s | supply / demand |")
+        print("|---|---|---|---|---|---|---|---|")
+        for name, batch, supply, tokens, startup, step_s, demand in rows:
+            step_text = "-" if step_s is None else f"{step_s:.2f}"
+            demand_text = "-" if demand is None else f"{demand:.2f}"
+            ratio = "-" if demand is None else f"{supply / demand:.1f}x"
+            print(f"| {name} | {batch} | {supply:.1f} | {tokens:,.0f} | {startup:.1f} | {step_text} "
+                  f"| {demand_text} | {ratio} |")
+        print("\nDemand per input pipeline on accelerators = per-replica batch x local replicas / step seconds;"
+              " e.g. 8 replicas x 16 examples / 0.5 s = 256 examples/s.")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
