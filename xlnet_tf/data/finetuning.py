@@ -163,7 +163,8 @@ def read_local_examples(path, task):
                    "tags": tf.ragged.constant(tags, dtype=tf.int32)}
     else:
         raise ValueError(f"Unknown task type {kind!r}.")
-    if not len(columns[next(iter(columns))]):
+    first = columns[next(iter(columns))]
+    if (first.nrows() if isinstance(first, tf.RaggedTensor) else len(first)) == 0:
         raise ValueError(f"{path}: no examples.")
     return columns
 
@@ -252,11 +253,20 @@ def _from_tfds(task, role, shuffle_files, data_dir):
             }
         return ds.map(canonical_squad)
     if kind == "multiple_choice":
+        num_choices = spec.num_choices
+
         def per_question(ex):
-            letters = tf.strings.unicode_decode(ex["answers"], "UTF-8").to_tensor()[:, 0]
+            options = ex["options"]
+            if not isinstance(options, tf.RaggedTensor):
+                options = tf.RaggedTensor.from_tensor(options)
+            options = options.to_tensor(default_value="", shape=[None, num_choices])  # [Q, C]
+            count = tf.minimum(tf.minimum(tf.shape(ex["questions"])[0], tf.shape(ex["answers"])[0]),
+                               tf.shape(options)[0])
+            letters = tf.strings.unicode_decode(ex["answers"][:count], "UTF-8").to_tensor(
+                default_value=ord("A"), shape=[None, 1])[:, 0]
             questions = tf.data.Dataset.from_tensor_slices({
-                "question": ex["questions"], "options": ex["options"],
-                "label": tf.cast(letters - ord("A"), tf.int32)})
+                "question": ex["questions"][:count], "options": options[:count],
+                "label": tf.clip_by_value(tf.cast(letters - ord("A"), tf.int32), 0, num_choices - 1)})
             return questions.map(lambda q: {**q, "context": ex["article"]})
         return ds.flat_map(per_question)
     if kind == "token_classification":
@@ -356,7 +366,8 @@ def _choice_encoder(task, tokenizer):
         options = example["options"]  # [C]
         question = example["question"]
         # The original RACE recipe: a cloze question gets the option in its blank.
-        filled = tf.strings.regex_replace(question, "_", options)
+        halves = tf.strings.split(question, "_", maxsplit=1)  # [before, after] for a cloze
+        filled = tf.strings.join([halves[0], options, halves[-1]])
         appended = tf.strings.join([question, options], separator=" ")
         qa = tf.where(tf.strings.regex_full_match(question, ".*_.*"), filled, appended)
         context = tokenizer(example["context"])

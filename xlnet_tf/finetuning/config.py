@@ -163,7 +163,10 @@ def resolve_task(task: TaskSection) -> TaskSection:
     """Fills a task section's empty fields from its TFDS dataset spec and checks it."""
     changes = {}
     if task.dataset:
-        spec = dataset_spec(task.dataset)
+        try:
+            spec = dataset_spec(task.dataset)
+        except ValueError as e:
+            raise ConfigError(f"task.dataset: {e}") from e
         if task.type and task.type != spec.task_type:
             raise ConfigError(f"task.type {task.type!r} does not match {task.dataset!r}, a "
                               f"{spec.task_type} dataset.")

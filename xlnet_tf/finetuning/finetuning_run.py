@@ -185,7 +185,7 @@ def run_finetuning(config: FinetuneConfig, workdir: str, *, strategy=None) -> di
                                        power=o.decay_power)
         optimizer = LayerwiseAdamW(
             learning_rate_multipliers=layer_decay_multipliers(model.backbone, o.layer_decay),
-            learning_rate=schedule, weight_decay=o.weight_decay or None, beta_1=o.beta_1,
+            learning_rate=schedule, weight_decay=float(o.weight_decay), beta_1=o.beta_1,
             beta_2=o.beta_2, epsilon=o.adam_epsilon, global_clipnorm=o.clip_norm or None)
         if o.weight_decay:
             optimizer.exclude_from_weight_decay(

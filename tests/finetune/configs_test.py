@@ -1,0 +1,22 @@
+import glob
+import os
+
+import pytest
+
+from xlnet_tf.finetuning.config import load_finetune_config
+
+CONFIGS = sorted(glob.glob(os.path.join("configs", "finetune", "*.yaml")))
+
+
+def test_there_is_a_config_per_task_family():
+    names = {os.path.basename(p) for p in CONFIGS}
+    assert {"glue_mnli.yaml", "glue_stsb.yaml", "imdb.yaml", "squad_v2.0.yaml", "race_high.yaml"} <= names
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=os.path.basename)
+def test_every_shipped_config_loads_and_resolves(path):
+    config = load_finetune_config([path], ["training.init_from=preset"])
+    assert config.task.type
+    assert config.training.train_steps % config.training.steps_per_epoch == 0
+    if "squad" in path:
+        assert config.optimizer.layer_decay == 0.75 and config.task.sequence_length == 512

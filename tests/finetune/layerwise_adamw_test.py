@@ -1,0 +1,26 @@
+import keras
+import numpy as np
+
+from xlnet_tf.config import XLNetConfig
+from xlnet_tf.finetuning.layerwise_adamw import LayerwiseAdamW, layer_decay_multipliers
+from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+
+
+def test_block_updates_shrink_by_the_decay_per_layer_below_the_top():
+    backbone = XLNetBackbone(XLNetConfig(vocabulary_size=20, num_layers=3, num_heads=2, head_dim=4,
+                                         hidden_dim=8, intermediate_dim=16))
+    ones = np.ones((1, 4), "int32")
+    backbone({"token_ids": ones, "segment_ids": ones * 0, "padding_mask": ones})
+    optimizer = LayerwiseAdamW(layer_decay_multipliers(backbone, 0.5), learning_rate=1e-2,
+                               epsilon=1e-12, weight_decay=0.0)
+    variables = backbone.trainable_variables
+    before = [v.numpy().copy() for v in variables]
+    # Adam's first step moves every weight by lr * sign(gradient), times its multiplier.
+    optimizer.apply([keras.ops.ones_like(v) for v in variables], variables)
+    steps = {v.path: float(np.abs(v.numpy() - b).max()) for v, b in zip(variables, before)}
+    for i, block in enumerate(backbone.blocks):
+        for variable in block.trainable_variables:
+            np.testing.assert_allclose(steps[variable.path], 1e-2 * 0.5 ** (2 - i), rtol=1e-4)
+            assert optimizer.learning_rate_multiplier(variable) == 0.5 ** (2 - i)
+    np.testing.assert_allclose(steps[backbone.token_embedding.embeddings.path], 1e-2, rtol=1e-4)
+    assert layer_decay_multipliers(backbone, 1.0) == []
