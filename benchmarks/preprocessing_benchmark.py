@@ -23,6 +23,7 @@ characters and short pieces, which is slower for both sides alike).
 
 import argparse
 import os
+import resource
 import random
 import shutil
 import sys
@@ -68,13 +69,20 @@ def raw_encode_rate(corpus, vocab, repeats):
     processor = spm.SentencePieceProcessor(model_file=vocab)
     with open(corpus, encoding="utf-8") as f:
         lines = [line for line in f.read().split("\n") if line]
-    best, tokens = float("inf"), 0
+    best, best_cpu, tokens = float("inf"), float("inf"), 0
     for _ in range(repeats):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         ids = processor.encode(lines, num_threads=1)
         best = min(best, time.perf_counter() - start)
+        best_cpu = min(best_cpu, time.process_time() - start_cpu)
         tokens = sum(len(x) for x in ids)
-    return tokens / best, tokens
+    return tokens, best, best_cpu
+
+
+def _cpu_seconds():
+    """CPU time of this process plus its finished children (the Beam worker processes)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
 
 
 def beam_run(corpus, vocab, workers, num_shards):
@@ -84,13 +92,13 @@ def beam_run(corpus, vocab, workers, num_shards):
     argv = ["--input", corpus, "--vocab", vocab, "--output_dir", output_dir, "--num_shards", str(num_shards)]
     if workers > 1:
         argv += ["--direct_num_workers", str(workers), "--direct_running_mode", "multi_processing"]
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), _cpu_seconds()
     manifest = pretraining_data.run(argv).manifest
-    seconds = time.perf_counter() - start
+    seconds, cpu_seconds = time.perf_counter() - start, _cpu_seconds() - start_cpu
     shutil.rmtree(output_dir)
     # Tokens SentencePiece produced: written tokens minus one <eod> per document.
     encoded = manifest["num_tokens"] - manifest["documents"]["written"]
-    return encoded, seconds
+    return encoded, seconds, cpu_seconds
 
 
 def main(argv=None):
@@ -121,35 +129,49 @@ def main(argv=None):
         train_vocabulary(small, args.vocab_size, vocab, input_sentence_size=200_000, num_threads=2,
                          hard_vocab_limit=False)
 
-    raw_rate, raw_tokens = raw_encode_rate(large, vocab, args.repeats)
+    raw_tokens, raw_seconds, raw_cpu = raw_encode_rate(large, vocab, args.repeats)
     rows = []
     for workers in (1, 2):
-        small_seconds = large_seconds = float("inf")
+        best = {"small": (float("inf"), float("inf")), "large": (float("inf"), float("inf"))}
+        tokens = {}
         for _ in range(args.beam_repeats):
-            small_tokens, seconds = beam_run(small, vocab, workers, args.num_shards)
-            small_seconds = min(small_seconds, seconds)
-            large_tokens, seconds = beam_run(large, vocab, workers, args.num_shards)
-            large_seconds = min(large_seconds, seconds)
-        end_to_end = large_tokens / large_seconds
-        marginal = (large_tokens - small_tokens) / max(large_seconds - small_seconds, 1e-9)
-        rows.append((workers, large_tokens, large_seconds, end_to_end, marginal))
+            for name, corpus in (("small", small), ("large", large)):
+                tokens[name], seconds, cpu = beam_run(corpus, vocab, workers, args.num_shards)
+                best[name] = (min(best[name][0], seconds), min(best[name][1], cpu))
+        extra_tokens = tokens["large"] - tokens["small"]
+        rows.append({
+            "workers": workers,
+            "tokens": tokens["large"],
+            "seconds": best["large"][0],
+            "cpu": best["large"][1],
+            "marginal_seconds": max(best["large"][0] - best["small"][0], 1e-9) * tokens["large"] / extra_tokens,
+            "marginal_cpu": max(best["large"][1] - best["small"][1], 1e-9) * tokens["large"] / extra_tokens,
+        })
     shutil.rmtree(workdir)
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"corpus: {args.megabytes:g} MB synthetic text, {raw_tokens} tokens; vocab {os.path.basename(vocab)}; "
-          f"{os.cpu_count()} CPUs, load average {load:.1f}")
+    print(f"corpus: {args.megabytes:g} MB synthetic text (+ a {args.megabytes / 4:g} MB one for marginal rates), "
+          f"{raw_tokens} tokens; vocab {os.path.basename(vocab)}; {os.cpu_count()} CPUs, load average {load:.1f}")
+    print("wall = tokens / wall seconds; cpu = tokens / CPU seconds of every process of the run (robust to other "
+          "load on the machine); marginal = extra tokens / extra time, large vs small corpus")
     print()
-    header = f"{'pipeline':<44}{'tokens':>10}{'seconds':>9}{'tokens/s':>12}{'x raw':>8}{'x raw/worker':>14}"
+    header = (f"{'pipeline':<40}{'tokens':>10}{'wall s':>8}{'wall tok/s':>12}{'x raw/wkr':>11}"
+              f"{'cpu tok/s':>12}{'x raw':>7}")
     print(header)
     print("-" * len(header))
-    print(f"{'raw sentencepiece encode (1 thread)':<44}{raw_tokens:>10}{raw_tokens / raw_rate:>9.2f}"
-          f"{raw_rate:>12,.0f}{1.0:>8.2f}{1.0:>14.2f}")
-    for workers, tokens, seconds, end_to_end, marginal in rows:
+    raw_wall, raw_cpu_rate = raw_tokens / raw_seconds, raw_tokens / raw_cpu
+    print(f"{'raw sentencepiece encode, 1 thread':<40}{raw_tokens:>10}{raw_seconds:>8.2f}{raw_wall:>12,.0f}"
+          f"{1.0:>11.2f}{raw_cpu_rate:>12,.0f}{1.0:>7.2f}")
+    for row in rows:
+        workers = row["workers"]
         label = f"Beam DirectRunner, {workers} worker{'s' if workers > 1 else ''}"
-        print(f"{label + ' (end to end)':<44}{tokens:>10}{seconds:>9.2f}{end_to_end:>12,.0f}"
-              f"{end_to_end / raw_rate:>8.2f}{end_to_end / raw_rate / workers:>14.2f}")
-        print(f"{label + ' (marginal)':<44}{'':>10}{'':>9}{marginal:>12,.0f}"
-              f"{marginal / raw_rate:>8.2f}{marginal / raw_rate / workers:>14.2f}")
+        for kind, seconds, cpu in (("end to end", row["seconds"], row["cpu"]),
+                                   ("marginal", row["marginal_seconds"], row["marginal_cpu"])):
+            wall_rate, cpu_rate = row["tokens"] / seconds, row["tokens"] / cpu
+            shown_tokens = row["tokens"] if kind == "end to end" else ""
+            shown_seconds = f"{seconds:.2f}" if kind == "end to end" else ""
+            print(f"{label + ', ' + kind:<40}{shown_tokens:>10}{shown_seconds:>8}{wall_rate:>12,.0f}"
+                  f"{wall_rate / raw_wall / workers:>11.2f}{cpu_rate:>12,.0f}{cpu_rate / raw_cpu_rate:>7.2f}")
     return 0
 
 

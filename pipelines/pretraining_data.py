@@ -42,6 +42,7 @@ import argparse
 import collections
 import gzip
 import hashlib
+import itertools
 import json
 import os
 import sys
@@ -176,10 +177,16 @@ def _read_lines(path):
 
 
 class _ReadDocuments(beam.DoFn):
-    """One source -> documents as lists of decoded lines; counts what it reads."""
+    """One source -> batches of documents (each a list of decoded lines); counts what it reads.
 
-    def __init__(self, on_undecodable):
+    Documents travel in batches of about `batch_chars` characters: fewer, larger
+    elements make the shuffle cheaper and let SentencePiece encode many lines per
+    call. Batch boundaries never reach the output (shards depend on content only).
+    """
+
+    def __init__(self, on_undecodable, batch_chars=1 << 20):
         self._on_undecodable = on_undecodable
+        self._batch_chars = int(batch_chars)
         self._read = Metrics.counter(_NAMESPACE, "documents_read")
         self._undecodable = Metrics.counter(_NAMESPACE, "documents_skipped_undecodable")
         self._repaired = Metrics.counter(_NAMESPACE, "documents_repaired")
@@ -190,27 +197,34 @@ class _ReadDocuments(beam.DoFn):
         counts = {"documents_read": 0, "skipped:undecodable": 0, "documents_repaired": 0}
         if source[0] == "file":
             documents = self._file_documents(source[1])
-            self._files.inc()
             counts["files_read"] = 1
         else:
             documents = self._tfds_documents(*source[1:])
+        batch, batch_chars = [], 0
         for raw_lines in documents:
             counts["documents_read"] += 1
-            self._read.inc()
             try:
                 lines = [line.decode("utf-8") for line in raw_lines]
             except UnicodeDecodeError:
                 if self._on_undecodable == "skip":
                     counts["skipped:undecodable"] += 1
-                    self._undecodable.inc()
                     continue
                 lines = [line.decode("utf-8", errors="replace") for line in raw_lines]
                 counts["documents_repaired"] += 1
-                self._repaired.inc()
-            yield lines
+            batch.append(lines)
+            batch_chars += sum(len(line) for line in lines)
+            if batch_chars >= self._batch_chars:
+                yield batch
+                batch, batch_chars = [], 0
+        if batch:
+            yield batch
         if source[0] == "file" and counts["documents_read"] == 0:
             counts["files_empty"] = 1
-            self._empty_files.inc()
+        self._read.inc(counts["documents_read"])
+        self._undecodable.inc(counts["skipped:undecodable"])
+        self._repaired.inc(counts["documents_repaired"])
+        self._files.inc(counts.get("files_read", 0))
+        self._empty_files.inc(counts.get("files_empty", 0))
         for key, value in counts.items():
             if value:
                 yield beam.pvalue.TaggedOutput("stats", (key, value))
@@ -247,7 +261,7 @@ class _ReadDocuments(beam.DoFn):
 
 
 class _TokenizeDocuments(beam.DoFn):
-    """Document lines -> (shard, (order key, token ids, sentence lengths))."""
+    """A batch of documents -> (shard, (order key, token ids, sentence lengths)) per document."""
 
     def __init__(self, vocab_proto, *, seed, num_shards, lowercase, keep_accents, max_sentence_chars):
         self._vocab_proto = vocab_proto
@@ -264,41 +278,53 @@ class _TokenizeDocuments(beam.DoFn):
 
         self._processor = spm.SentencePieceProcessor(model_proto=self._vocab_proto)
 
-    def _encode(self, sentences):
-        if not sentences:
-            return []
-        try:
-            # One thread: parallelism comes from Beam workers, not from inside a DoFn.
-            return self._processor.encode(sentences, num_threads=1, return_type="numpy")
-        except (TypeError, ValueError):  # sentencepiece < 0.2.1 has no numpy output
-            return [np.asarray(ids, np.int32) for ids in self._processor.encode(sentences, num_threads=1)]
-
-    def process(self, lines):
+    def _sentences(self, lines):
         from xlnet_tf.text_normalization import normalize_text
         from xlnet_tf.text_normalization import split_long_line
 
-        sentences = []
+        sentences, num_split = [], 0
         for line in lines:
             line = normalize_text(line, **self._normalize_options)
             if len(line) > self._max_sentence_chars:
-                pieces = split_long_line(line, self._max_sentence_chars)
-                self._split.inc()
-                yield beam.pvalue.TaggedOutput("stats", ("lines_split", 1))
-                sentences.extend(pieces)
+                sentences.extend(split_long_line(line, self._max_sentence_chars))
+                num_split += 1
             elif line:
                 sentences.append(line)
-        ids = [sentence for sentence in self._encode(sentences) if len(sentence)]
-        if not ids:
-            self._empty.inc()
-            yield beam.pvalue.TaggedOutput("stats", ("skipped:empty", 1))
-            return
-        digest = hashlib.sha256(self._seed.to_bytes(8, "little", signed=True) + "\n".join(sentences).encode("utf-8"))
-        digest = digest.digest()
-        shard = int.from_bytes(digest[:8], "little") % self._num_shards
-        lengths = np.array([len(sentence) for sentence in ids], dtype=np.int32)  # [S]
-        tokens = np.concatenate(ids).astype(np.int32, copy=False)  # [T]
-        self._tokens.inc(int(tokens.size))
-        yield shard, (digest[8:], tokens.tobytes(), lengths.tobytes())
+        return sentences, num_split
+
+    def process(self, documents):
+        per_document, flat = [], []
+        num_split = 0
+        for lines in documents:
+            sentences, split = self._sentences(lines)
+            num_split += split
+            per_document.append(sentences)
+            flat.extend(sentences)
+        # One call for the whole batch: SentencePiece's per-call cost is paid once. One thread:
+        # parallelism comes from Beam workers, not from inside a DoFn.
+        ids = self._processor.encode(flat, num_threads=1) if flat else []
+        position, empty, num_tokens = 0, 0, 0
+        for sentences in per_document:
+            document_ids = [x for x in ids[position:position + len(sentences)] if x]
+            position += len(sentences)
+            if not document_ids:
+                empty += 1
+                continue
+            digest = hashlib.sha256(
+                self._seed.to_bytes(8, "little", signed=True) + "\n".join(sentences).encode("utf-8")
+            ).digest()
+            shard = int.from_bytes(digest[:8], "little") % self._num_shards
+            lengths = np.array([len(x) for x in document_ids], dtype=np.int32)  # [S]
+            tokens = np.fromiter(itertools.chain.from_iterable(document_ids), np.int32, int(lengths.sum()))  # [T]
+            num_tokens += tokens.size
+            yield shard, (digest[8:], tokens.tobytes(), lengths.tobytes())
+        self._empty.inc(empty)
+        self._split.inc(num_split)
+        self._tokens.inc(num_tokens)
+        if empty:
+            yield beam.pvalue.TaggedOutput("stats", ("skipped:empty", empty))
+        if num_split:
+            yield beam.pvalue.TaggedOutput("stats", ("lines_split", num_split))
 
 
 # --------------------------------------------------------------------------- writing
@@ -341,11 +367,22 @@ def _varint_bytes(value):
             return bytes(out)
 
 
+# Record framing needs varints of lengths; small ones come from a table.
+_SMALL_VARINTS = tuple(_varint_bytes(n) for n in range(1 << 14))
+
+
+def _varint(value):
+    return _SMALL_VARINTS[value] if value < len(_SMALL_VARINTS) else _varint_bytes(value)
+
+
 def _packed_varints(values):
     """Varint-encodes non-negative `values` [N] (< 2**32) at once; returns (bytes [K] uint8, offsets [N+1])."""
     values = np.asarray(values)
     if values.size and (values.min() < 0 or values.max() >= 1 << 32):
         raise ValueError("token and sentence ids must be in [0, 2**32).")
+    if not values.size or values.max() < 0x80:
+        # One byte each (sentence bits, tiny vocabularies).
+        return values.astype(np.uint8), np.arange(values.size + 1, dtype=np.int64)
     v = values.astype(np.uint32)  # [N]
     num_bytes = np.ones(v.shape, np.int64)  # [N]
     for k in range(1, 5):
@@ -366,8 +403,12 @@ def _packed_varints(values):
     return encoded, offsets
 
 
-def _length_delimited(field, payload):
-    return _varint_bytes(field << 3 | 2) + _varint_bytes(len(payload)) + payload
+def _int64_feature_entry(name, packed):
+    """One `map<string, Feature>` entry of `Features.feature`, framed as field 1 of `Features`."""
+    int64_list = b"\n" + _varint(len(packed)) + packed  # Int64List.value (field 1, packed)
+    feature = b"\x1a" + _varint(len(int64_list)) + int64_list  # Feature.int64_list (field 3)
+    entry = b"\n" + _varint(len(name)) + name + b"\x12" + _varint(len(feature)) + feature  # key 1, value 2
+    return b"\n" + _varint(len(entry)) + entry
 
 
 def serialize_records(token_ids, sentence_ids, chunk_length):
@@ -389,18 +430,14 @@ def serialize_records(token_ids, sentence_ids, chunk_length):
     """
     token_bytes, token_offsets = _packed_varints(token_ids)
     sentence_bytes, sentence_offsets = _packed_varints(sentence_ids)
+    token_bytes, sentence_bytes = token_bytes.tobytes(), sentence_bytes.tobytes()
+    token_offsets, sentence_offsets = token_offsets.tolist(), sentence_offsets.tolist()
     records = []
     for start in range(0, len(token_ids), chunk_length):
         end = min(start + chunk_length, len(token_ids))
-        features = b""
-        for name, encoded, offsets in ((b"token_ids", token_bytes, token_offsets),
-                                       (b"sentence_ids", sentence_bytes, sentence_offsets)):
-            packed = encoded[offsets[start]:offsets[end]].tobytes()
-            int64_list = _length_delimited(1, packed)  # Int64List.value, packed
-            feature = _length_delimited(3, int64_list)  # Feature.int64_list
-            entry = _length_delimited(1, name) + _length_delimited(2, feature)  # map<string, Feature> entry
-            features += _length_delimited(1, entry)  # Features.feature
-        records.append(_length_delimited(1, features))  # Example.features
+        features = _int64_feature_entry(b"token_ids", token_bytes[token_offsets[start]:token_offsets[end]])
+        features += _int64_feature_entry(b"sentence_ids", sentence_bytes[sentence_offsets[start]:sentence_offsets[end]])
+        records.append(b"\n" + _varint(len(features)) + features)  # Example.features (field 1)
     return records
 
 

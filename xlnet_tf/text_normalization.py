@@ -80,7 +80,8 @@ def normalize_text(text, *, lowercase=False, keep_accents=False, remove_space=Tr
     if remove_space:
         # `str.split()` splits on exactly the set in `_WHITESPACE_CLASS`, in C.
         text = " ".join(text.split())
-    text = _LATEX_QUOTES_RE.sub('"', text)
+    if "``" in text or "''" in text:
+        text = _LATEX_QUOTES_RE.sub('"', text)
     if not keep_accents and not text.isascii():
         text = unicodedata.normalize("NFKD", text)
         text = _combining_re().sub("", text)

@@ -334,3 +334,18 @@ def test_unknown_arguments_go_to_beam_unchanged():
     args, rest = pretraining_data._parser().parse_known_args(
         ["--input", "a.txt", "--vocab", "v", "--output_dir", "o", "--num_workers", "3", "--in", "x"])
     assert args.input == ["a.txt"] and rest == ["--num_workers", "3", "--in", "x"]
+
+
+def test_serialize_records_parse_as_tf_examples():
+    values = np.array([0, 1, 127, 128, 255, 300, 16383, 16384, 2**21 - 1, 2**21, 2**28, 2**32 - 1, 31999])
+    bits = np.arange(values.size) % 2
+    records = pretraining_data.serialize_records(values, bits, 5)
+    assert len(records) == 3
+    for i, record in enumerate(records):
+        feature = tf.train.Example.FromString(record).features.feature
+        assert sorted(feature.keys()) == ["sentence_ids", "token_ids"]
+        assert list(feature["token_ids"].int64_list.value) == values[5 * i:5 * i + 5].tolist()
+        assert list(feature["sentence_ids"].int64_list.value) == bits[5 * i:5 * i + 5].tolist()
+    assert pretraining_data.serialize_records(np.zeros([0], np.int64), np.zeros([0], np.int64), 4) == []
+    with pytest.raises(ValueError, match=r"ids must be in \[0, 2\*\*32\)"):
+        pretraining_data.serialize_records(np.array([-1]), np.array([0]), 4)
