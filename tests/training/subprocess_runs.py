@@ -1,0 +1,66 @@
+"""Running `xlnet-tf pretrain` in subprocesses (for kill/resume and multi-worker tests)."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+
+from tests.training.helpers import TINY_RUN
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def pretrain_command(workdir, records, extra=(), strategy="one_device"):
+    """The CLI command of a tiny run; it skips the final export (tests compare checkpoints)."""
+    sets = sum([["--set", s] for s in list(TINY_RUN) + [f"data.train_files={records}"] + list(extra)], [])
+    return [sys.executable, "-m", "xlnet_tf.cli", "pretrain", "--workdir", workdir,
+            "--strategy", strategy, "--no-export"] + sets
+
+
+def environment(**extra):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="",
+               KERAS_BACKEND="tensorflow", PYTHONPATH=REPO)
+    env.update(extra)
+    return env
+
+
+def free_ports(count):
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("localhost", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def final_weights(workdir):
+    """Every array (model and optimizer state) of the newest checkpoint, by path."""
+    import h5py
+
+    from xlnet_tf.training.callbacks import list_checkpoints
+
+    arrays = {}
+    with h5py.File(list_checkpoints(os.path.join(workdir, "checkpoints"))[-1], "r") as f:
+        f.visititems(lambda name, obj: arrays.__setitem__(name, obj[()])
+                     if isinstance(obj, h5py.Dataset) else None)
+    return arrays
+
+
+def assert_same_weights(a, b, rtol=1e-5, atol=1e-6):
+    assert sorted(a) == sorted(b) and len(a) > 20
+    for name in a:
+        np.testing.assert_allclose(a[name], b[name], rtol=rtol, atol=atol, err_msg=name)
+
+
+def metrics(workdir):
+    with open(os.path.join(workdir, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def tf_config(ports, index):
+    return json.dumps({"cluster": {"worker": [f"localhost:{p}" for p in ports]},
+                       "task": {"type": "worker", "index": index}})
