@@ -118,20 +118,29 @@ def test_span_mask_exact_count_and_reverse():
 
 
 def test_span_mask_covers_whole_words():
-    # Pieces >= 150 continue a word: words are [start, cont, cont] triples.
+    # Pieces >= 150 continue a word: 20 words of 3 tokens, [start, cont, cont].
     word_start = np.arange(200) < 150
     tokens = tf.constant(np.array([[100 + i, 150 + i, 160 + i] for i in range(20)]).reshape(-1))
+    spans_seen = 0
     for s in range(10):
         seed = tf.constant([s, 4])
-        begin, length, valid = plm_sampling.sample_spans(20, 20 // 6 + 1, tf.random.experimental.stateless_split(seed, 2)[0])
-        mask = plm_sampling.span_mask(tokens, 60, seed, word_start=word_start).numpy()
-        words = mask.reshape(20, 3)
+        # The spans span_mask draws: 20 words, 60 // 6 + 1 groups, the first half of its seed.
+        begin, length, valid = plm_sampling.sample_spans(
+            20, 60 // 6 + 1, tf.random.experimental.stateless_split(seed, 2)[0])
+        mask = plm_sampling.span_mask(tokens, 30, seed, word_start=word_start).numpy()
+        assert mask.sum() == 30
         kept_words = np.zeros(20, bool)
         for b, n, v in zip(begin.numpy(), length.numpy(), valid.numpy()):
             if v:
                 kept_words[b:b + n] = True
-        # With room for every span, each span covers its words completely.
-        assert words[kept_words].all()
+        assert kept_words.sum() * 3 <= 30  # every span fits the goal, so all are kept
+        spans_seen += kept_words.sum()
+        # Each span covers all three tokens of each of its words.
+        assert mask.reshape(20, 3)[kept_words].all()
+        # Token-level spans draw the same count.
+        token_mask = plm_sampling.span_mask(tokens, 30, seed).numpy()
+        assert mask.sum() == token_mask.sum()
+    assert spans_seen > 0
 
 
 # ---------------------------------------------------------------- statistics

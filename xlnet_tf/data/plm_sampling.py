@@ -59,9 +59,11 @@ def span_mask(token_ids, num_predict, seed, *, word_start=None, reverse=False, m
               mask_ratio=6):
     """Chooses exactly `num_predict` positions to predict, as spans of 1..max_span words.
 
-    Spans come from `sample_spans`; whole spans are kept in order while the running token
-    count stays within `num_predict`, and the remainder is topped up with single random
-    positions (as the original XLNet topped up to its fixed `num_predict`).
+    Spans come from `sample_spans` and are taken in order until `num_predict` tokens are
+    covered; the span that crosses the goal is cut to fit (like the original's
+    `n = min(n, goal - num_predict)`). If the spans end first, the remainder is topped up
+    with single random positions (as the original XLNet topped up to its fixed
+    `num_predict`).
 
     Args:
         token_ids: int32 `[L]` with static L.
@@ -99,11 +101,15 @@ def span_mask(token_ids, num_predict, seed, *, word_start=None, reverse=False, m
     begin, span, valid = sample_spans(num_words, num_groups, seeds[0], max_span=max_span,
                                       mask_ratio=mask_ratio)
     end = tf.minimum(begin + span, num_words)
-    begin_c = tf.minimum(begin, num_words)
-    span_tokens = tf.where(valid, tf.gather(start_pos, end) - tf.gather(start_pos, begin_c), 0)
-    keep = valid & (tf.cumsum(span_tokens) <= num_predict)
-    in_span = ((word_id[None, :] >= begin[:, None]) & (word_id[None, :] < end[:, None])
-               & keep[:, None])  # [G, L]
+    token_begin = tf.gather(start_pos, tf.minimum(begin, num_words))
+    token_end = tf.gather(start_pos, end)
+    span_tokens = tf.where(valid, token_end - token_begin, 0)
+    used_before = tf.cumsum(span_tokens, exclusive=True)
+    # Spans are taken in order until the goal; the one that crosses it is cut to fit.
+    token_end = tf.minimum(token_end, token_begin + tf.maximum(num_predict - used_before, 0))
+    position = tf.range(length, dtype=tf.int32)
+    in_span = ((position[None, :] >= token_begin[:, None]) & (position[None, :] < token_end[:, None])
+               & valid[:, None])  # [G, L]
     mask = tf.reduce_any(in_span, axis=0)
 
     remaining = num_predict - tf.reduce_sum(tf.cast(mask, tf.int32))
