@@ -128,3 +128,28 @@ def test_bad_config_is_a_clear_error(preset, tmp_path, capsys):
     assert _run(["--init", str(tmp_path / "missing"), "--workdir", str(tmp_path / "w"),
                  "--set", "task.dataset=glue/sst2", "--set", "training.global_batch_size=8"]) == 2
     assert "not found" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_mirrored_two_replicas_with_mixed_bfloat16_in_a_fresh_process(preset, tmp_path):
+    import subprocess
+    import sys
+
+    _sentiment(tmp_path / "train.jsonl", 120, 2)
+    workdir = tmp_path / "run"
+    command = [sys.executable, "-m", "xlnet_tf.finetune_cli", "--init", preset, "--workdir", str(workdir),
+               "--strategy", "mirrored", "--virtual-cpu-devices", "2",
+               "--mixed-precision", "mixed_bfloat16",
+               "--set", f"task.train_file={tmp_path / 'train.jsonl'}",
+               "--set", f"task.eval_file={tmp_path / 'train.jsonl'}",
+               "--set", "task.sequence_length=16", "--set", "training.global_batch_size=8",
+               "--set", "training.train_steps=20", "--set", "training.steps_per_epoch=10",
+               "--set", "training.verbose=0", "--set", "evaluation.every_epoch=false",
+               "--set", "optimizer.warmup_steps=2"]
+    env = {**os.environ, "PYTHONPATH": os.getcwd(), "CUDA_VISIBLE_DEVICES": ""}
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "on 2 replica(s)" in result.stdout
+    lines = [json.loads(line) for line in open(workdir / "metrics.jsonl")]
+    assert lines[-1]["step"] == 20 and np.isfinite(lines[-1]["loss"])
+    assert json.load(open(workdir / "final" / "task.json"))["config"]["num_classes"] == 2

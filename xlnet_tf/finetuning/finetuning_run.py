@@ -205,6 +205,15 @@ def run_finetuning(config: FinetuneConfig, workdir: str, *, strategy=None) -> di
         train = train.map(lambda x, y: (x, tf.reshape(y, [-1, 1])))
     if first_step:
         train = train.skip(first_step)
+    # Build the loss, metrics and optimizer on one real batch: Keras' symbolic build
+    # (its fallback inside `fit`) fails for integer-input models under a distribution strategy.
+    sample_x, sample_y = next(iter(train))
+    with strategy.scope():
+        sample_pred = model(sample_x, training=False)
+        model.compute_loss(x=sample_x, y=sample_y, y_pred=sample_pred)
+        model.compute_metrics(sample_x, sample_y, sample_pred, sample_weight=None)
+        model.reset_metrics()
+        optimizer.build(model.trainable_variables)
 
     metrics_path = os.path.join(workdir, "metrics.jsonl")
     callbacks = [keras.callbacks.BackupAndRestore(backup_dir, save_freq="epoch",
@@ -245,20 +254,22 @@ def preprocessing_info(task):
     from xlnet_tf.data.finetuning import has_text_pair
 
     task_type = task.type
+    pair = has_text_pair(task) if task_type in ("classification", "regression") else False
+    fields = list(task.text_fields or (["text", "text_pair"] if pair else ["text"]))
     info = {"task_type": task_type, "sequence_length": task.sequence_length,
-            "lowercase": task.lowercase, "truncate": task.truncate,
-            "text_fields": list(task.text_fields or []),
-            "has_text_pair": has_text_pair(task) if task_type in ("classification", "regression")
-            else None,
+            "lower_case": task.lowercase, "truncate": task.truncate,
+            "text_fields": fields[:2] if pair else fields[:1], "has_text_pair": pair,
             "label_names": list(task.label_names) if task.label_names else None,
             "num_classes": task.num_classes, "special_ids": {"cls": 3, "sep": 4, "pad": 5},
             "segment_ids": {"a": 0, "b": 1, "cls": 2, "pad": 4}}
     if task_type == "span":
         info.update({"max_query_length": task.max_query_length, "doc_stride": task.doc_stride,
                      "max_answer_length": task.max_answer_length,
-                     "null_score_threshold": task.null_score_threshold, "version_2": task.version_2})
+                     "null_score_threshold": task.null_score_threshold, "version_2": task.version_2,
+                     "text_fields": ["context", "question"]})
     if task_type == "multiple_choice":
-        info.update({"max_qa_length": task.max_qa_length, "truncate": "keep_second"})
+        info.update({"second_max_length": task.max_qa_length, "truncate": "keep_second",
+                     "text_fields": ["context", "question", "options"]})
     return info
 
 
