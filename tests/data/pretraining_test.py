@@ -59,7 +59,17 @@ def dataset_6(records_dir):
 
 @pytest.fixture(scope="module")
 def bi_batches(records_dir):
-    return _batches(pretraining_dataset(records_dir, **_settings(bi_data=True)), 4)
+    # Small backward blocks (4 records) handed on in chunks of 24 tokens: exercises reading
+    # a range backward block by block and re-chunking a block.
+    from xlnet_tf.data import pretraining
+
+    saved, pretraining._SUB_CHUNK = pretraining._SUB_CHUNK, 24
+    try:
+        dataset = pretraining_dataset(records_dir, reverse_block_tokens=64,
+                                      **_settings(bi_data=True))
+    finally:
+        pretraining._SUB_CHUNK = saved
+    return _batches(dataset, 4)
 
 
 # ---------------------------------------------------------------- hand-worked goldens

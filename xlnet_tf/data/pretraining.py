@@ -230,6 +230,20 @@ def _checked_records(piece, first, count):
             .map(_plain(lambda index, tokens, sentences: (tokens, sentences))))
 
 
+_SUB_CHUNK = 4096
+
+
+@_plain
+def _reversed_pieces(tokens, sentences):
+    """Reverses a block of records and hands it on in short chunks, so the window scan
+    never materializes all windows of a large block at once."""
+    tokens = tf.reverse(tokens.flat_values, [0])
+    sentences = tf.reverse(sentences.flat_values, [0])
+    size = tf.size(tokens, out_type=tf.int64)
+    return tf.data.Dataset.range(0, size, _SUB_CHUNK).map(
+        _plain(lambda i: (tokens[i:i + _SUB_CHUNK], sentences[i:i + _SUB_CHUNK])))
+
+
 def _piece_stream(piece, reverse_block_records):
     """The tokens of one shard piece as a dataset of 1-D chunks, in stream order.
 
@@ -247,8 +261,7 @@ def _piece_stream(piece, reverse_block_records):
         block_first = first + j * block_size
         block_count = tf.minimum(block_size, first + count - block_first)
         chunks = _checked_records(piece, block_first, block_count)
-        return chunks.ragged_batch(reverse_block_records).map(
-            _plain(lambda t, s: (tf.reverse(t.flat_values, [0]), tf.reverse(s.flat_values, [0]))))
+        return chunks.ragged_batch(reverse_block_records).flat_map(_reversed_pieces)
 
     backward = tf.data.Dataset.range(blocks - 1, -1, -1).flat_map(block)
     # Exactly one of the two is non-empty.
@@ -411,7 +424,7 @@ def pretraining_steps_per_epoch(file_pattern, *, seq_length, reuse_length, batch
 
 def pretraining_dataset(file_pattern, *, seq_length, reuse_length, num_predict, perm_size,
                         batch_size, bi_data, seed, input_context=None, num_epochs=None,
-                        sentencepiece_model="auto", reverse_block_tokens=1 << 20, first_step=0):
+                        sentencepiece_model="auto", reverse_block_tokens=1 << 18, first_step=0):
     """Pretraining batches for XLNet's permutation language model, with static shapes.
 
     Args:
