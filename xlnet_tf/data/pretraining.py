@@ -20,6 +20,7 @@ stay continuous. A row reads the records of its range directly: it skips, inside
 shard only, to the first record it needs (TFRecord skipping reads record headers, not
 payloads), so start-up cost does not grow with the corpus. A backward row reads its range
 in blocks of `reverse_block_tokens` from the end, each block with one such skip.
+`first_step` resumes a run by opening every row at that step's position (nothing replayed).
 
 Each example is a function of (seed, epoch, global row, step) only: stateless random ops
 are seeded from those, so runs are reproducible, a new epoch gets new masks,
