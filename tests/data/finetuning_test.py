@@ -93,3 +93,42 @@ def test_config_defaults_and_strictness():
         _task("task.dataset=glue/sst2", "task.sequence_length=long")
     with pytest.raises(ConfigError, match="does not match"):
         _task("task.dataset=glue/sst2", "task.type=span")
+
+
+def _write_records(directory, kind, rows, length=8):
+    directory.mkdir()
+    path = directory / "train-00000-of-00001.tfrecord"
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for i, (ids, label) in enumerate(rows):
+            ints = lambda v: tf.train.Feature(int64_list=tf.train.Int64List(value=v))  # noqa: E731
+            feature = {"token_ids": ints(ids), "segment_ids": ints([0] * length),
+                       "padding_mask": ints([1] * length),
+                       "example_id": tf.train.Feature(bytes_list=tf.train.BytesList(
+                           value=[f"train-{i:09d}".encode()]))}
+            if kind == "span":
+                feature.update({"start_position": ints([label]), "end_position": ints([label]),
+                                "is_impossible": ints([0]), "window_index": ints([0])})
+            else:
+                feature["label"] = ints([label])
+            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    manifest = {"format": "xlnet_tf.finetuning.v1", "sequence_length": length,
+                "task": {"kind": kind, "num_classes": 2, "label_names": ["a", "b"], "has_text_pair": False},
+                "splits": {"train": {"files": [path.name], "num_records": len(rows)}}}
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_prepared_records_feed_training_batches(tokenizer, tmp_path):
+    rows = [([5, 5, 10, 11, 12, 13, 4, 3], i % 2) for i in range(6)]
+    _write_records(tmp_path / "cls", "classification", rows)
+    task = _task(f"task.records_dir={tmp_path / 'cls'}", "task.sequence_length=8", "task.num_classes=2")
+    features, labels = next(iter(data.finetuning_dataset(task, tokenizer, "train", 4)))
+    assert features["token_ids"].shape == (4, 8) and labels.shape == (4,)
+    _write_records(tmp_path / "span", "span", [([10, 11, 12, 13, 4, 20, 4, 3], 2)] * 4)
+    span = _task(f"task.records_dir={tmp_path / 'span'}", "task.type=span", "task.sequence_length=8",
+                 "task.max_query_length=2")
+    features, labels = next(iter(data.finetuning_dataset(span, tokenizer, "train", 2)))
+    assert features["start_positions"].numpy().tolist() == [2, 2]
+    assert set(labels) == {"start_logits", "end_logits", "cls_logits"}
+    with pytest.raises(ValueError, match="sequence length 8"):
+        next(iter(data.finetuning_dataset(_task(f"task.records_dir={tmp_path / 'cls'}",
+                                                "task.num_classes=2"), tokenizer, "train", 2)))

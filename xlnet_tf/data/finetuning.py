@@ -14,6 +14,8 @@ Two stages:
      token classification: `tokens` (list of words), `tags` (list of ids or names);
    - SQuAD-format JSON (`{"data": [{"paragraphs": [{"context", "qas": [...]}]}]}`)
      for span tasks.
+   Or `task.records_dir`: the TFRecords of `xlnet-tf prepare-finetuning`
+   (already packed; `xlnet_tf.data.finetuning_records`).
 2. `finetuning_dataset(task, tokenizer, role, batch_size, ...)` tokenizes and
    packs inside the graph (`XLNetTokenizer` + `XLNetPacker` /
    `XLNetSquadPreprocessor`) and returns `(features, labels)` batches with a
@@ -377,6 +379,36 @@ def _choice_encoder(task, tokenizer):
     return encode
 
 
+def _records_dataset(task, role, training, seed):
+    """`(features, labels)` from `xlnet-tf prepare-finetuning` records, in this module's label layout."""
+    from xlnet_tf.data.finetuning_records import finetuning_record_dataset, read_finetuning_manifest
+
+    manifest = read_finetuning_manifest(task.records_dir)
+    kind, length = manifest["task"]["kind"], int(manifest["sequence_length"])
+    if kind != task.type or length != task.sequence_length:
+        raise ValueError(f"{task.records_dir}: records are {kind!r} with sequence length {length}, but "
+                         f"the config says {task.type!r} / {task.sequence_length}.")
+    split = (task.train_split or "train") if role == "train" else (task.eval_split or "validation")
+    ds = finetuning_record_dataset(task.records_dir, split, shuffle=training, seed=seed)
+    if kind == "span":
+        def to_model(features, label):
+            features = {**features, "start_positions": label["start_position"]}
+            return features, {"start_logits": label["start_position"],
+                              "end_logits": label["end_position"],
+                              "cls_logits": tf.cast(label["is_impossible"], tf.float32)}
+        ds = ds.map(to_model)
+    limit = task.max_train_examples if role == "train" else task.max_eval_examples
+    return ds.take(limit) if limit else ds
+
+
+def _uses_records(task, role):
+    if not task.records_dir:
+        return False
+    if role == "train":
+        return not task.train_file
+    return not (task.eval_file or task.dataset)
+
+
 def finetuning_dataset(task, tokenizer, role, batch_size, training=None, seed=0, data_dir=None):
     """Batched `(features, labels)` for training or evaluation.
 
@@ -394,9 +426,14 @@ def finetuning_dataset(task, tokenizer, role, batch_size, training=None, seed=0,
         A `tf.data.Dataset`. For span evaluation use `squad_eval_dataset`.
     """
     training = role == "train" if training is None else training
-    raw = raw_dataset(task, role, shuffle_files=training, data_dir=data_dir)
     kind = task.type
     autotune = tf.data.AUTOTUNE
+    if _uses_records(task, role):
+        ds = _records_dataset(task, role, training, seed)
+        if training:
+            ds = ds.shuffle(_SHUFFLE_BUFFER, seed=seed).repeat()
+        return ds.batch(batch_size, drop_remainder=training).prefetch(autotune)
+    raw = raw_dataset(task, role, shuffle_files=training, data_dir=data_dir)
     if kind == "span":
         pre = _squad_preprocessor(task, tokenizer)
 
@@ -464,6 +501,10 @@ def local_file_label_names(task):
 
 def has_text_pair(task):
     """Whether classification inputs are pairs (two text fields)."""
+    if task.records_dir and not (task.train_file or task.dataset):
+        from xlnet_tf.data.finetuning_records import read_finetuning_manifest
+
+        return bool(read_finetuning_manifest(task.records_dir)["task"].get("has_text_pair"))
     if task.dataset and not task.train_file:
         return len(task.text_fields or dataset_spec(task.dataset).text_fields) > 1
     path = task.train_file or task.eval_file

@@ -31,8 +31,11 @@ from xlnet_tf.training.run_config import (MIXED_PRECISION, DistributionSection, 
 class TaskSection:
     """What the model learns and where the examples come from.
 
-    Data: `dataset` (a TFDS name from `xlnet_tf.data.finetuning_tasks.DATASETS`)
-    or local files `train_file` / `eval_file` (JSONL, CSV/TSV, SQuAD JSON).
+    Data: `dataset` (a TFDS name from `xlnet_tf.data.finetuning_tasks.DATASETS`),
+    local files `train_file` / `eval_file` (JSONL, CSV/TSV, SQuAD JSON), or
+    `records_dir`, the TFRecords of `xlnet-tf prepare-finetuning` (used for
+    training, and for evaluation when no eval file/dataset is set; its
+    manifest fixes the task type and sequence length).
     Fields left empty/0/null are filled from the dataset's spec by `resolve_task`.
     """
 
@@ -40,6 +43,7 @@ class TaskSection:
     dataset: str = ""
     train_file: str = ""
     eval_file: str = ""
+    records_dir: str = ""
     train_split: str = ""
     eval_split: str = ""
     data_dir: str = ""
@@ -185,9 +189,10 @@ def resolve_task(task: TaskSection) -> TaskSection:
             changes["metrics"] = list(spec.metrics)
         if spec.version_2:
             changes["version_2"] = True
-    elif not (task.train_file or task.eval_file):
-        raise ConfigError("Set task.dataset (a TFDS name, e.g. glue/sst2) or task.train_file "
-                          f"(JSONL/CSV/SQuAD JSON). Known TFDS datasets: {sorted(DATASETS)}.")
+    elif not (task.train_file or task.eval_file or task.records_dir):
+        raise ConfigError("Set task.dataset (a TFDS name, e.g. glue/sst2), task.train_file "
+                          "(JSONL/CSV/SQuAD JSON) or task.records_dir (`xlnet-tf prepare-finetuning` "
+                          f"output). Known TFDS datasets: {sorted(DATASETS)}.")
     elif not task.type:
         changes["type"] = "classification"  # the common case for local text files
     task = dataclasses.replace(task, **changes)

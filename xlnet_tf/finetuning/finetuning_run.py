@@ -98,6 +98,14 @@ def _backup_epoch(backup_dir):
         return int(json.load(f).get("epoch", 0))
 
 
+def _records_have_eval(task):
+    if not task.records_dir or task.type == "span":  # SQuAD scoring needs the passages
+        return False
+    from xlnet_tf.data.finetuning_records import read_finetuning_manifest
+
+    return (task.eval_split or "validation") in read_finetuning_manifest(task.records_dir)["splits"]
+
+
 def _append_jsonl(path, record):
     with open(path, "a") as f:
         f.write(json.dumps(record) + "\n")
@@ -143,6 +151,13 @@ def run_finetuning(config: FinetuneConfig, workdir: str, *, strategy=None) -> di
             if task.num_classes != len(names):
                 raise ConfigError(f"{task.train_file} has {len(names)} distinct labels {names} but "
                                   f"task.num_classes is {task.num_classes}.")
+    if task.records_dir and not (task.train_file or task.dataset):
+        from xlnet_tf.data.finetuning_records import read_finetuning_manifest
+
+        recorded = read_finetuning_manifest(task.records_dir)["task"]
+        task = dataclasses.replace(
+            task, label_names=task.label_names or recorded.get("label_names"),
+            num_classes=task.num_classes or int(recorded.get("num_classes") or 0))
     if task.type == "classification" and not task.num_classes:
         raise ConfigError("task.num_classes is not set and cannot be inferred (integer labels): set "
                           "task.num_classes.")
@@ -218,7 +233,7 @@ def run_finetuning(config: FinetuneConfig, workdir: str, *, strategy=None) -> di
     metrics_path = os.path.join(workdir, "metrics.jsonl")
     callbacks = [keras.callbacks.BackupAndRestore(backup_dir, save_freq="epoch",
                                                   delete_checkpoint=False)]
-    has_eval = bool(task.eval_file or task.dataset)
+    has_eval = bool(task.eval_file or task.dataset) or _records_have_eval(task)
     eval_batch = config.evaluation.batch_size
     if is_chief:
         callbacks.append(JsonlMetricsLogger(metrics_path, steps_per_epoch=t.steps_per_epoch,
