@@ -113,7 +113,8 @@ def _write_records(directory, kind, rows, length=8):
             writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
     manifest = {"format": "xlnet_tf.finetuning.v1", "sequence_length": length,
                 "task": {"kind": kind, "num_classes": 2, "label_names": ["a", "b"], "has_text_pair": False},
-                "splits": {"train": {"files": [path.name], "num_records": len(rows)}}}
+                "splits": {"train": {"files": [{"file": path.name, "num_records": len(rows)}],
+                                     "num_records": len(rows)}}}
     (directory / "manifest.json").write_text(json.dumps(manifest))
 
 
