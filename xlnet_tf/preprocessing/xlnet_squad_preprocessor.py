@@ -18,7 +18,9 @@ class XLNetSquadPreprocessor:
       (whitespace collapsing, accent stripping, quote rewriting), so every
       piece carries the byte offsets of the exact characters it came from;
       SentencePiece's own NFKC normalization still applies and its offsets
-      account for it. Answers are therefore cut from the original passage.
+      account for it. Answers are therefore cut from the original passage. With an
+      uncased tokenizer (`lowercase=True`) the passage is lowercased for ASCII
+      letters only, which keeps the offsets exact.
     - Long passages are split into windows of at most
       `sequence_length - 3 - len(question)` pieces that start every
       `min(doc_stride, that size)` pieces (the original `run_squad.py`
@@ -98,7 +100,11 @@ class XLNetSquadPreprocessor:
         length = self.sequence_length
         context = tf.convert_to_tensor(context, tf.string)
         question = tf.convert_to_tensor(question, tf.string)
-        passage_ids, byte_starts, byte_ends = self._offset_tokenizer.tokenize_with_offsets(context)
+        passage = context
+        if getattr(self.tokenizer, "lowercase", False):
+            # ASCII-only lowercasing keeps every byte offset valid for the original passage.
+            passage = tf.strings.lower(context)
+        passage_ids, byte_starts, byte_ends = self._offset_tokenizer.tokenize_with_offsets(passage)
         byte_starts = tf.cast(byte_starts, tf.int32)
         byte_ends = tf.cast(byte_ends, tf.int32)
         num_pieces = tf.shape(passage_ids)[0]
