@@ -79,6 +79,26 @@ def raw_encode_rate(corpus, vocab, repeats):
     return tokens, best, best_cpu
 
 
+def _wait_for_children(timeout=30.0):
+    """Waits until the Beam worker processes have exited (and been reaped), so their CPU time is counted."""
+    if not os.path.isdir("/proc"):
+        return
+    me = str(os.getpid())
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        children = 0
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                try:
+                    with open(f"/proc/{pid}/stat") as f:
+                        children += f.read().rsplit(")", 1)[1].split()[1] == me
+                except OSError:
+                    pass
+        if not children:
+            return
+        time.sleep(0.1)
+
+
 def _cpu_seconds():
     """CPU time of this process plus its finished children (the Beam worker processes)."""
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -94,7 +114,9 @@ def beam_run(corpus, vocab, workers, num_shards):
         argv += ["--direct_num_workers", str(workers), "--direct_running_mode", "multi_processing"]
     start, start_cpu = time.perf_counter(), _cpu_seconds()
     manifest = pretraining_data.run(argv).manifest
-    seconds, cpu_seconds = time.perf_counter() - start, _cpu_seconds() - start_cpu
+    seconds = time.perf_counter() - start
+    _wait_for_children()
+    cpu_seconds = _cpu_seconds() - start_cpu
     shutil.rmtree(output_dir)
     # Tokens SentencePiece produced: written tokens minus one <eod> per document.
     encoded = manifest["num_tokens"] - manifest["documents"]["written"]

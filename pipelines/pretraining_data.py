@@ -380,26 +380,23 @@ def _packed_varints(values):
     values = np.asarray(values)
     if values.size and (values.min() < 0 or values.max() >= 1 << 32):
         raise ValueError("token and sentence ids must be in [0, 2**32).")
-    if not values.size or values.max() < 0x80:
-        # One byte each (sentence bits, tiny vocabularies).
-        return values.astype(np.uint8), np.arange(values.size + 1, dtype=np.int64)
     v = values.astype(np.uint32)  # [N]
+    top = int(v.max()) if v.size else 0
+    width = 1  # bytes of the largest value
+    while top >= 1 << (7 * width):
+        width += 1
     num_bytes = np.ones(v.shape, np.int64)  # [N]
-    for k in range(1, 5):
+    for k in range(1, width):
         num_bytes += v >= (1 << (7 * k))
+    columns = np.empty((v.size, width), np.uint8)  # [N, width]: byte k of each value
+    for k in range(width):
+        column = (v >> np.uint32(7 * k)) & np.uint32(0x7F)
+        if k + 1 < width:
+            column |= (num_bytes > k + 1).astype(np.uint32) << np.uint32(7)  # continuation bit
+        columns[:, k] = column
+    encoded = columns[np.arange(width)[None, :] < num_bytes[:, None]]  # [K], row-major: value by value
     offsets = np.zeros(v.size + 1, np.int64)  # [N+1]
     np.cumsum(num_bytes, out=offsets[1:])
-    encoded = np.empty(int(offsets[-1]), np.uint8)  # [K]
-    for k in range(5):
-        used = num_bytes > k  # [N]
-        if not used.any():
-            break
-        byte = ((v >> np.uint32(7 * k)) & np.uint32(0x7F)).astype(np.uint8)  # [N]
-        byte |= np.where(num_bytes > k + 1, np.uint8(0x80), np.uint8(0))
-        if used.all():
-            encoded[offsets[:-1] + k] = byte
-        else:
-            encoded[offsets[:-1][used] + k] = byte[used]
     return encoded, offsets
 
 
@@ -431,12 +428,13 @@ def serialize_records(token_ids, sentence_ids, chunk_length):
     token_bytes, token_offsets = _packed_varints(token_ids)
     sentence_bytes, sentence_offsets = _packed_varints(sentence_ids)
     token_bytes, sentence_bytes = token_bytes.tobytes(), sentence_bytes.tobytes()
-    token_offsets, sentence_offsets = token_offsets.tolist(), sentence_offsets.tolist()
+    # Byte offsets of the record boundaries only.
+    boundaries = np.append(np.arange(0, len(token_ids), chunk_length), len(token_ids))  # [R+1]
+    token_cuts, sentence_cuts = token_offsets[boundaries].tolist(), sentence_offsets[boundaries].tolist()
     records = []
-    for start in range(0, len(token_ids), chunk_length):
-        end = min(start + chunk_length, len(token_ids))
-        features = _int64_feature_entry(b"token_ids", token_bytes[token_offsets[start]:token_offsets[end]])
-        features += _int64_feature_entry(b"sentence_ids", sentence_bytes[sentence_offsets[start]:sentence_offsets[end]])
+    for r in range(len(boundaries) - 1):
+        features = _int64_feature_entry(b"token_ids", token_bytes[token_cuts[r]:token_cuts[r + 1]])
+        features += _int64_feature_entry(b"sentence_ids", sentence_bytes[sentence_cuts[r]:sentence_cuts[r + 1]])
         records.append(b"\n" + _varint(len(features)) + features)  # Example.features (field 1)
     return records
 

@@ -246,6 +246,10 @@ def test_missing_path_fails_before_the_pipeline(tmp_path):
     assert not os.path.exists(tmp_path / "out")
     code = pretraining_data.main(["--input", missing, "--vocab", VOCAB, "--output_dir", str(tmp_path / "out")])
     assert code == 2
+    from xlnet_tf import cli
+
+    code = cli.main(["prepare-pretraining", "--input", missing, "--vocab", VOCAB, "--output_dir", str(tmp_path / "o")])
+    assert code == 2
 
 
 def test_bad_vocabulary_and_settings(tmp_path):
