@@ -141,7 +141,6 @@ def test_mirrored_two_replicas_with_mixed_bfloat16_in_a_fresh_process(preset, tm
                "--strategy", "mirrored", "--virtual-cpu-devices", "2",
                "--mixed-precision", "mixed_bfloat16",
                "--set", f"task.train_file={tmp_path / 'train.jsonl'}",
-               "--set", f"task.eval_file={tmp_path / 'train.jsonl'}",
                "--set", "task.sequence_length=16", "--set", "training.global_batch_size=8",
                "--set", "training.train_steps=20", "--set", "training.steps_per_epoch=10",
                "--set", "training.verbose=0", "--set", "evaluation.every_epoch=false",
