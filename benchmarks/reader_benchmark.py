@@ -98,7 +98,7 @@ def measure_reader(directory, seq, reuse, num_predict, perm, batch, batches, war
     return batch * batches / elapsed, startup, batch_value
 
 
-def measure_step(model, batch_value, steps=3):
+def measure_step(model, batch_value, steps=3, step_batch=None):
     import keras
     import tensorflow as tf
 
@@ -117,6 +117,8 @@ def measure_step(model, batch_value, steps=3):
     pretrainer = XLNetPretrainer(XLNetBackbone(config))
     optimizer = keras.optimizers.AdamW(learning_rate=1e-4, epsilon=1e-6)
     optimizer.build(pretrainer.trainable_variables)
+    if step_batch:
+        batch_value = {k: v[:step_batch] for k, v in batch_value.items()}
     features = {k: v for k, v in batch_value.items() if k not in ("target_ids", "target_mask")}
     if model != "base":
         features["token_ids"] = features["token_ids"] % config.vocabulary_size
@@ -149,6 +151,9 @@ def main(argv=None):
     parser.add_argument("--step-seconds", type=float, default=None, help="use this step time instead of measuring")
     parser.add_argument("--skip-step", action="store_true", help="report reader figures only")
     parser.add_argument("--steps", type=int, default=3, help="training steps timed")
+    parser.add_argument("--step-batch", type=int, default=2,
+                        help="batch of the measured Base step (seq 512 Base at batch 8 needs > 20 GB); "
+                             "demand is examples/s at that batch")
     args = parser.parse_args(argv)
 
     import tensorflow as tf
@@ -162,20 +167,23 @@ def main(argv=None):
         rows = []
         for name, (seq, reuse, num_predict, perm, batch, model) in SETTINGS.items():
             supply, startup, batch_value = measure_reader(tmp, seq, reuse, num_predict, perm, batch, args.batches)
+            batch_value = {k: v.numpy() for k, v in batch_value.items()}
             if args.skip_step:
                 step_s = None
             elif args.step_seconds:
                 step_s = args.step_seconds
             else:
-                step_s = measure_step(model, batch_value, steps=args.steps)
-            demand = None if step_s is None else batch / step_s
-            rows.append((name, batch, supply, supply * seq, startup, step_s, demand))
+                step_batch = args.step_batch if model == "base" else None
+                step_s = measure_step(model, batch_value, steps=args.steps, step_batch=step_batch)
+            step_examples = args.step_batch if (model == "base" and not args.step_seconds) else batch
+            demand = None if step_s is None else step_examples / step_s
+            rows.append((name, batch, supply, supply * seq, startup, step_s, step_examples, demand))
         print()
-        print(f"| setting | per-replica batch | reader examples/s | reader tokens/s | reader start-up s "
-              f"| train step s (model) | step demand examples/s | supply / demand |")
+        print(f"| setting | reader batch | reader examples/s | reader tokens/s | reader start-up s "
+              f"| train step s (batch) | step demand examples/s | supply / demand |")
         print("|---|---|---|---|---|---|---|---|")
-        for name, batch, supply, tokens, startup, step_s, demand in rows:
-            step_text = "-" if step_s is None else f"{step_s:.2f}"
+        for name, batch, supply, tokens, startup, step_s, step_examples, demand in rows:
+            step_text = "-" if step_s is None else f"{step_s:.2f} ({step_examples})"
             demand_text = "-" if demand is None else f"{demand:.2f}"
             ratio = "-" if demand is None else f"{supply / demand:.1f}x"
             print(f"| {name} | {batch} | {supply:.1f} | {tokens:,.0f} | {startup:.1f} | {step_text} "
