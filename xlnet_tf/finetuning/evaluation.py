@@ -2,6 +2,7 @@
 
 import logging
 import warnings
+import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -15,11 +16,17 @@ _log = logging.getLogger(__name__)
 MODEL_KEYS = ("token_ids", "segment_ids", "padding_mask", "answer_mask")
 
 
+_PREDICT_FNS = weakref.WeakKeyDictionary()
+
+
 def _predict_fn(model):
-    @tf.function(reduce_retracing=True)
-    def predict(features):
-        return model(features, training=False)
-    return predict
+    # One traced function per model, reused by every evaluation of a run.
+    if model not in _PREDICT_FNS:
+        @tf.function(reduce_retracing=True)
+        def predict(features):
+            return model(features, training=False)
+        _PREDICT_FNS[model] = predict
+    return _PREDICT_FNS[model]
 
 
 def classification_metrics(names, labels, predictions, scores=None):
