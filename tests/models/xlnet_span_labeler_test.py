@@ -73,3 +73,16 @@ def test_config_round_trip():
     got = clone(FEATURES)
     for key in expected:
         np.testing.assert_allclose(got[key].numpy(), expected[key].numpy(), atol=1e-6)
+
+
+def test_more_left_padding_shifts_the_beam_and_changes_no_score():
+    model = _model()
+    row = {k: v[:1] for k, v in FEATURES.items()}
+    padded = {k: np.concatenate([np.full((1, 3), fill, "int32"), v], axis=1)
+              for (k, v), fill in zip(row.items(), (5, 4, 0))}
+    a = {k: v.numpy() for k, v in model(row).items()}
+    b = {k: v.numpy() for k, v in model(padded).items()}
+    np.testing.assert_array_equal(b["start_top_index"], a["start_top_index"] + 3)
+    np.testing.assert_array_equal(b["end_top_index"], a["end_top_index"] + 3)
+    for key in ("start_top_log_probs", "end_top_log_probs", "cls_logits"):
+        np.testing.assert_allclose(b[key], a[key], atol=1e-5)
