@@ -454,3 +454,9 @@ def test_first_step_with_bi_data_and_replicas(records_dir):
     for a, b in zip(resumed, whole[4:]):
         for key in a:
             np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+def test_vocabulary_checksum_mismatch(records_dir, testdata_dir):
+    model = os.path.join(testdata_dir, "tiny_spiece.model")
+    with pytest.raises(RecordsError, match="not the vocabulary the records were built with"):
+        pretraining_dataset(records_dir, **_settings(sentencepiece_model=model))
