@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from tests.serving.conftest import SEQUENCE_LENGTH, make_task_model
 from xlnet_tf.serving.export_task_model import METADATA_FILE, export_task_model
+from xlnet_tf.serving.signature_custom_ops import signature_custom_ops
 
 LABELS = ["negative", "neutral", "positive"]
 
@@ -187,3 +188,4 @@ def test_ids_only_export_needs_no_custom_ops(tmp_path):
                             cwd=str(tmp_path), env=dict(os.environ, PYTHONPATH=""))
     assert result.returncode == 0, result.stderr[-3000:]
     np.testing.assert_allclose([float(x) for x in result.stdout.split()], expected, atol=1e-5, rtol=0)
+    assert signature_custom_ops(path)["<any>"] == []

@@ -14,6 +14,7 @@ from tests.serving.conftest import LABELS, LENGTH, PASSAGES, QUESTIONS, SQUAD
 from xlnet_tf.preprocessing.squad_postprocessing import squad_best_answer
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 from xlnet_tf.preprocessing.xlnet_squad_preprocessor import XLNetSquadPreprocessor
+from xlnet_tf.serving.signature_custom_ops import signature_custom_ops
 from xlnet_tf.serving.task_export import export_task_workdir
 from xlnet_tf.serving.text_preprocessor import TextPreprocessor
 
@@ -148,3 +149,16 @@ def test_errors_name_the_problem(tmp_path):
     (preset / "preprocessing.json").write_text(json.dumps({"task_type": "multiple_choice", "sequence_length": 32}))
     with pytest.raises(ValueError, match="multiple_choice"):
         export_task_workdir(str(preset), str(tmp_path / "out"))
+
+
+TF_TEXT_OPS = {"NormalizeUTF8", "SentencepieceOp", "SentencepieceTokenizeOp", "SentencepieceTokenizeWithOffsetsOp"}
+
+
+def test_token_ids_signature_needs_no_custom_ops(real_classifier_export, real_span_export):
+    for _, path, _ in (real_classifier_export, real_span_export):
+        ops = signature_custom_ops(path)
+        assert ops["serve_token_ids"] == []  # runs on any TensorFlow Serving build
+        assert ops["serving_default"] and set(ops["serving_default"]) <= TF_TEXT_OPS
+        assert set(ops["<any>"]) <= TF_TEXT_OPS and "SentencepieceOp" in ops["<any>"]
+        with open(os.path.join(path, "xlnet_tf_serving.json")) as f:
+            assert json.load(f)["custom_ops"] == ops

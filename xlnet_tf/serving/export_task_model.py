@@ -7,6 +7,7 @@ import shutil
 import numpy as np
 import tensorflow as tf
 
+from xlnet_tf.serving.signature_custom_ops import signature_custom_ops
 from xlnet_tf.serving.task_serving_module import TOKEN_INPUTS, TaskServingModule
 
 METADATA_FILE = "xlnet_tf_serving.json"
@@ -63,8 +64,8 @@ def export_task_model(
     when a `preprocessor` is given; without one, the export is ids-in only and
     `serving_default` is the same function as `serve_token_ids` (then the
     SavedModel contains core TensorFlow ops only). A `xlnet_tf_serving.json` file
-    next to `saved_model.pb` records the task, signatures and label names for
-    `xlnet-tf predict`.
+    next to `saved_model.pb` records the task, signatures, label names (for
+    `xlnet-tf predict`) and the non-core ops each signature needs (`custom_ops`).
 
     Args:
         model: the fine-tuned task `keras.Model` (float32 weights).
@@ -132,6 +133,8 @@ def export_task_model(
         "token_inputs": list(TOKEN_INPUTS),
         "extra": metadata or {},
     }
+    # What a TensorFlow Serving binary must register to run each signature.
+    info["custom_ops"] = signature_custom_ops(output)
     with open(os.path.join(output, METADATA_FILE), "w") as f:
         json.dump(info, f, indent=2, sort_keys=True)
     if verify:

@@ -1,0 +1,268 @@
+"""Serving latency: our exported SavedModel next to Hugging Face's PyTorch XLNet, in the same run.
+
+XLNet-Base size (12 layers, hidden 768, 12 heads, inner 3072, vocab 32000) sequence
+classifier with random weights, sequence length 128, batch 1 and 32, on CPU.
+
+Each measurement runs in a fresh subprocess that imports only what a server would:
+  - `savedmodel ids`:     `tf.saved_model.load` + the `serve_token_ids` signature
+                          (int32 ids in; what stock TF Serving runs);
+  - `savedmodel strings`: the `serving_default` signature (raw strings in: UTF-8
+                          repair, SentencePiece, XLNet packing and the model, all
+                          in the graph);
+  - `pytorch ids`:        `transformers.XLNetForSequenceClassification` (eval, no grad);
+  - `pytorch strings`:    the Hugging Face tokenizer (Python, same SentencePiece
+                          model, padding left, truncation to 128) + the same model.
+The SavedModel process imports tensorflow and tensorflow_text only (not xlnet_tf).
+Both frameworks get the same thread counts (intra-op = --threads, inter-op = 1).
+Inputs fill all 128 positions. Latency is wall time per call (median and
+minimum over --iters calls after --warmup calls). All four workers stay loaded and
+their calls are interleaved round-robin, one call at a time, so a change in the
+machine's load (shared CI machines) hits every implementation alike.
+
+The SentencePiece model is the small test vocabulary (tests/testdata/tiny_spiece.model)
+unless --spiece is given: the tokenizer's cost depends on the vocabulary, the
+model's does not (its embedding table has 32000 rows either way).
+
+Usage:
+    python benchmarks/serving_benchmark.py [--iters 10] [--iters-32 3] [--warmup 2] [--threads N] [--keep DIR]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BASE = dict(vocabulary_size=32000, num_layers=12, num_heads=12, head_dim=64, hidden_dim=768,
+            intermediate_dim=3072, dropout=0.0, attention_dropout=0.0)
+LENGTH = 128
+BATCHES = (1, 32)
+IMPLEMENTATIONS = ("savedmodel ids", "savedmodel strings", "pytorch ids", "pytorch strings")
+
+
+def _texts(batch):
+    words = ("the quiet river runs past an old mill where children play and farmers talk about rain "
+             "while the evening light falls over the hills").split()
+    return [" ".join(words[(i + j) % len(words)] for j in range(120)) for i in range(batch)]
+
+
+def _ids(batch, seed=0):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    token_ids = rng.integers(10, BASE["vocabulary_size"], size=(batch, LENGTH)).astype(np.int32)
+    token_ids[:, -2:] = [4, 3]  # <sep> <cls>
+    segment_ids = np.zeros((batch, LENGTH), np.int32)
+    segment_ids[:, -1] = 2
+    return token_ids, segment_ids, np.ones((batch, LENGTH), np.int32)
+
+
+def _summary(times):
+    times = sorted(times)
+    return {"median_ms": 1000 * times[len(times) // 2], "min_ms": 1000 * times[0], "iters": len(times)}
+
+
+def worker_export(args):
+    sys.path.insert(0, ROOT)
+    from xlnet_tf.config import XLNetConfig
+    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+    from xlnet_tf.models.xlnet_classifier import XLNetClassifier
+    from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
+    from xlnet_tf.serving.export_task_model import export_task_model
+    from xlnet_tf.serving.text_preprocessor import TextPreprocessor
+    from xlnet_tf.tokenizer import XLNetTokenizer
+
+    model = XLNetClassifier(XLNetBackbone(XLNetConfig(**BASE)), num_classes=2)
+    model.build_with_dummy_inputs()
+    tokenizer = XLNetTokenizer(args.spiece)
+    start = time.perf_counter()
+    export_task_model(model, args.model_dir, task="classification", sequence_length=LENGTH,
+                      preprocessor=TextPreprocessor(tokenizer, XLNetPacker(LENGTH)),
+                      vocabulary=tokenizer.get_vocabulary(), label_names=["negative", "positive"],
+                      overwrite=True)
+    return {"export_s": time.perf_counter() - start}
+
+
+def worker_savedmodel(args, strings):
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (SentencePiece ops of the strings-in signature)
+
+    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    loaded = tf.saved_model.load(args.model_dir)
+    if strings:
+        signature = loaded.signatures["serving_default"]
+        text = tf.constant(_texts(args.batch))
+        call = lambda: signature(text=text)["probabilities"].numpy()  # noqa: E731
+    else:
+        signature = loaded.signatures["serve_token_ids"]
+        ids, seg, mask = (tf.constant(x) for x in _ids(args.batch))
+        call = lambda: signature(token_ids=ids, segment_ids=seg, padding_mask=mask)["probabilities"].numpy()  # noqa: E731
+    return call
+
+
+def worker_torch(args, strings):
+    import torch
+    import transformers
+
+    torch.set_num_threads(args.threads)
+    torch.set_num_interop_threads(1)
+    torch.manual_seed(0)
+    config = transformers.XLNetConfig(
+        vocab_size=BASE["vocabulary_size"], d_model=BASE["hidden_dim"], n_layer=BASE["num_layers"],
+        n_head=BASE["num_heads"], d_inner=BASE["intermediate_dim"], ff_activation="gelu", dropout=0.0,
+        num_labels=2)
+    model = transformers.XLNetForSequenceClassification(config).eval()
+    if strings:
+        tokenizer = transformers.XLNetTokenizer(vocab_file=args.spiece)
+        texts = _texts(args.batch)
+
+        def call():
+            with torch.no_grad():
+                encoded = tokenizer(texts, padding="max_length", truncation=True, max_length=LENGTH,
+                                    return_tensors="pt")
+                return torch.softmax(model(**encoded).logits, -1).numpy()
+    else:
+        ids, seg, mask = (torch.from_numpy(x.astype("int64")) for x in _ids(args.batch))
+
+        def call():
+            with torch.no_grad():
+                return torch.softmax(model(input_ids=ids, token_type_ids=seg, attention_mask=mask).logits,
+                                     -1).numpy()
+    return call
+
+
+def run_worker(args):
+    """Export once, or serve timed calls: one line "call" on stdin -> one "TIME seconds" line."""
+    try:
+        if args.worker == "export":
+            print("RESULT " + json.dumps(worker_export(args)), flush=True)
+            return
+        if args.worker.startswith("savedmodel"):
+            call = worker_savedmodel(args, strings=args.worker.endswith("strings"))
+        else:
+            call = worker_torch(args, strings=args.worker.endswith("strings"))
+        for _ in range(args.warmup):
+            call()
+    except Exception as e:  # reported in the table, not fatal to the other rows
+        print("RESULT " + json.dumps({"error": f"{type(e).__name__}: {e}"[:300]}), flush=True)
+        return
+    print("READY", flush=True)
+    for line in sys.stdin:
+        if line.strip() != "call":
+            break
+        start = time.perf_counter()
+        call()
+        print(f"TIME {time.perf_counter() - start}", flush=True)
+
+
+def _spawn(worker, args, batch=1):
+    command = [sys.executable, os.path.abspath(__file__), "--worker", worker, "--model-dir", args.model_dir,
+               "--spiece", args.spiece, "--batch", str(batch), "--warmup", str(args.warmup),
+               "--threads", str(args.threads)]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    # The serving processes must not find xlnet_tf: run them away from the repository.
+    # stderr goes to a file: a full pipe of TensorFlow log lines would block the worker.
+    log = tempfile.TemporaryFile(mode="w+")
+    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                               text=True, env=env, cwd=tempfile.gettempdir())
+    process.log = log
+    return process
+
+
+def _read_until(process, prefixes):
+    for line in process.stdout:
+        if line.startswith(prefixes):
+            return line.rstrip("\n")
+    process.wait()
+    process.log.seek(0)
+    return "RESULT " + json.dumps({"error": process.log.read()[-300:] or "worker exited"})
+
+
+def measure(args, batch, iters):
+    """Starts one worker per implementation, then times their calls round-robin.
+
+    Interleaving the calls (one worker busy at a time) spreads any change in the
+    machine's load over all implementations alike.
+    """
+    workers, results = {}, {}
+    for impl in IMPLEMENTATIONS:  # loaded one at a time, so loading does not disturb timing
+        process = _spawn(impl, args, batch=batch)
+        line = _read_until(process, ("READY", "RESULT "))
+        if line.startswith("RESULT "):
+            results[impl] = json.loads(line[len("RESULT "):])
+            process.kill()
+        else:
+            workers[impl] = process
+    times = {impl: [] for impl in workers}
+    for _ in range(iters):
+        for impl, process in workers.items():
+            process.stdin.write("call\n")
+            process.stdin.flush()
+            line = _read_until(process, ("TIME ", "RESULT "))
+            if line.startswith("TIME "):
+                times[impl].append(float(line.split()[1]))
+    for impl, process in workers.items():
+        process.stdin.close()
+        process.wait()
+        results[impl] = _summary(times[impl]) if times[impl] else {"error": "no timed call"}
+    return results
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--model-dir", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--batch", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--iters", type=int, default=10, help="timed calls at batch 1")
+    parser.add_argument("--iters-32", type=int, default=3, help="timed calls at batch 32")
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--spiece", default=os.path.join(ROOT, "tests", "testdata", "tiny_spiece.model"))
+    parser.add_argument("--keep", default=None, help="export the SavedModel here (kept) instead of a temp dir")
+    args = parser.parse_args()
+    if args.worker:
+        run_worker(args)
+        return 0
+
+    workdir = tempfile.mkdtemp(prefix="xlnet_serving_bench_")
+    args.model_dir = args.keep or os.path.join(workdir, "model")
+    export = _spawn("export", args)
+    line = _read_until(export, ("RESULT ",))
+    export.wait()
+    exported = json.loads(line[len("RESULT "):])
+    if "error" in exported:
+        print(f"export failed: {exported['error']}")
+        return 1
+    results = {}
+    for batch in BATCHES:
+        for impl, result in measure(args, batch, args.iters if batch == 1 else args.iters_32).items():
+            results[(impl, batch)] = result
+
+    print(f"XLNet-Base sequence classifier (12 x 768, vocab 32000), random weights, seq {LENGTH}, CPU, "
+          f"{args.threads} thread(s); export took {exported['export_s']:.1f} s")
+    header = f"{'batch':>5}  {'implementation':<20}{'median ms':>11}{'min ms':>9}{'examples/s':>12}{'calls':>7}"
+    print(header)
+    print("-" * len(header))
+    for batch in BATCHES:
+        for impl in IMPLEMENTATIONS:
+            r = results[(impl, batch)]
+            if "error" in r:
+                print(f"{batch:>5}  {impl:<20}  failed: {r['error']}")
+                continue
+            print(f"{batch:>5}  {impl:<20}{r['median_ms']:>11.1f}{r['min_ms']:>9.1f}"
+                  f"{1000 * batch / r['median_ms']:>12.1f}{r['iters']:>7}")
+        for kind in ("ids", "strings"):
+            ours, theirs = results[(f"savedmodel {kind}", batch)], results[(f"pytorch {kind}", batch)]
+            if "error" not in ours and "error" not in theirs:
+                print(f"{batch:>5}  ratio SavedModel/PyTorch ({kind}): median latency "
+                      f"{ours['median_ms'] / theirs['median_ms']:.2f}x, min latency "
+                      f"{ours['min_ms'] / theirs['min_ms']:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
