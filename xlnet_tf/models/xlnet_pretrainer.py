@@ -72,6 +72,7 @@ class XLNetPretrainer(keras.Model):
         self.loss_tracker = keras.metrics.Mean(name="loss")
         self.accuracy_tracker = keras.metrics.Mean(name="accuracy")
         self._recurrence_memory = None
+        self._static_batch_size = None
         self._warned_no_memory = False
         self.build()
 
@@ -124,12 +125,22 @@ class XLNetPretrainer(keras.Model):
             raise ValueError("enable_recurrence_memory: the backbone has memory_length 0.")
         if self.train_function is not None:
             raise ValueError("enable_recurrence_memory must be called before the first fit.")
+        self.set_static_batch_size(per_replica_batch_size)
         self._recurrence_memory = RecurrenceMemory(
             per_replica_batch_size=per_replica_batch_size, num_layers=config.num_layers,
             memory_length=config.memory_length, hidden_dim=config.hidden_dim,
             dtype=self.backbone.compute_dtype, strategy=strategy or self.distribute_strategy,
             reset_every_steps=reset_every_steps)
         return self._recurrence_memory
+
+    def set_static_batch_size(self, per_replica_batch_size):
+        """Pins the per-replica batch size of training batches.
+
+        Keras' `steps_per_execution` loop hands the step batches whose batch
+        dimension is unknown; XLA/TPU and `bi_data` need it static, so the train
+        step re-asserts it.
+        """
+        self._static_batch_size = int(per_replica_batch_size)
 
     def reset_recurrence_memory(self, step=None):
         """Zeros every replica's memory (a no-op without memory); `step` resets its step counter."""
@@ -152,10 +163,14 @@ class XLNetPretrainer(keras.Model):
         missing = [k for k in TARGET_KEYS if k not in inputs]
         if missing:
             raise ValueError(f"XLNetPretrainer: batch lacks {missing} (needed for the loss).")
-        features = {k: inputs[k] for k in BACKBONE_INPUTS if k in inputs}
+        features = {k: inputs[k] for k in BACKBONE_INPUTS + TARGET_KEYS if k in inputs}
+        if self._static_batch_size is not None:
+            features = {k: tf.ensure_shape(v, (self._static_batch_size,) + tuple(v.shape[1:]))
+                        for k, v in features.items()}
+        targets = features.pop("target_ids"), features.pop("target_mask")
         if with_memory:
             features["mems"] = self._recurrence_memory.read()  # [B, num_layers, M, H]
-        return features, inputs["target_ids"], inputs["target_mask"]
+        return (features,) + targets
 
     def _masked_sums(self, target_ids, target_mask, logits):
         """Per-target cross-entropy and correctness with the float mask, all `[B, P]`."""

@@ -63,7 +63,7 @@ def create_optimizer(model, *, learning_rate, warmup_steps, train_steps, end_lea
                                    decay_steps=train_steps, end_learning_rate=end_learning_rate,
                                    power=decay_power, accumulation_steps=accumulation_steps)
     optimizer = AllReducedAdamW(
-        learning_rate=schedule, weight_decay=weight_decay or None, beta_1=beta_1, beta_2=beta_2,
+        learning_rate=schedule, weight_decay=float(weight_decay), beta_1=beta_1, beta_2=beta_2,
         epsilon=epsilon, global_clipnorm=clip_norm or None,
         gradient_accumulation_steps=accumulation_steps if accumulation_steps > 1 else None)
     if weight_decay:

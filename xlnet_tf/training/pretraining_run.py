@@ -110,7 +110,8 @@ def backup_epoch(backup_dir: str) -> int:
         return int(json.load(f).get("epoch", 0))
 
 
-def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, export=True) -> dict:
+def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, export=True,
+                    extra_callbacks=()) -> dict:
     """Pretrains (or resumes) the run described by `config` in `workdir`.
 
     Args:
@@ -118,6 +119,7 @@ def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, export=Tr
         workdir: work directory (created if needed).
         strategy: a strategy to use instead of resolving `config.distribution`.
         export: write `workdir/export` at the end (chief only).
+        extra_callbacks: more Keras callbacks for `fit`.
 
     Returns:
         A summary dict: final logs, steps, replicas, export paths.
@@ -190,6 +192,7 @@ def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, export=Tr
         pretrainer.compile(optimizer=optimizer, jit_compile=t.jit_compile,
                            steps_per_execution=t.steps_per_execution)
         optimizer.build(pretrainer.trainable_variables)
+        pretrainer.set_static_batch_size(per_replica)
         if m.memory_length > 0:
             pretrainer.enable_recurrence_memory(per_replica, strategy=strategy,
                                                 reset_every_steps=data_steps)
@@ -227,6 +230,7 @@ def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, export=Tr
                                              steps_per_epoch=t.steps_per_epoch,
                                              every_steps=t.log_every_steps),
         ]
+    callbacks += list(extra_callbacks)
     if first_epoch:
         _log.info("Resuming %s at step %d (epoch %d).", workdir, first_step, first_epoch)
         if is_chief:
