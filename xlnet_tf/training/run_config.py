@@ -12,6 +12,7 @@ Example:
 """
 
 import dataclasses
+import re
 import typing
 from typing import Any, Mapping, Optional, Sequence
 
@@ -140,6 +141,8 @@ class RunConfig:
         return self
 
 
+_SCIENTIFIC = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
 _SECTIONS = {"data": DataSection, "optimizer": OptimizerSection, "training": TrainingSection,
              "distribution": DistributionSection}
 
@@ -157,6 +160,8 @@ def _check_value(dotted: str, value: Any, annotation) -> Any:
         raise ConfigError(f"{dotted} must be {annotation.__name__}, got null.")
     if annotation is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if annotation is float and isinstance(value, str) and _SCIENTIFIC.fullmatch(value.strip()):
+        return float(value)  # YAML 1.1 reads "1e-4" (no dot) as a string.
     if annotation is int and isinstance(value, bool):
         raise ConfigError(f"{dotted} must be int, got bool {value!r}.")
     if not isinstance(value, annotation):

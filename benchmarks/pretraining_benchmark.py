@@ -1,0 +1,250 @@
+"""Pretraining step throughput and memory: our `fit` step next to Hugging Face's PyTorch XLNet.
+
+Each measurement runs in a fresh subprocess, so its peak RSS (`ru_maxrss`) is its
+own. A measurement is one full training step at XLNet-Base size (12 layers,
+hidden 768, 12 heads, inner 3072, vocab 32000) with the pretraining objective:
+two-stream attention, a random factorization order, 85 predictions per 512
+tokens, recurrence memory (reuse L/2, memory 3L/4, fed back every step),
+dropout on, cross-entropy, backward, AdamW update. Ours is `XLNetPretrainer.fit`
+(the train step of `xlnet-tf pretrain`); the peer is `XLNetLMHeadModel` with
+`torch.optim.AdamW`, its `mems` fed back the same way. bfloat16 means Keras'
+`mixed_bfloat16` policy and `torch.autocast("cpu", torch.bfloat16)`. Both use
+the same intra-op thread count (inter-op 1). Tokens/s = batch x seq / median
+step time over the timed steps (the first step, with tracing, is excluded).
+
+Tables:
+  1. tokens/s and peak RSS, ours vs PyTorch, seq 128 and 512, float32 and bfloat16;
+  2. 1 -> 2 replicas (MirroredStrategy over 2 virtual CPU devices, same global batch);
+  3. largest per-replica batch at seq 512 for Base and Large: peak RSS measured at
+     batch 1 and 2 on CPU, a line fitted through them, solved for 16/32/80 GB.
+     (CPU RSS includes the runtime itself; accelerator memory behaves alike but this
+     is an estimate, not a device measurement.)
+
+Usage:
+    python benchmarks/pretraining_benchmark.py [--steps 2] [--threads 2] [--quick]
+"""
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+SIZES = {
+    "base": dict(num_layers=12, num_heads=12, head_dim=64, hidden_dim=768, intermediate_dim=3072),
+    "large": dict(num_layers=24, num_heads=16, head_dim=64, hidden_dim=1024, intermediate_dim=4096),
+}
+VOCAB = 32000
+
+
+def make_batch(batch, length, seed=0):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    num_predict = max(1, round(85 * length / 512))
+    token_ids = rng.integers(10, VOCAB, size=(batch, length)).astype(np.int32)
+    perm_mask = np.zeros((batch, length, length), np.float32)
+    target_mapping = np.zeros((batch, num_predict, length), np.float32)
+    targets = np.zeros((batch, num_predict), np.int32)
+    for b in range(batch):
+        positions = rng.choice(length, num_predict, replace=False)
+        rank = np.empty(length, np.int64)
+        rank[rng.permutation(length)] = np.arange(length)
+        is_target = np.zeros(length, bool)
+        is_target[positions] = True
+        perm_mask[b] = is_target[None, :] & (~is_target[:, None] | (rank[None, :] >= rank[:, None]))
+        target_mapping[b, np.arange(num_predict), positions] = 1.0
+        targets[b] = token_ids[b, positions]
+    segment_ids = np.zeros((batch, length), np.int32)
+    segment_ids[:, length // 2:] = 1
+    return {"token_ids": token_ids, "segment_ids": segment_ids,
+            "padding_mask": np.ones((batch, length), np.int32), "perm_mask": perm_mask,
+            "target_mapping": target_mapping, "target_ids": targets,
+            "target_mask": np.ones((batch, num_predict), np.float32)}
+
+
+def _peak_rss_gb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # KiB -> GB
+
+
+def run_keras(spec):
+    if spec["replicas"] > 1:
+        import tensorflow as tf
+
+        tf.config.set_logical_device_configuration(
+            tf.config.list_physical_devices("CPU")[0],
+            [tf.config.LogicalDeviceConfiguration() for _ in range(spec["replicas"])])
+    import keras
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(spec["threads"])
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    from xlnet_tf.config import XLNetConfig
+    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+    from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
+    from xlnet_tf.training import create_optimizer
+
+    length, batch = spec["seq"], spec["batch"]
+    config = XLNetConfig(vocabulary_size=VOCAB, **SIZES[spec["size"]], memory_length=3 * length // 4,
+                         reuse_length=length // 2)
+    if spec["replicas"] > 1:
+        strategy = tf.distribute.MirroredStrategy(
+            [d.name for d in tf.config.list_logical_devices("CPU")])
+    else:
+        strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    dtype = "mixed_bfloat16" if spec["dtype"] == "bfloat16" else None
+    with strategy.scope():
+        model = XLNetPretrainer(XLNetBackbone(config, dtype=dtype))
+        model.compile(optimizer=create_optimizer(model, learning_rate=1e-4, warmup_steps=1,
+                                                 train_steps=1000),
+                      jit_compile=spec["xla"])
+        model.enable_recurrence_memory(batch // spec["replicas"])
+    data = make_batch(batch, length)
+    dataset = tf.data.Dataset.from_tensors(data).repeat()
+    stamps = []
+    timer = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda batch, logs: stamps.append(time.perf_counter()))
+    total = spec["steps"] + 1
+    model.fit(dataset, steps_per_epoch=total, epochs=1, verbose=0, callbacks=[timer])
+    steps = [b - a for a, b in zip(stamps[:-1], stamps[1:])]
+    return steps
+
+
+def run_torch(spec):
+    import torch
+    from transformers import XLNetConfig, XLNetLMHeadModel
+
+    torch.set_num_threads(spec["threads"])
+    torch.set_num_interop_threads(1)
+    torch.manual_seed(0)
+    size = SIZES[spec["size"]]
+    length, batch = spec["seq"], spec["batch"]
+    config = XLNetConfig(vocab_size=VOCAB, d_model=size["hidden_dim"], n_layer=size["num_layers"],
+                         n_head=size["num_heads"], d_inner=size["intermediate_dim"],
+                         ff_activation="gelu", mem_len=3 * length // 4, reuse_len=length // 2,
+                         attn_type="bi", dropout=0.1, use_mems_train=True)
+    model = XLNetLMHeadModel(config).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, eps=1e-6, weight_decay=0.01)
+    data = {k: torch.from_numpy(v) for k, v in make_batch(batch, length).items()}
+    mems = None
+    times = []
+    for _ in range(spec["steps"] + 1):
+        start = time.perf_counter()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=spec["dtype"] == "bfloat16"):
+            out = model(input_ids=data["token_ids"].long(), token_type_ids=data["segment_ids"].long(),
+                        attention_mask=data["padding_mask"].float(), perm_mask=data["perm_mask"],
+                        target_mapping=data["target_mapping"], mems=mems, use_mems=True)
+            logits = out.logits.float()
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB),
+                                                     data["target_ids"].long().reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        mems = [m.detach() for m in out.mems]
+        times.append(time.perf_counter() - start)
+    return times[1:]
+
+
+def child(spec):
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    steps = run_torch(spec) if spec["impl"] == "torch" else run_keras(spec)
+    print("RESULT " + json.dumps({"step_s": statistics.median(steps) if steps else None,
+                                  "peak_rss_gb": _peak_rss_gb()}))
+
+
+def measure(spec, timeout=1800):
+    env = dict(os.environ, OMP_NUM_THREADS=str(spec["threads"]), OMP_WAIT_POLICY="PASSIVE",
+               CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="2",
+               PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)],
+                          capture_output=True, text=True, env=env, timeout=timeout)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            result = json.loads(line[len("RESULT "):])
+            if result["step_s"]:
+                result["tokens_per_s"] = spec["batch"] * spec["seq"] / result["step_s"]
+            return result
+    tail = (proc.stderr or proc.stdout)[-600:]
+    return {"error": f"exit {proc.returncode}: {tail.strip().splitlines()[-1] if tail.strip() else ''}"}
+
+
+def _fmt(result, key, pattern):
+    return pattern.format(result[key]) if key in result and result[key] is not None else "-"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=2, help="timed steps after one warm-up step")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--xla", action="store_true", help="jit_compile=True for our step")
+    parser.add_argument("--quick", action="store_true", help="seq 128 only, no Large memory runs")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        child(json.loads(args.child))
+        return 0
+    common = dict(steps=args.steps, threads=args.threads, xla=args.xla, replicas=1, size="base")
+    shapes = [(128, 2)] if args.quick else [(128, 2), (512, 1)]
+
+    print("## 1. Full training step, XLNet-Base, ours (fit) vs PyTorch (HF), "
+          f"{args.threads} threads\n")
+    print("| seq | batch | dtype | ours tok/s | PyTorch tok/s | ratio | ours peak RSS GB | PyTorch peak RSS GB |")
+    print("|---|---|---|---|---|---|---|---|")
+    memory_points = {}
+    for seq, batch in shapes:
+        for dtype in ("float32", "bfloat16"):
+            ours = measure(dict(common, impl="keras", seq=seq, batch=batch, dtype=dtype))
+            peer = measure(dict(common, impl="torch", seq=seq, batch=batch, dtype=dtype))
+            ratio = (ours["tokens_per_s"] / peer["tokens_per_s"]
+                     if "tokens_per_s" in ours and "tokens_per_s" in peer else None)
+            print(f"| {seq} | {batch} | {dtype} | {_fmt(ours, 'tokens_per_s', '{:.0f}')} | "
+                  f"{_fmt(peer, 'tokens_per_s', '{:.0f}')} | "
+                  f"{'-' if ratio is None else f'{ratio:.2f}x'} | "
+                  f"{_fmt(ours, 'peak_rss_gb', '{:.2f}')} | {_fmt(peer, 'peak_rss_gb', '{:.2f}')} |",
+                  flush=True)
+            for r, name in ((ours, "ours"), (peer, "PyTorch")):
+                if "error" in r:
+                    print(f"<!-- {name} {seq} {dtype}: {r['error']} -->")
+            if seq == 512 and dtype == "float32" and "peak_rss_gb" in ours:
+                memory_points[("base", 1)] = ours["peak_rss_gb"]
+
+    print("\n## 2. Replica scaling on CPU (MirroredStrategy, 2 virtual devices, same global batch)\n")
+    print("| seq | global batch | 1 replica tok/s | 2 replicas tok/s | speed-up |")
+    print("|---|---|---|---|---|")
+    one = measure(dict(common, impl="keras", seq=128, batch=4, dtype="float32"))
+    two = measure(dict(common, impl="keras", seq=128, batch=4, dtype="float32", replicas=2))
+    speedup = (two["tokens_per_s"] / one["tokens_per_s"]
+               if "tokens_per_s" in one and "tokens_per_s" in two else None)
+    print(f"| 128 | 4 | {_fmt(one, 'tokens_per_s', '{:.0f}')} | {_fmt(two, 'tokens_per_s', '{:.0f}')} | "
+          f"{'-' if speedup is None else f'{speedup:.2f}x'} |", flush=True)
+
+    if args.quick:
+        return 0
+    print("\n## 3. Largest per-replica batch at seq 512 (float32, AdamW, memory 384), estimated\n")
+    print("| model | RSS batch 1 GB | RSS batch 2 GB | GB per example | 16 GB | 32 GB | 80 GB |")
+    print("|---|---|---|---|---|---|---|")
+    for size in ("base", "large"):
+        for batch in (1, 2):
+            if (size, batch) not in memory_points:
+                r = measure(dict(common, impl="keras", seq=512, batch=batch, dtype="float32",
+                                 size=size, steps=0))
+                memory_points[(size, batch)] = r.get("peak_rss_gb")
+        a, b = memory_points.get((size, 1)), memory_points.get((size, 2))
+        if a is None or b is None:
+            print(f"| {size} | {a} | {b} | - | - | - | - |")
+            continue
+        per_example = max(b - a, 1e-6)
+        fixed = a - per_example
+        fits = [max(0, int((limit - fixed) // per_example)) for limit in (16, 32, 80)]
+        print(f"| {size} | {a:.2f} | {b:.2f} | {per_example:.2f} | {fits[0]} | {fits[1]} | {fits[2]} |",
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
