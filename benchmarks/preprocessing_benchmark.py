@@ -123,6 +123,18 @@ def beam_run(corpus, vocab, workers, num_shards):
     return encoded, seconds, cpu_seconds
 
 
+def _scaled(extra_seconds, tokens, extra_tokens):
+    return extra_seconds * tokens / extra_tokens if extra_seconds > 0 else None
+
+
+def _rate_cells(tokens, seconds, reference, divisor, width):
+    """`tokens/s` and its ratio to `reference` (divided by `divisor`), or n/a when unmeasurable."""
+    if seconds is None:
+        return f"{'n/a':>12}{'n/a':>{width}}"
+    rate = tokens / seconds
+    return f"{rate:>12,.0f}{rate / reference / divisor:>{width}.2f}"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--megabytes", type=float, default=24.0, help="size of the large corpus (the small one is 1/4)")
@@ -166,8 +178,9 @@ def main(argv=None):
             "tokens": tokens["large"],
             "seconds": best["large"][0],
             "cpu": best["large"][1],
-            "marginal_seconds": max(best["large"][0] - best["small"][0], 1e-9) * tokens["large"] / extra_tokens,
-            "marginal_cpu": max(best["large"][1] - best["small"][1], 1e-9) * tokens["large"] / extra_tokens,
+            # None when the larger corpus did not take longer: the machine's noise swamped the difference.
+            "marginal_seconds": _scaled(best["large"][0] - best["small"][0], tokens["large"], extra_tokens),
+            "marginal_cpu": _scaled(best["large"][1] - best["small"][1], tokens["large"], extra_tokens),
         })
     shutil.rmtree(workdir)
 
@@ -189,11 +202,11 @@ def main(argv=None):
         label = f"Beam DirectRunner, {workers} worker{'s' if workers > 1 else ''}"
         for kind, seconds, cpu in (("end to end", row["seconds"], row["cpu"]),
                                    ("marginal", row["marginal_seconds"], row["marginal_cpu"])):
-            wall_rate, cpu_rate = row["tokens"] / seconds, row["tokens"] / cpu
             shown_tokens = row["tokens"] if kind == "end to end" else ""
             shown_seconds = f"{seconds:.2f}" if kind == "end to end" else ""
-            print(f"{label + ', ' + kind:<40}{shown_tokens:>10}{shown_seconds:>8}{wall_rate:>12,.0f}"
-                  f"{wall_rate / raw_wall / workers:>11.2f}{cpu_rate:>12,.0f}{cpu_rate / raw_cpu_rate:>7.2f}")
+            print(f"{label + ', ' + kind:<40}{shown_tokens:>10}{shown_seconds:>8}"
+                  f"{_rate_cells(row['tokens'], seconds, raw_wall, workers, 11)}"
+                  f"{_rate_cells(row['tokens'], cpu, raw_cpu_rate, 1, 7)}")
     return 0
 
 

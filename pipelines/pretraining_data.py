@@ -260,6 +260,11 @@ class _ReadDocuments(beam.DoFn):
 # --------------------------------------------------------------------------- tokenizing
 
 
+def token_dtype(vocabulary_size):
+    """Dtype of token ids between the tokenize and write steps: 2 bytes when they fit halves the shuffle."""
+    return np.uint16 if vocabulary_size <= 1 << 16 else np.int32
+
+
 class _TokenizeDocuments(beam.DoFn):
     """A batch of documents -> (shard, (order key, token ids, sentence lengths)) per document."""
 
@@ -277,6 +282,7 @@ class _TokenizeDocuments(beam.DoFn):
         import sentencepiece as spm
 
         self._processor = spm.SentencePieceProcessor(model_proto=self._vocab_proto)
+        self._token_dtype = token_dtype(self._processor.vocab_size())
 
     def _sentences(self, lines):
         from xlnet_tf.text_normalization import normalize_text
@@ -315,7 +321,9 @@ class _TokenizeDocuments(beam.DoFn):
             ).digest()
             shard = int.from_bytes(digest[:8], "little") % self._num_shards
             lengths = np.array([len(x) for x in document_ids], dtype=np.int32)  # [S]
-            tokens = np.fromiter(itertools.chain.from_iterable(document_ids), np.int32, int(lengths.sum()))  # [T]
+            tokens = np.fromiter(
+                itertools.chain.from_iterable(document_ids), self._token_dtype, int(lengths.sum())
+            )  # [T]
             num_tokens += tokens.size
             yield shard, (digest[8:], tokens.tobytes(), lengths.tobytes())
         self._empty.inc(empty)
@@ -334,7 +342,7 @@ def shard_stream(documents):
     """Concatenates sorted documents into one stream, `<eod>` after each.
 
     Args:
-        documents: iterable of `(tokens [T] int32, sentence_lengths [S] int32)`.
+        documents: iterable of `(tokens [T] uint16 or int32, sentence_lengths [S] int32)`.
 
     Returns:
         `(token_ids [N] int64, sentence_ids [N] int64)`: `sentence_ids` is a bit
@@ -442,7 +450,8 @@ def serialize_records(token_ids, sentence_ids, chunk_length):
 class _WriteShard(beam.DoFn):
     """All documents of one shard -> its TFRecord file; yields the shard's stats."""
 
-    def __init__(self, output_dir, num_shards, chunk_length):
+    def __init__(self, output_dir, num_shards, chunk_length, vocabulary_size):
+        self._token_dtype = token_dtype(vocabulary_size)
         self._output_dir = output_dir
         self._num_shards = int(num_shards)
         self._chunk_length = int(chunk_length)
@@ -456,7 +465,8 @@ class _WriteShard(beam.DoFn):
         shard, grouped = element
         documents = sorted(grouped["documents"], key=lambda doc: doc[0])
         token_ids, sentence_ids = shard_stream(
-            (np.frombuffer(tokens, np.int32), np.frombuffer(lengths, np.int32)) for _, tokens, lengths in documents
+            (np.frombuffer(tokens, self._token_dtype), np.frombuffer(lengths, np.int32))
+            for _, tokens, lengths in documents
         )
         name = shard_file_name(shard, self._num_shards)
         path = os.path.join(self._output_dir, name)
@@ -568,7 +578,8 @@ def build_pipeline(pipeline, settings, sources, vocab_proto, vocabulary_entry):
     shards = (
         {"documents": tokenized.documents, "shard": shard_ids}
         | "GroupShards" >> beam.CoGroupByKey()
-        | "WriteShards" >> beam.ParDo(_WriteShard(output_dir, num_shards, settings["chunk_length"]))
+        | "WriteShards" >> beam.ParDo(_WriteShard(
+            output_dir, num_shards, settings["chunk_length"], vocabulary_entry["vocabulary_size"]))
     )
     stats = (
         (read.stats, tokenized.stats)

@@ -353,3 +353,11 @@ def test_serialize_records_parse_as_tf_examples():
     assert pretraining_data.serialize_records(np.zeros([0], np.int64), np.zeros([0], np.int64), 4) == []
     with pytest.raises(ValueError, match=r"ids must be in \[0, 2\*\*32\)"):
         pretraining_data.serialize_records(np.array([-1]), np.array([0]), 4)
+
+
+def test_token_dtype_between_steps():
+    assert pretraining_data.token_dtype(32000) == np.uint16
+    assert pretraining_data.token_dtype(65536) == np.uint16
+    assert pretraining_data.token_dtype(65537) == np.int32
+    tokens, _ = pretraining_data.shard_stream([(np.array([65535, 3], np.uint16), np.array([2], np.int32))])
+    assert tokens.dtype == np.int64 and tokens.tolist() == [65535, 3, 7]
