@@ -72,8 +72,9 @@ def export_saved_model(backbone, path, pad_id=PAD_ID):
 def export_pretrainer(pretrainer, output_dir, vocabulary=None):
     """Writes `output_dir/preset` and `output_dir/saved_model` from a trained pretrainer.
 
-    The SavedModel is built from the saved preset in float32 without memory, so
-    it does not depend on the training dtype policy or batch size.
+    The SavedModel is built from the saved preset in float32, without memory and
+    with forward positions only (no bi_data), so it does not depend on the
+    training dtype policy or batch size.
 
     Returns:
         A dict with the two paths.
@@ -82,8 +83,11 @@ def export_pretrainer(pretrainer, output_dir, vocabulary=None):
 
     preset_dir = os.path.join(output_dir, PRESET_SUBDIR)
     pretrainer.save_to_preset(preset_dir, vocabulary=vocabulary)
+    # bi_data (backward position streams for half of each batch) is a pretraining
+    # augmentation; serving encodes every row with forward positions.
     backbone = XLNetBackbone.from_preset(preset_dir, dtype="float32", memory_length=0,
-                                         reuse_length=0, dropout=0.0, attention_dropout=0.0)
+                                         reuse_length=0, bi_data=False, dropout=0.0,
+                                         attention_dropout=0.0)
     saved_model = export_saved_model(backbone, os.path.join(output_dir, SAVED_MODEL_SUBDIR))
     return {"preset": preset_dir, "saved_model": saved_model}
 

@@ -170,12 +170,7 @@ def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, export=Tr
     dtype = None if t.mixed_precision == "float32" else t.mixed_precision
     with strategy.scope():
         keras.utils.set_random_seed(t.seed)
-        if t.rematerialize:
-            names = [f"block_{i}" for i in range(m.num_layers)]
-            with keras.RematScope(mode="list_of_layers", layer_names=names):
-                backbone = XLNetBackbone(m, dtype=dtype)
-        else:
-            backbone = XLNetBackbone(m, dtype=dtype)
+        backbone = XLNetBackbone(m, dtype=dtype)
         pretrainer = XLNetPretrainer(backbone)
         if t.init_from and first_epoch == 0:
             warm = XLNetPretrainer.from_preset(t.init_from)

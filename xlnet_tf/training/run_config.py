@@ -74,7 +74,6 @@ class TrainingSection:
     log_every_steps: int = 10
     mixed_precision: str = "float32"
     jit_compile: bool = False
-    rematerialize: bool = False
     gradient_accumulation_steps: int = 1
     reset_memory_each_epoch: bool = False
     keep_checkpoints: int = 3
