@@ -3,25 +3,45 @@
 The public API: configuration, the backbone, the pretrainer, the fine-tuning task models,
 the tokenizer and the in-graph packers. Data readers live in `xlnet_tf.data`, training in
 `xlnet_tf.training`, serving in `xlnet_tf.serving`.
+
+Names are imported on first use, so that light modules (for example the text normalization
+that Beam workers import) do not pay for loading Keras and the models.
 """
 
+import importlib as _importlib
 import os as _os
 
 # Keras 3 on TensorFlow; never tf_keras.
 _os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-from xlnet_tf.config import ConfigError, XLNetConfig  # noqa: E402
-from xlnet_tf.models import (  # noqa: E402
-    XLNetBackbone,
-    XLNetClassifier,
-    XLNetMultipleChoice,
-    XLNetPretrainer,
-    XLNetSpanLabeler,
-    XLNetTask,
-    XLNetTokenClassifier,
-    load_task_preset,
-)
-from xlnet_tf.preprocessing import XLNetPacker, XLNetSquadPreprocessor  # noqa: E402
-from xlnet_tf.tokenizer import XLNetTokenizer  # noqa: E402
-
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "ConfigError": "xlnet_tf.config",
+    "XLNetConfig": "xlnet_tf.config",
+    "XLNetBackbone": "xlnet_tf.models.xlnet_backbone",
+    "XLNetPretrainer": "xlnet_tf.models.xlnet_pretrainer",
+    "XLNetTask": "xlnet_tf.models.xlnet_task",
+    "load_task_preset": "xlnet_tf.models.xlnet_task",
+    "XLNetClassifier": "xlnet_tf.models.xlnet_classifier",
+    "XLNetSpanLabeler": "xlnet_tf.models.xlnet_span_labeler",
+    "XLNetMultipleChoice": "xlnet_tf.models.xlnet_multiple_choice",
+    "XLNetTokenClassifier": "xlnet_tf.models.xlnet_token_classifier",
+    "XLNetPacker": "xlnet_tf.preprocessing.xlnet_packer",
+    "XLNetSquadPreprocessor": "xlnet_tf.preprocessing.xlnet_squad_preprocessor",
+    "XLNetTokenizer": "xlnet_tf.tokenizer",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        value = getattr(_importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'xlnet_tf' has no attribute {name!r}")
+
+
+def __dir__():
+    return __all__
