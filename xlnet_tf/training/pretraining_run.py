@@ -102,8 +102,22 @@ def check_workdir(config: RunConfig, workdir: str):
 
 
 def backup_epoch(backup_dir: str) -> int:
-    """The epoch BackupAndRestore will restore from `backup_dir` (0 when none)."""
+    """The epoch BackupAndRestore will restore from `backup_dir` (0 when none).
+
+    Mirrors the callback's fallback: when the latest weights file is unreadable
+    (killed mid-write) it restores the previous backup, so the data position
+    must come from the previous metadata too.
+    """
+    import h5py
+
+    weights = os.path.join(backup_dir, "latest.weights.h5")
     path = os.path.join(backup_dir, "training_metadata.json")
+    if os.path.exists(weights):
+        try:
+            with h5py.File(weights, "r"):
+                pass
+        except OSError:
+            path += ".bkp"
     if not os.path.exists(path):
         return 0
     with open(path) as f:
@@ -209,7 +223,8 @@ def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, export=Tr
 
     # ---------------------------------------------------------------- callbacks
     callbacks = [
-        keras.callbacks.BackupAndRestore(backup_dir, save_freq="epoch", delete_checkpoint=False),
+        keras.callbacks.BackupAndRestore(backup_dir, save_freq="epoch", delete_checkpoint=False,
+                                         double_checkpoint=True),
         run_callbacks.RecurrenceMemoryReset(each_epoch=t.reset_memory_each_epoch,
                                             first_step=first_step),
     ]
