@@ -11,8 +11,11 @@ imported into the other's process):
     No optimizer update in either.
 Our model runs inside `tf.function`, with and without `jit_compile=True` (XLA);
 the ratio uses the faster of the two. Both frameworks get the same thread
-counts (intra-op = --threads, inter-op = 1). Weights are random; both models
-have the same shapes (12 layers, hidden 768, 12 heads, inner 3072, vocab 32000).
+counts (intra-op = --threads, inter-op = 1). PyTorch runs with
+OMP_WAIT_POLICY=PASSIVE by default (--torch-omp-wait-policy): on a shared, busy
+machine OpenMP's spinning barriers made PyTorch 2x slower, which would flatter
+our ratios. Weights are random; both models have the same shapes (12 layers,
+hidden 768, 12 heads, inner 3072, vocab 32000).
 
 Usage:
     python benchmarks/backbone_benchmark.py [--seqs 128 512] [--batch 2] [--steps 3]
@@ -179,6 +182,8 @@ def measure(impl, mode, length, args):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="",
                PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                            os.environ.get("PYTHONPATH", "")]))
+    if impl == "torch" and args.torch_omp_wait_policy:
+        env["OMP_WAIT_POLICY"] = args.torch_omp_wait_policy
     try:
         proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=args.timeout)
     except subprocess.TimeoutExpired:
@@ -198,6 +203,8 @@ def main():
     parser.add_argument("--steps", type=int, default=3, help="timed steps after one warm-up step")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--timeout", type=int, default=900, help="seconds per measurement")
+    parser.add_argument("--torch-omp-wait-policy", default="PASSIVE",
+                        help="OMP_WAIT_POLICY for the PyTorch subprocess ('' leaves it unset)")
     parser.add_argument("--json", default=None, help="also write all results to this file")
     parser.add_argument("--worker", nargs=3, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -206,7 +213,8 @@ def main():
         return
 
     print(f"XLNet-Base (12 x 768, 12 heads, inner 3072, vocab 32000), batch {args.batch}, "
-          f"{args.threads} threads, {args.steps} timed steps after 1 warm-up, one subprocess per row")
+          f"{args.threads} threads, {args.steps} timed steps after 1 warm-up, one subprocess per row, "
+          f"load average {os.getloadavg()[0]:.1f} at start")
     header = (f"{'mode':<6}{'seq':>5}  {'implementation':<22}{'tokens/s':>10}{'step s':>9}"
               f"{'peak RSS MiB':>14}{'RSS after build':>17}")
     print(header)
