@@ -27,3 +27,21 @@ def test_rel_shift_does_not_mix_batch_rows():
     together = np.asarray(rel_shift(x, 3))
     for b in range(4):
         np.testing.assert_array_equal(together[b], np.asarray(rel_shift(x[b:b + 1], 3))[0])
+
+
+def test_gather_rel_shift_matches_rel_shift_rows():
+    from xlnet_tf.layers.rel_shift import gather_rel_shift
+
+    rng = np.random.default_rng(2)
+    batch, heads, length, memory = 2, 3, 5, 2
+    key_length = memory + length
+    for relative_length in (key_length + length, key_length + 1):  # bi, uni
+        x = rng.normal(size=(batch, heads, length, relative_length)).astype("float32")
+        full = np.asarray(rel_shift(x, key_length))
+        positions = np.array([[4, 0, 2], [1, 1, 3]])
+        rows = np.stack([x[b][:, positions[b]] for b in range(batch)])  # [B, N, P, R]
+        gathered = np.asarray(gather_rel_shift(rows, positions, key_length, length))
+        for b in range(batch):
+            for p, i in enumerate(positions[b]):
+                valid = key_length if relative_length > key_length + 1 else memory + i + 1
+                np.testing.assert_array_equal(gathered[b, :, p, :valid], full[b, :, i, :valid])

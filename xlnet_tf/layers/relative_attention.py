@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from xlnet_tf.layers.attention_masks import mask_value
-from xlnet_tf.layers.rel_shift import rel_shift
+from xlnet_tf.layers.rel_shift import gather_rel_shift, rel_shift
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
@@ -96,33 +96,38 @@ class RelativeAttention(keras.layers.Layer):
         self.built = True
 
     def _attend(self, query_heads, key_heads, value_heads, position_heads, segment_different,
-                mask, content_bias, positional_bias, segment_bias, segment_encoding, training):
-        """Attention of `query_heads [B, N, L, D]` over keys; returns `[B, N, L, D]`."""
+                mask, content_bias, positional_bias, segment_bias, segment_encoding, training,
+                query_positions=None, block_length=None):
+        """Attention of `query_heads [B, N, Q, D]` over the keys; returns `[B, N, Q, D]`.
+
+        Q is the block length L (row i is position i), or P predictions at
+        `query_positions [B, P]` (then `segment_different` and `mask` are `[B, P, K]`).
+        """
         key_length = ops.shape(key_heads)[2]
         content_scores = ops.einsum(
-            "bnid,bnjd->bnij", query_heads + content_bias[:, None, :], key_heads)  # [B, N, L, K]
-        position_query = query_heads + positional_bias[:, None, :]
-        if ops.shape(position_heads)[0] == 1:
-            position_scores = ops.einsum(
-                "bnid,nrd->bnir", position_query, position_heads[0])  # [B, N, L, R]
+            "bnid,bnjd->bnij", query_heads + content_bias[:, None, :], key_heads)  # [B, N, Q, K]
+        # A matmul against the transposed position heads, broadcast over the batch when
+        # there is one position sequence, avoids transposing [B, N, Q, R] tensors.
+        position_scores = ops.matmul(
+            query_heads + positional_bias[:, None, :],
+            ops.swapaxes(position_heads, -1, -2))  # [B, N, Q, R]
+        if query_positions is None:
+            position_scores = rel_shift(position_scores, key_length)  # [B, N, L, K]
         else:
-            position_scores = ops.einsum(
-                "bnid,bnrd->bnir", position_query, position_heads)  # [B, N, L, R]
-        position_scores = rel_shift(position_scores, key_length)  # [B, N, L, K]
+            position_scores = gather_rel_shift(
+                position_scores, query_positions, key_length, block_length)  # [B, N, P, K]
         segment_scores = ops.einsum(
-            "bnid,snd->bnis", query_heads + segment_bias[:, None, :], segment_encoding)  # [B, N, L, 2]
-        segment_scores = ops.where(
-            segment_different[:, None, :, :],
-            segment_scores[..., 1:2],
-            segment_scores[..., 0:1],
-        )  # [B, N, L, K]
+            "bnid,snd->bnis", query_heads + segment_bias[:, None, :], segment_encoding)  # [B, N, Q, 2]
+        different = ops.cast(segment_different, segment_scores.dtype)[:, None, :, :]  # [B, 1, Q, K]
+        segment_scores = segment_scores[..., 0:1] + different * (
+            segment_scores[..., 1:2] - segment_scores[..., 0:1])  # [B, N, Q, K]
         scores = (content_scores + position_scores + segment_scores) * (1.0 / self.head_dim ** 0.5)
         # Softmax in float32 with a float32 mask constant: nothing overflows in bf16/fp16.
         scores = ops.cast(scores, "float32")
-        scores = ops.where(mask[:, None, :, :], mask_value("float32"), scores)
+        scores = scores + ops.cast(mask, "float32")[:, None, :, :] * mask_value("float32")
         probabilities = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
         probabilities = self.probability_dropout(probabilities, training=training)
-        return ops.einsum("bnij,bnjd->bnid", probabilities, value_heads)  # [B, N, L, D]
+        return ops.einsum("bnij,bnjd->bnid", probabilities, value_heads)  # [B, N, Q, D]
 
     def _post_attention(self, stream, attention_heads, training):
         output = ops.einsum("bnid,hnd->bih", attention_heads, self.output_kernel)  # [B, L, H]
@@ -155,13 +160,26 @@ class RelativeAttention(keras.layers.Layer):
         if query_mask is None:
             raise ValueError("RelativeAttention: query_stream needs query_mask.")
         query_heads = ops.einsum("bph,hnd->bnpd", query_stream, self.query_kernel)  # [B, N, P, D]
-        if target_mapping is not None:
-            target_mapping = ops.cast(target_mapping, query_heads.dtype)
-            query_heads = ops.einsum("bnpd,bpl->bnld", query_heads, target_mapping)  # [B, N, L, D]
-        query_heads = self._attend(query_heads, key_heads, value_heads, position_heads,
-                                   segment_different, query_mask, training=training, **biases)
-        if target_mapping is not None:
-            query_heads = ops.einsum("bnld,bpl->bnpd", query_heads, target_mapping)  # [B, N, P, D]
+        if target_mapping is None:
+            query_heads = self._attend(query_heads, key_heads, value_heads, position_heads,
+                                       segment_different, query_mask, training=training, **biases)
+        else:
+            # Attend from the P predictions only, each at the position its one-hot row picks;
+            # rows that pick nothing (padding up to num_predict) get no attention output.
+            target_mapping = ops.cast(target_mapping, "float32")
+            query_positions = ops.argmax(target_mapping, axis=-1)  # [B, P]
+            row_index = ops.broadcast_to(
+                ops.cast(query_positions, "int32")[:, :, None],
+                (ops.shape(query_positions)[0], ops.shape(query_positions)[1],
+                 ops.shape(query_mask)[-1]))  # [B, P, K]
+            query_rows_mask = ops.take_along_axis(query_mask, row_index, axis=1)  # [B, P, K]
+            query_rows_segment = ops.take_along_axis(segment_different, row_index, axis=1)  # [B, P, K]
+            query_heads = self._attend(
+                query_heads, key_heads, value_heads, position_heads, query_rows_segment,
+                query_rows_mask, training=training, query_positions=query_positions,
+                block_length=ops.shape(content_stream)[1], **biases)
+            row_used = ops.cast(ops.sum(target_mapping, axis=-1), query_heads.dtype)  # [B, P]
+            query_heads = query_heads * row_used[:, None, :, None]
         query_output = self._post_attention(query_stream, query_heads, training)
         return content_output, query_output
 
