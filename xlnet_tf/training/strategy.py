@@ -86,7 +86,9 @@ def resolve_strategy(name: str = "auto", *, virtual_cpu_devices: int = 0,
     # auto, no TPU.
     if len(gpus) > 1:
         return tf.distribute.MirroredStrategy([d.name for d in gpus])
-    if not gpus and len(cpus) > 1:
+    # Several logical CPUs mean replicas only when this run asked for them: devices split by
+    # someone else in the same process (a test harness, a notebook) must not change "auto".
+    if not gpus and virtual_cpu_devices > 1 and len(cpus) > 1:
         return tf.distribute.MirroredStrategy([d.name for d in cpus])
     return tf.distribute.get_strategy()
 
