@@ -24,7 +24,7 @@ import yaml
 from xlnet_tf.config import ConfigError
 from xlnet_tf.data.finetuning_tasks import DATASETS, METRICS, TASK_TYPES, dataset_spec, default_metrics
 from xlnet_tf.training.run_config import (MIXED_PRECISION, DistributionSection, OptimizerSection,
-                                          TrainingSection, _merge, parse_override)
+                                          TrainingSection, merge_config_sources)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,18 +253,4 @@ def _validate(config: FinetuneConfig) -> FinetuneConfig:
 
 def load_finetune_config(files: Sequence[str], overrides: Sequence[str] = ()) -> FinetuneConfig:
     """Loads YAML files in order, then `section.key=value` overrides; returns the resolved config."""
-    merged: dict = {}
-    for path in files:
-        try:
-            with open(path) as f:
-                values = yaml.safe_load(f) or {}
-        except FileNotFoundError as e:
-            raise ConfigError(f"Config file not found: {path}") from e
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{path} is not valid YAML: {e}") from e
-        if not isinstance(values, Mapping):
-            raise ConfigError(f"{path}: top level must be a mapping of sections.")
-        merged = _merge(merged, values, path)
-    for text in overrides:
-        merged = _merge(merged, parse_override(text), text)
-    return finetune_config_from_dict(merged)
+    return finetune_config_from_dict(merge_config_sources(files, overrides))

@@ -226,16 +226,8 @@ def parse_override(text: str) -> dict:
     return {parts[0]: {parts[1]: value}}
 
 
-def load_run_config(files: Sequence[str], overrides: Sequence[str] = ()) -> RunConfig:
-    """Loads YAML files in order (later files override earlier ones), then `--set` overrides.
-
-    Args:
-        files: YAML paths, each a sparse nested mapping.
-        overrides: `"section.key=value"` strings, applied last.
-
-    Returns:
-        A validated `RunConfig`.
-    """
+def merge_config_sources(files: Sequence[str], overrides: Sequence[str] = ()) -> dict:
+    """Merges sparse YAML files in order, then `section.key=value` overrides, into one nested dict."""
     merged: dict = {}
     for path in files:
         try:
@@ -250,4 +242,17 @@ def load_run_config(files: Sequence[str], overrides: Sequence[str] = ()) -> RunC
         merged = _merge(merged, values, path)
     for text in overrides:
         merged = _merge(merged, parse_override(text), text)
-    return run_config_from_dict(merged)
+    return merged
+
+
+def load_run_config(files: Sequence[str], overrides: Sequence[str] = ()) -> RunConfig:
+    """Loads YAML files in order (later files override earlier ones), then `--set` overrides.
+
+    Args:
+        files: YAML paths, each a sparse nested mapping.
+        overrides: `"section.key=value"` strings, applied last.
+
+    Returns:
+        A validated `RunConfig`.
+    """
+    return run_config_from_dict(merge_config_sources(files, overrides))
