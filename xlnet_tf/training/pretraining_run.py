@@ -14,7 +14,7 @@ built. The work directory afterwards holds:
 
 Resuming: run the same command again. BackupAndRestore restores weights,
 optimizer state and the epoch; the input pipeline is rebuilt deterministically
-and skips the batches already consumed, so training continues at the same data
+and opens every row at the resumed step (`first_step`), so training continues at the same data
 position. The recurrence memory restarts from zeros (see `RecurrenceMemory`).
 """
 
@@ -211,13 +211,13 @@ def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, export=Tr
     consumed = first_step * t.gradient_accumulation_steps
 
     def dataset_fn(input_context):
-        dataset = pretraining_dataset(
+        return pretraining_dataset(
             d.train_files, seq_length=d.seq_length, reuse_length=m.reuse_length,
             num_predict=d.num_predict, perm_size=d.perm_size, batch_size=global_batch,
             bi_data=m.bi_data, seed=d.seed, input_context=input_context,
-            sentencepiece_model=d.vocabulary or "auto")
-        local_replicas = input_context.num_replicas_in_sync // input_context.num_input_pipelines
-        return dataset.skip(consumed * local_replicas) if consumed else dataset
+            sentencepiece_model=d.vocabulary or "auto",
+            # Opens every row at the resumed step's position: O(1), nothing re-sampled.
+            first_step=consumed)
 
     dataset = strategy.distribute_datasets_from_function(dataset_fn)
 
