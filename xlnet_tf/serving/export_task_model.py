@@ -32,6 +32,12 @@ def _probe_batch(sequence_length, vocabulary_size, batch_size=2, seed=0):
     return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
 
 
+def _choice_probe_batch(sequence_length, vocabulary_size, num_choices, batch_size=2):
+    """`_probe_batch` rows regrouped as `[batch_size, num_choices, L]` (mixed lengths per example)."""
+    rows = _probe_batch(sequence_length, vocabulary_size, batch_size * num_choices)
+    return {k: v.reshape(batch_size, num_choices, sequence_length) for k, v in rows.items()}
+
+
 def _max_difference(expected, actual):
     worst = 0.0
     for key, value in expected.items():
@@ -54,14 +60,16 @@ def export_task_model(
     has_text_pair=False,
     label_names=None,
     output_key="logits",
+    num_choices=None,
     metadata=None,
     overwrite=False,
     verify=True,
 ):
     """Writes `model` as a SavedModel with `serving_default` and `serve_token_ids`.
 
-    `serving_default` takes raw strings (`text`, plus `text_pair` for pair tasks)
-    when a `preprocessor` is given; without one, the export is ids-in only and
+    `serving_default` takes raw strings (`text`, plus `text_pair` for pair tasks;
+    `context` and `question` for span tasks; `context` `[B]` and `choices`
+    `[B, C]` for multiple choice) when a `preprocessor` is given; without one, the export is ids-in only and
     `serving_default` is the same function as `serve_token_ids` (then the
     SavedModel contains core TensorFlow ops only). A `xlnet_tf_serving.json` file
     next to `saved_model.pb` records the task, signatures, label names (for
@@ -70,7 +78,8 @@ def export_task_model(
     Args:
         model: the fine-tuned task `keras.Model` (float32 weights).
         output: directory to write; must not exist unless `overwrite`.
-        task: `"classification"`, `"regression"`, `"token_classification"` or `"span"`.
+        task: `"classification"`, `"regression"`, `"token_classification"`, `"span"`
+            or `"multiple_choice"`.
         sequence_length: int, static packed length `L` of both signatures.
         preprocessor: optional `(text[, text_pair]) -> {token_ids, segment_ids,
             padding_mask}` in-graph callable (tokenizer + XLNet packer, e.g. a
@@ -79,6 +88,8 @@ def export_task_model(
         has_text_pair: whether the strings-in signature takes `text_pair`.
         label_names: optional list of class names.
         output_key: key of the logits when the model returns a dict.
+        num_choices: int, static number of choices `C` (multiple choice only); the
+            ids signature takes `[B, C, L]`.
         metadata: optional JSON-serializable dict stored under `"extra"`.
         overwrite: replace an existing `output` directory.
         verify: reload the SavedModel and check `serve_token_ids` against the
@@ -113,6 +124,7 @@ def export_task_model(
         has_text_pair=has_text_pair,
         label_names=label_names,
         output_key=output_key,
+        num_choices=num_choices,
     )
     signatures = module.signatures()
     tf.saved_model.save(module, output, signatures=signatures)
@@ -121,6 +133,7 @@ def export_task_model(
         "task": task,
         "sequence_length": sequence_length,
         "has_text_pair": bool(has_text_pair),
+        "num_choices": module.num_choices,
         "text_signature": preprocessor is not None,
         "label_names": list(label_names) if label_names else None,
         "signatures": {
@@ -139,7 +152,10 @@ def export_task_model(
         json.dump(info, f, indent=2, sort_keys=True)
     if verify:
         vocabulary_size = len(vocabulary) if vocabulary is not None else 32
-        probe = _probe_batch(sequence_length, vocabulary_size)
+        if module.num_choices is None:
+            probe = _probe_batch(sequence_length, vocabulary_size)
+        else:
+            probe = _choice_probe_batch(sequence_length, vocabulary_size, module.num_choices)
         expected = module.serve_token_ids(**probe)
         loaded = tf.saved_model.load(output)
         actual = loaded.signatures["serve_token_ids"](**{k: tf.constant(v) for k, v in probe.items()})

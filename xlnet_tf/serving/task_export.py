@@ -14,6 +14,7 @@ TASK_TYPES = {
     "regression": "regression",
     "token_classification": "token_classification",
     "span": "span",
+    "multiple_choice": "multiple_choice",
 }
 
 
@@ -40,7 +41,8 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
     """Exports the fine-tuned model of `workdir` as a two-signature SavedModel.
 
     Reads the task preset (`WORKDIR/final/`: `task.json`, `task.weights.h5`,
-    `config.json`, `spiece.model`, `preprocessing.json`), rebuilds the task model
+    `config.json`, `spiece.model`, `preprocessing.json`; multiple choice also
+    needs `num_choices` or `num_classes` there), rebuilds the task model
     in float32 with the same packing as fine-tuning, and writes `output` with
     `serving_default` (raw strings in) and `serve_token_ids` (ids in). Outputs of
     the SavedModel are checked against the in-memory model (1e-5).
@@ -92,6 +94,13 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
     if length < 4:
         raise ValueError(f"{preprocessing_file}: sequence_length must be an int >= 4, got {length}.")
     text_fields = preprocessing.get("text_fields") or ["text"]
+    num_choices = None
+    if task_type == "multiple_choice":
+        # Fine-tuning records the number of choices as the number of classes.
+        num_choices = preprocessing.get("num_choices") or preprocessing.get("num_classes")
+        if not isinstance(num_choices, int) or isinstance(num_choices, bool) or num_choices < 1:
+            raise ValueError(f"{preprocessing_file}: a multiple_choice export needs num_choices "
+                             f"(or num_classes), an int >= 1, got {num_choices!r}.")
 
     # Serving runs in float32 whatever policy fine-tuning used, so outputs are
     # comparable to 1e-5 with the in-memory float32 model.
@@ -117,6 +126,8 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
             null_score_threshold=preprocessing.get("null_score_threshold"),
         )
     elif text_signature:
+        # Multiple choice packs each (context, choice) pair with the RACE recipe
+        # (`keep_second`, `second_max_length`) recorded at fine-tuning.
         packer = XLNetPacker(length, truncate=preprocessing.get("truncate", "longest_first"),
                              second_max_length=preprocessing.get("second_max_length"))
         preprocessor = TextPreprocessor(tokenizer, packer)
@@ -127,8 +138,9 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
         sequence_length=length,
         preprocessor=preprocessor,
         vocabulary=vocabulary,
-        has_text_pair=len(text_fields) > 1,
+        has_text_pair=task_type != "multiple_choice" and len(text_fields) > 1,
         label_names=preprocessing.get("label_names"),
+        num_choices=num_choices,
         metadata={"source": os.path.abspath(preset), "task_class": task_class, "preprocessing": preprocessing},
         overwrite=overwrite,
     )

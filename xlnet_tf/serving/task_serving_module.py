@@ -2,7 +2,7 @@
 
 import tensorflow as tf
 
-TASKS = ("classification", "regression", "token_classification", "span")
+TASKS = ("classification", "regression", "token_classification", "span", "multiple_choice")
 TOKEN_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 # U+FFFD, the Unicode replacement character.
 REPLACEMENT_CHARACTER = 0xFFFD
@@ -37,11 +37,17 @@ class TaskServingModule(tf.Module):
     rule, and a batch of mixed lengths is padded per row. A `text_pair` whose batch
     size differs from `text` is rejected with an `InvalidArgumentError` naming both.
 
+    Multiple choice (`task="multiple_choice"`): `serve_token_ids` takes `[B, C, L]`
+    ids (C = `num_choices`, static) and `serve_text` takes `context` `[B]` and
+    `choices` `[B, C]`; every (context, choice) pair is packed as one
+    `context <sep> choice <sep> <cls>` row by the preprocessor (the fine-tuning
+    packing), the rows are regrouped to `[B, C, L]` and the model scores them.
+
     Args:
         model: the task `keras.Model`; called with a dict of `token_ids`,
             `segment_ids`, `padding_mask` (int32 `[B, L]`) and `training=False`.
         task: one of `"classification"`, `"regression"`, `"token_classification"`,
-            `"span"`.
+            `"span"`, `"multiple_choice"`.
         sequence_length: int, the packed length `L`.
         preprocessor: optional callable `(text[, text_pair]) -> dict` of int32
             `[B, L]` tensors named as above; `None` exports ids-in only. When it owns
@@ -55,6 +61,8 @@ class TaskServingModule(tf.Module):
             decoding and answer cutting), and the strings-in signature takes
             `context` and `question`.
         output_key: which key of a dict-returning model holds the logits.
+        num_choices: int, the static number of choices `C`; required for (and
+            only used by) `task="multiple_choice"`.
         name: module name.
 
     Example:
@@ -77,6 +85,7 @@ class TaskServingModule(tf.Module):
         has_text_pair=False,
         label_names=None,
         output_key="logits",
+        num_choices=None,
         name=None,
     ):
         super().__init__(name=name)
@@ -84,6 +93,10 @@ class TaskServingModule(tf.Module):
             raise ValueError(f"task must be one of {TASKS}, got {task!r}.")
         if not isinstance(sequence_length, int) or sequence_length < 3:
             raise ValueError(f"sequence_length must be an int >= 3, got {sequence_length!r}.")
+        if task == "multiple_choice" and (
+            not isinstance(num_choices, int) or isinstance(num_choices, bool) or num_choices < 1
+        ):
+            raise ValueError(f"task='multiple_choice' needs num_choices, an int >= 1, got {num_choices!r}.")
         if task == "span" and preprocessor is not None and not hasattr(preprocessor, "answer"):
             raise ValueError("task='span' needs a SpanAnswerDecoder as its preprocessor.")
         # The model is called through a plain closure and only its variables are
@@ -95,6 +108,7 @@ class TaskServingModule(tf.Module):
         self.sequence_length = sequence_length
         self.has_text_pair = bool(has_text_pair)
         self.output_key = output_key
+        self.num_choices = num_choices if task == "multiple_choice" else None
         self._preprocessor = preprocessor
         self.label_names = list(label_names) if label_names else None
         self._label_table = (
@@ -106,13 +120,22 @@ class TaskServingModule(tf.Module):
         if task == "token_classification" and preprocessor is not None and vocabulary is None:
             raise ValueError("token_classification with a text signature needs the vocabulary.")
 
+        # Multiple choice keeps the choices as their own axis: [B, C, L].
+        ids_shape = [None, sequence_length] if self.num_choices is None else [
+            None, self.num_choices, sequence_length]
         self.serve_token_ids = tf.function(
             self._serve_token_ids,
-            input_signature=[
-                tf.TensorSpec([None, sequence_length], tf.int32, name=k) for k in TOKEN_INPUTS
-            ],
+            input_signature=[tf.TensorSpec(ids_shape, tf.int32, name=k) for k in TOKEN_INPUTS],
         )
-        if preprocessor is not None and task == "span":
+        if preprocessor is not None and task == "multiple_choice":
+            self.serve_text = tf.function(
+                self._serve_choices,
+                input_signature=[
+                    tf.TensorSpec([None], tf.string, name="context"),
+                    tf.TensorSpec([None, self.num_choices], tf.string, name="choices"),
+                ],
+            )
+        elif preprocessor is not None and task == "span":
             self.serve_text = tf.function(
                 self._serve_span,
                 input_signature=[
@@ -164,6 +187,40 @@ class TaskServingModule(tf.Module):
         outputs.update(self._text_extras(features, text))
         return outputs
 
+    def _serve_choices(self, context, choices):
+        batch = tf.shape(context)[0]
+        # A loaded signature does not enforce the static choices axis, so check it here.
+        checks = [
+            tf.debugging.assert_equal(
+                batch, tf.shape(choices)[0], message="context and choices must have the same batch size"
+            ),
+            tf.debugging.assert_equal(
+                tf.shape(choices)[1],
+                self.num_choices,
+                message=f"choices must have {self.num_choices} columns (the model's number of choices)",
+            ),
+        ]
+        # Grappler may run the packer before the assertions in a loaded SavedModel;
+        # swapping in well-shaped placeholders on a mismatch means only the
+        # assertions' messages can reach the client.
+        well_shaped = tf.reduce_all(tf.equal(tf.shape(choices), tf.stack([batch, self.num_choices])))
+        choices = tf.cond(
+            well_shaped, lambda: choices, lambda: tf.fill([batch, self.num_choices], "")
+        )  # [B, C]
+        with tf.control_dependencies(checks):
+            context = self._sanitize(context)
+            choices = self._sanitize(choices)
+        # One packed row per (context, choice) pair, as fine-tuning packs RACE:
+        # the context is the A segment of each of its C rows, the choice the B segment.
+        contexts = tf.repeat(context, self.num_choices)  # [B*C]
+        flat_choices = tf.reshape(choices, [-1])  # [B*C]
+        rows = self._preprocess(contexts, flat_choices)  # each [B*C, L]
+        features = {
+            key: tf.reshape(value, [batch, self.num_choices, self.sequence_length])  # [B, C, L]
+            for key, value in rows.items()
+        }
+        return self._predict(features)
+
     def _serve_span(self, context, question):
         check = tf.debugging.assert_equal(
             tf.shape(context),
@@ -205,7 +262,8 @@ class TaskServingModule(tf.Module):
 
     def _predict(self, features):
         outputs = self._call_model(features)
-        if self.task == "classification":
+        if self.task in ("classification", "multiple_choice"):
+            # Multiple choice: C is the number of choices, a softmax over them.
             logits = tf.cast(_pick(outputs, self.output_key), tf.float32)  # [B, C]
             label = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [B]
             result = {

@@ -1,0 +1,158 @@
+"""Multiple-choice (RACE-style) SavedModel export: both signatures, fine-tuning packing, bad input."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.serving.conftest import CONFIG, LENGTH, SPIECE
+from xlnet_tf.serving.export_task_model import METADATA_FILE, export_task_model
+from xlnet_tf.serving.signature_custom_ops import signature_custom_ops
+
+NUM_CHOICES = 3
+SECOND_MAX_LENGTH = 8
+CONTEXTS = [
+    "The quick brown fox jumps over the lazy dog near the river bank in the morning while birds sing "
+    "and the farmer walks to the old mill with his two dogs and a basket of fresh bread.",
+    "Short one.",
+    "",
+]
+CHOICES = [
+    ["Who jumps? the fox", "Who jumps? the dog", "Who jumps? a very long answer about birds and mills"],
+    ["a", "", "b c"],
+    ["", "nothing", "still nothing here"],
+]
+
+
+@pytest.fixture(scope="module")
+def choice_export(tmp_path_factory):
+    from xlnet_tf.config import XLNetConfig
+    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+    from xlnet_tf.models.xlnet_multiple_choice import XLNetMultipleChoice
+    from xlnet_tf.serving.task_export import export_task_workdir
+
+    root = tmp_path_factory.mktemp("choice")
+    model = XLNetMultipleChoice(XLNetBackbone(XLNetConfig(**CONFIG)), dropout=0.0)
+    model.build_with_dummy_inputs()
+    # What `preprocessing_info` writes for a RACE-style fine-tuning run.
+    model.save_to_preset(str(root / "workdir" / "final"), vocabulary_file=SPIECE, preprocessing={
+        "task_type": "multiple_choice", "sequence_length": LENGTH, "num_classes": NUM_CHOICES,
+        "truncate": "keep_second", "second_max_length": SECOND_MAX_LENGTH,
+        "text_fields": ["context", "question", "options"], "label_names": None})
+    path = export_task_workdir(str(root / "workdir"), str(root / "export"))
+    return model, path, tf.saved_model.load(path)
+
+
+def _training_features(tokenizer, contexts, choices):
+    """Packs like `xlnet_tf.data.finetuning._choice_encoder` (keep_second, context as A)."""
+    from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
+
+    packer = XLNetPacker(LENGTH, truncate="keep_second", second_max_length=SECOND_MAX_LENGTH)
+    rows = []
+    for context, options in zip(contexts, choices):
+        context_ids = tf.ragged.constant([tokenizer.tokenize(context)] * len(options), dtype=tf.int32)
+        option_ids = tf.ragged.constant([tokenizer.tokenize(o) for o in options], dtype=tf.int32,
+                                        ragged_rank=1)
+        rows.append(packer((context_ids, option_ids)))
+    return {k: tf.stack([r[k] for r in rows]) for k in rows[0]}  # each [B, C, L]
+
+
+def _np(outputs):
+    return {k: v.numpy() for k, v in outputs.items()}
+
+
+def test_token_ids_signature_matches_in_memory_model(choice_export, tokenizer):
+    model, _, loaded = choice_export
+    features = _training_features(tokenizer, CONTEXTS, CHOICES)
+    assert features["token_ids"].shape == (3, NUM_CHOICES, LENGTH)
+    expected = model(features, training=False).numpy()  # [B, C]
+    got = _np(loaded.signatures["serve_token_ids"](**features))
+    np.testing.assert_allclose(got["logits"], expected, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(got["probabilities"], tf.nn.softmax(expected).numpy(), atol=1e-5, rtol=0)
+    np.testing.assert_array_equal(got["label"], expected.argmax(-1))
+    assert got["label"].dtype == np.int32
+
+
+def test_text_signature_packs_like_fine_tuning(choice_export, tokenizer):
+    # Mixed lengths (one context longer than L, empty contexts and choices) in one batch.
+    model, _, loaded = choice_export
+    expected = model(_training_features(tokenizer, CONTEXTS, CHOICES), training=False).numpy()
+    got = _np(loaded.signatures["serving_default"](context=tf.constant(CONTEXTS),
+                                                     choices=tf.constant(CHOICES)))
+    assert got["logits"].shape == (3, NUM_CHOICES) and got["label"].shape == (3,)
+    assert np.all(np.isfinite(got["logits"]))
+    np.testing.assert_allclose(got["logits"], expected, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(got["probabilities"].sum(-1), 1.0, atol=1e-6)
+    np.testing.assert_array_equal(got["label"], expected.argmax(-1))
+
+
+def test_rows_do_not_depend_on_the_batch(choice_export):
+    _, _, loaded = choice_export
+    serve = loaded.signatures["serving_default"]
+    batch = serve(context=tf.constant(CONTEXTS), choices=tf.constant(CHOICES))["logits"].numpy()
+    for row in range(len(CONTEXTS)):
+        alone = serve(context=tf.constant(CONTEXTS[row:row + 1]),
+                      choices=tf.constant(CHOICES[row:row + 1]))["logits"].numpy()
+        np.testing.assert_allclose(alone[0], batch[row], atol=1e-5, rtol=0)
+
+
+def test_bad_input_gives_defined_results(choice_export):
+    _, _, loaded = choice_export
+    serve = loaded.signatures["serving_default"]
+    # All-empty strings and invalid UTF-8 still give one prediction per example.
+    got = _np(serve(context=tf.constant(["", b"caf\xe9 \xff"]),
+                    choices=tf.constant([["", "", ""], [b"\xfe", "ok", ""]])))
+    assert np.all(np.isfinite(got["logits"])) and got["logits"].shape == (2, NUM_CHOICES)
+    assert set(got["label"].tolist()) <= set(range(NUM_CHOICES))
+    empty = _np(serve(context=tf.zeros([0], tf.string), choices=tf.zeros([0, NUM_CHOICES], tf.string)))
+    assert empty["logits"].shape == (0, NUM_CHOICES) and empty["label"].shape == (0,)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="same batch size"):
+        serve(context=tf.constant(["a", "b"]), choices=tf.constant([["x", "y", "z"]]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="choices must have 3 columns"):
+        serve(context=tf.constant(["a"]), choices=tf.constant([["x", "y"]]))  # wrong number of choices
+
+
+def test_metadata_and_core_ops_only_ids_signature(choice_export):
+    _, path, _ = choice_export
+    with open(os.path.join(path, METADATA_FILE)) as f:
+        info = json.load(f)
+    assert info["task"] == "multiple_choice" and info["num_choices"] == NUM_CHOICES
+    assert info["signatures"]["serving_default"]["inputs"] == ["choices", "context"]
+    assert info["signatures"]["serving_default"]["outputs"] == ["label", "logits", "probabilities"]
+    assert signature_custom_ops(path)["serve_token_ids"] == []
+
+
+def test_export_task_model_ids_only_and_argument_errors(choice_export, tmp_path):
+    model, _, _ = choice_export
+    with pytest.raises(ValueError, match="num_choices"):
+        export_task_model(model, str(tmp_path / "bad"), task="multiple_choice", sequence_length=LENGTH)
+    path = export_task_model(model, str(tmp_path / "ids"), task="multiple_choice",
+                             sequence_length=LENGTH, num_choices=2, vocabulary=[""] * 200)
+    loaded = tf.saved_model.load(path)
+    spec = loaded.signatures["serving_default"].structured_input_signature[1]["token_ids"]
+    assert spec.shape.as_list() == [None, 2, LENGTH]
+
+
+def test_text_signature_matches_the_fine_tuning_encoder(choice_export, tokenizer):
+    # The RACE encoder of the fine-tuning data path appends the option to the question
+    # (or fills a cloze blank); a client sends that text as each choice.
+    from types import SimpleNamespace
+
+    from xlnet_tf.data.finetuning import _choice_encoder
+
+    model, _, loaded = choice_export
+    task = SimpleNamespace(sequence_length=LENGTH, truncate="longest_first", max_qa_length=SECOND_MAX_LENGTH)
+    encode = _choice_encoder(task, tokenizer)
+    examples = [(CONTEXTS[0], "Who jumps?", ["the fox", "the dog", "nobody at all today"]),
+                (CONTEXTS[1], "The _ is red.", ["sky", "apple", "sea"])]
+    # The encoder runs in tf.data (graph mode), as in fine-tuning.
+    features = [next(iter(tf.data.Dataset.from_tensors(
+        {"context": c, "question": q, "options": o, "label": 0}).map(encode)))[0] for c, q, o in examples]
+    features = {k: tf.stack([f[k] for f in features]) for k in features[0]}  # [B, C, L]
+    choices = [["Who jumps? the fox", "Who jumps? the dog", "Who jumps? nobody at all today"],
+               ["The sky is red.", "The apple is red.", "The sea is red."]]
+    got = loaded.signatures["serving_default"](context=tf.constant([c for c, _, _ in examples]),
+                                               choices=tf.constant(choices))["logits"].numpy()
+    np.testing.assert_allclose(got, model(features, training=False).numpy(), atol=1e-5, rtol=0)
