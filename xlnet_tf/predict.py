@@ -19,7 +19,7 @@ import sys
 
 METADATA_FILE = "xlnet_tf_serving.json"
 # Per task: the strings-in signature's two inputs (first, second).
-INPUT_NAMES = {"span": ("context", "question")}
+INPUT_NAMES = {"span": ("context", "question"), "multiple_choice": ("context", "choices")}
 DEFAULT_INPUTS = ("text", "text_pair")
 
 
@@ -35,6 +35,9 @@ def _parser():
                              "it for every TEXT, or once per TEXT.")
     parser.add_argument("--jsonl", help="JSON-lines file of inputs: objects with `text` (and `text_pair`), or "
                                         "`context` and `question` for question answering.")
+    parser.add_argument("--choice", action="append", default=None, metavar="TEXT",
+                        help="Multiple-choice models: one answer option (give it once per option, the same "
+                             "options for every TEXT); --jsonl rows carry `context` and a `choices` list.")
     parser.add_argument("--output", help="Write JSON lines here instead of stdout.")
     parser.add_argument("--batch-size", type=int, default=32, help="Inputs per call (default 32).")
     parser.add_argument("--top-k", type=int, default=0,
@@ -63,6 +66,34 @@ def _read_jsonl(path, first, second):
             if not isinstance(record, dict) or first not in record:
                 raise ValueError(f"{path}:{number}: expected an object with a {first!r} field.")
             rows.append((str(record[first]), None if record.get(second) is None else str(record[second])))
+    return rows
+
+
+def _choice_inputs(args, num_choices):
+    """(context, [choices]) rows of a multiple-choice model, from --jsonl and TEXT + --choice."""
+    rows = []
+    if args.jsonl:
+        with open(args.jsonl, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{args.jsonl}:{number}: not valid JSON ({e.msg}).") from None
+                if not isinstance(record, dict) or "context" not in record or not isinstance(
+                        record.get("choices"), list):
+                    raise ValueError(f"{args.jsonl}:{number}: expected an object with `context` and a "
+                                     "`choices` list.")
+                rows.append((str(record["context"]), [str(c) for c in record["choices"]]))
+    for text in args.texts:
+        rows.append((text, list(args.choice or [])))
+    if not rows:
+        raise ValueError("no input: give TEXT arguments with --choice, or --jsonl FILE.")
+    for context, choices in rows:
+        if len(choices) != num_choices:
+            raise ValueError(f"this model takes exactly {num_choices} choices per input, got {len(choices)} "
+                             f"for {context[:40]!r}.")
     return rows
 
 
@@ -98,11 +129,16 @@ def _to_python(value):
 
 def _format(task, row, outputs, index, label_names, top_k):
     text, pair = row
-    record = {"text": text} if task != "span" else {"context": text, "question": pair}
-    if task != "span" and pair is not None:
+    if task == "span":
+        record = {"context": text, "question": pair}
+    elif task == "multiple_choice":
+        record = {"context": text, "choices": pair}
+    else:
+        record = {"text": text}
+    if task not in ("span", "multiple_choice") and pair is not None:
         record["text_pair"] = pair
     pick = {k: v[index] for k, v in outputs.items()}
-    if task == "classification":
+    if task in ("classification", "multiple_choice"):
         probabilities = pick["probabilities"].tolist()
         record["label"] = int(pick["label"])
         if "label_name" in pick:
@@ -155,7 +191,12 @@ def main(argv=None):
     first, second = INPUT_NAMES.get(task, DEFAULT_INPUTS)
     has_pair = second in input_names
     try:
-        rows = _inputs(args, first, second, has_pair)
+        if task == "multiple_choice":
+            rows = _choice_inputs(args, int(metadata.get("num_choices") or 0))
+        elif args.choice:
+            raise ValueError("--choice is only for multiple-choice models.")
+        else:
+            rows = _inputs(args, first, second, has_pair)
     except (ValueError, OSError) as e:
         print(f"xlnet-tf predict: {e}", file=sys.stderr)
         return 2
@@ -165,7 +206,10 @@ def main(argv=None):
         for start in range(0, len(rows), args.batch_size):
             batch = rows[start : start + args.batch_size]
             feed = {first: tf.constant([t.encode("utf-8", "surrogateescape") for t, _ in batch], tf.string)}
-            if has_pair:
+            if task == "multiple_choice":
+                feed[second] = tf.constant(
+                    [[c.encode("utf-8", "surrogateescape") for c in choices] for _, choices in batch], tf.string)
+            elif has_pair:
                 feed[second] = tf.constant([p.encode("utf-8", "surrogateescape") for _, p in batch], tf.string)
             outputs = {k: v.numpy() for k, v in signature(**feed).items()}
             for i, row in enumerate(batch):
