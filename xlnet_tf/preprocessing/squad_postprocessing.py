@@ -94,6 +94,8 @@ def _cut(context, context_bytes, first_byte, last_byte, score, null_score):
     stripped = text.strip()
     char_start += len(text) - len(text.lstrip())
     char_end = char_start + len(stripped)
+    if not stripped:  # A span of whitespace is the empty answer: offsets -1 as documented.
+        return SquadAnswer("", -1, -1, score, null_score)
     return SquadAnswer(stripped, char_start, char_end, score, null_score)
 
 

@@ -148,6 +148,8 @@ class SpanAnswerDecoder(tf.Module):
         if self.null_score_threshold is not None:
             found &= null_score <= self.null_score_threshold
         text, char_start, char_end = _cut(context, tf.maximum(first_byte, 0), tf.maximum(last_byte, 0))
+        # An answer is empty exactly when its offsets are -1 (a span of whitespace included).
+        found &= tf.strings.length(text) > 0
         return {
             "answer_text": tf.where(found, text, ""),
             "answer_start": tf.where(found, char_start, -1),
