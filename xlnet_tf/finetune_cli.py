@@ -12,23 +12,17 @@ import argparse
 import os
 import sys
 
+from xlnet_tf.run_arguments import add_run_arguments, run_overrides
+
 
 def _parser():
     parser = argparse.ArgumentParser(prog="xlnet-tf finetune", description=(
         "Fine-tune an XLNet preset on a task (TFDS dataset or local JSONL/CSV/SQuAD files). YAML "
         "configs are sparse overrides applied in order; --set section.key=value comes last. "
         "Re-running the same command resumes."))
-    parser.add_argument("--config", action="append", default=[], metavar="FILE",
-                        help="fine-tuning config YAML (repeatable; later files override earlier ones)")
+    add_run_arguments(parser, "fine-tuning config YAML")
     parser.add_argument("--init", metavar="PRESET_DIR",
                         help="initial preset directory (config.json, model.weights.h5, spiece.model)")
-    parser.add_argument("--workdir", required=True, help="work directory (created; reused to resume)")
-    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                        dest="overrides", help="override one config value (YAML syntax)")
-    parser.add_argument("--strategy", choices=("auto", "tpu", "mirrored", "multi_worker", "one_device"),
-                        help="same as --set distribution.strategy=...")
-    parser.add_argument("--virtual-cpu-devices", type=int, metavar="N",
-                        help="split the CPU into N logical devices (try distribution on a laptop)")
     parser.add_argument("--mixed-precision", choices=("float32", "mixed_bfloat16", "mixed_float16"),
                         help="same as --set training.mixed_precision=...")
     return parser
@@ -42,13 +36,9 @@ def main(argv=None) -> int:
     from xlnet_tf.finetuning.finetuning_run import run_finetuning
     from xlnet_tf.training.strategy import StrategyError
 
-    overrides = list(args.overrides)
+    overrides = run_overrides(args)
     if args.init:
         overrides.append(f"training.init_from={args.init}")
-    if args.strategy:
-        overrides.append(f"distribution.strategy={args.strategy}")
-    if args.virtual_cpu_devices is not None:
-        overrides.append(f"distribution.virtual_cpu_devices={args.virtual_cpu_devices}")
     if args.mixed_precision:
         overrides.append(f"training.mixed_precision={args.mixed_precision}")
     try:

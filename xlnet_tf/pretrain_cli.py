@@ -11,20 +11,14 @@ import argparse
 import os
 import sys
 
+from xlnet_tf.run_arguments import add_run_arguments, run_overrides
+
 
 def _parser():
     parser = argparse.ArgumentParser(prog="xlnet-tf pretrain", description=(
         "Pretrain XLNet with model.fit. YAML configs are sparse overrides applied in order; "
         "--set section.key=value overrides come last. Re-running the same command resumes."))
-    parser.add_argument("--config", action="append", default=[], metavar="FILE",
-                        help="run config YAML (repeatable; later files override earlier ones)")
-    parser.add_argument("--workdir", required=True, help="work directory (created; reused to resume)")
-    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                        dest="overrides", help="override one config value (YAML syntax)")
-    parser.add_argument("--strategy", choices=("auto", "tpu", "mirrored", "multi_worker", "one_device"),
-                        help="same as --set distribution.strategy=...")
-    parser.add_argument("--virtual-cpu-devices", type=int, metavar="N",
-                        help="split the CPU into N logical devices (try distribution on a laptop)")
+    add_run_arguments(parser, "run config YAML")
     parser.add_argument("--tpu", help="TPU name or address (default: the local/Colab TPU)")
     parser.add_argument("--no-export", action="store_true", help="skip the final export")
     return parser
@@ -38,11 +32,7 @@ def main(argv=None) -> int:
     from xlnet_tf.training.run_config import load_run_config
     from xlnet_tf.training.strategy import StrategyError
 
-    overrides = list(args.overrides)
-    if args.strategy:
-        overrides.append(f"distribution.strategy={args.strategy}")
-    if args.virtual_cpu_devices is not None:
-        overrides.append(f"distribution.virtual_cpu_devices={args.virtual_cpu_devices}")
+    overrides = run_overrides(args)
     if args.tpu:
         overrides.append(f"distribution.tpu={args.tpu}")
     try:

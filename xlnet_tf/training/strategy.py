@@ -11,7 +11,9 @@ import os
 
 import tensorflow as tf
 
-STRATEGIES = ("auto", "tpu", "mirrored", "multi_worker", "one_device")
+from xlnet_tf.run_arguments import STRATEGY_CHOICES
+
+STRATEGIES = STRATEGY_CHOICES
 
 _log = logging.getLogger(__name__)
 
