@@ -195,6 +195,7 @@ def run_finetuning(config: FinetuneConfig, workdir: str, *, strategy=None) -> di
             backbone = XLNetBackbone.from_preset(init, dtype=dtype, **overrides)
             model = build_task_model(task, backbone)
             model.build_with_dummy_inputs()
+        model.backbone.rematerialize = t.rematerialize
         schedule = WarmupDecaySchedule(o.learning_rate, warmup_steps=o.warmup_steps,
                                        decay_steps=t.train_steps, end_learning_rate=o.end_learning_rate,
                                        power=o.decay_power)

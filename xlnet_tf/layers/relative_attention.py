@@ -5,6 +5,10 @@ from keras import ops
 
 from xlnet_tf.layers.attention_masks import mask_value
 from xlnet_tf.layers.rel_shift import gather_rel_shift, rel_shift
+from xlnet_tf.layers.seeded_dropout import apply_dropout
+
+# Dropout sites under one `dropout_seed` (XLNetBlock uses 4-7 for its feed-forward).
+CONTENT_PROBABILITIES, CONTENT_OUTPUT, QUERY_PROBABILITIES, QUERY_OUTPUT = 0, 1, 2, 3
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
@@ -46,6 +50,8 @@ class RelativeAttention(keras.layers.Layer):
         query_mask: bool `[B, L, M+L]`, required with `query_stream`.
         target_mapping: optional `[B, P, L]` one-hot rows.
         training: Python bool.
+        dropout_seed: optional int `[2]`: draw every dropout mask statelessly from it
+            (used by rematerialization, which runs the layer twice).
 
     Returns:
         `(content_output [B, L, H], query_output [B, P, H] or None)`.
@@ -97,7 +103,8 @@ class RelativeAttention(keras.layers.Layer):
 
     def _attend(self, query_heads, key_heads, value_heads, position_heads, segment_different,
                 mask, content_bias, positional_bias, segment_bias, segment_encoding, training,
-                query_positions=None, block_length=None):
+                query_positions=None, block_length=None, dropout_seed=None,
+                dropout_site=CONTENT_PROBABILITIES):
         """Attention of `query_heads [B, N, Q, D]` over the keys; returns `[B, N, Q, D]`.
 
         Q is the block length L (row i is position i), or P predictions at
@@ -126,18 +133,20 @@ class RelativeAttention(keras.layers.Layer):
         scores = ops.cast(scores, "float32")
         scores = scores + ops.cast(mask, "float32")[:, None, :, :] * mask_value("float32")
         probabilities = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
-        probabilities = self.probability_dropout(probabilities, training=training)
+        probabilities = apply_dropout(self.probability_dropout, probabilities, training,
+                                      dropout_seed, dropout_site)
         return ops.einsum("bnij,bnjd->bnid", probabilities, value_heads)  # [B, N, Q, D]
 
-    def _post_attention(self, stream, attention_heads, training):
+    def _post_attention(self, stream, attention_heads, training, dropout_seed=None,
+                        dropout_site=CONTENT_OUTPUT):
         output = ops.einsum("bnid,hnd->bih", attention_heads, self.output_kernel)  # [B, L, H]
-        output = self.output_dropout(output, training=training)
+        output = apply_dropout(self.output_dropout, output, training, dropout_seed, dropout_site)
         return self.layer_norm(stream + output)
 
     def call(self, content_stream, position_encoding, segment_different, content_mask,
              content_bias, positional_bias, segment_bias, segment_encoding,
              memory=None, query_stream=None, query_mask=None, target_mapping=None,
-             training=None):
+             training=None, dropout_seed=None):
         if memory is not None:
             keys_input = ops.concatenate([ops.cast(memory, content_stream.dtype), content_stream],
                                          axis=1)  # [B, M+L, H]
@@ -152,8 +161,9 @@ class RelativeAttention(keras.layers.Layer):
 
         content_query = ops.einsum("bih,hnd->bnid", content_stream, self.query_kernel)  # [B, N, L, D]
         content_heads = self._attend(content_query, key_heads, value_heads, position_heads,
-                                     segment_different, content_mask, training=training, **biases)
-        content_output = self._post_attention(content_stream, content_heads, training)
+                                     segment_different, content_mask, training=training,
+                                     dropout_seed=dropout_seed, **biases)
+        content_output = self._post_attention(content_stream, content_heads, training, dropout_seed)
 
         if query_stream is None:
             return content_output, None
@@ -162,7 +172,9 @@ class RelativeAttention(keras.layers.Layer):
         query_heads = ops.einsum("bph,hnd->bnpd", query_stream, self.query_kernel)  # [B, N, P, D]
         if target_mapping is None:
             query_heads = self._attend(query_heads, key_heads, value_heads, position_heads,
-                                       segment_different, query_mask, training=training, **biases)
+                                       segment_different, query_mask, training=training,
+                                       dropout_seed=dropout_seed, dropout_site=QUERY_PROBABILITIES,
+                                       **biases)
         else:
             # Attend from the P predictions only, each at the position its one-hot row picks;
             # rows that pick nothing (padding up to num_predict) get no attention output.
@@ -177,10 +189,12 @@ class RelativeAttention(keras.layers.Layer):
             query_heads = self._attend(
                 query_heads, key_heads, value_heads, position_heads, query_rows_segment,
                 query_rows_mask, training=training, query_positions=query_positions,
-                block_length=ops.shape(content_stream)[1], **biases)
+                block_length=ops.shape(content_stream)[1], dropout_seed=dropout_seed,
+                dropout_site=QUERY_PROBABILITIES, **biases)
             row_used = ops.cast(ops.sum(target_mapping, axis=-1), query_heads.dtype)  # [B, P]
             query_heads = query_heads * row_used[:, None, :, None]
-        query_output = self._post_attention(query_stream, query_heads, training)
+        query_output = self._post_attention(query_stream, query_heads, training, dropout_seed,
+                                            QUERY_OUTPUT)
         return content_output, query_output
 
     def get_config(self):

@@ -4,6 +4,11 @@ import keras
 from keras import ops
 
 from xlnet_tf.layers.relative_attention import RelativeAttention
+from xlnet_tf.layers.seeded_dropout import apply_dropout
+
+# Dropout sites under one `dropout_seed`, after RelativeAttention's 0-3: per stream,
+# (after the activation, after the output projection).
+FEEDFORWARD_SITES = {"content": (4, 5), "query": (6, 7)}
 
 
 def _gelu_approximate(x):
@@ -42,7 +47,7 @@ class XLNetBlock(keras.layers.Layer):
     Call arguments:
         content_stream: `[B, L, H]`.
         query_stream: optional `[B, P, H]`.
-        everything else: as `RelativeAttention.call`.
+        everything else (including `dropout_seed`): as `RelativeAttention.call`.
 
     Returns:
         `(content_output [B, L, H], query_output [B, P, H] or None)`.
@@ -98,26 +103,27 @@ class XLNetBlock(keras.layers.Layer):
         self.feedforward_layer_norm.build(content_stream_shape)
         self.built = True
 
-    def _feedforward(self, stream, training):
+    def _feedforward(self, stream, training, dropout_seed=None, stream_name="content"):
+        hidden_site, output_site = FEEDFORWARD_SITES[stream_name]
         hidden = self.feedforward_intermediate(stream)  # [B, L, I]
         hidden = self._activation_fn(hidden)
-        hidden = self.feedforward_dropout(hidden, training=training)
+        hidden = apply_dropout(self.feedforward_dropout, hidden, training, dropout_seed, hidden_site)
         output = self.feedforward_output(hidden)  # [B, L, H]
-        output = self.feedforward_dropout(output, training=training)
+        output = apply_dropout(self.feedforward_dropout, output, training, dropout_seed, output_site)
         return self.feedforward_layer_norm(stream + output)
 
     def call(self, content_stream, position_encoding, segment_different, content_mask,
              content_bias, positional_bias, segment_bias, segment_encoding,
              memory=None, query_stream=None, query_mask=None, target_mapping=None,
-             training=None):
+             training=None, dropout_seed=None):
         content_output, query_output = self.attention(
             content_stream, position_encoding, segment_different, content_mask,
             content_bias, positional_bias, segment_bias, segment_encoding,
             memory=memory, query_stream=query_stream, query_mask=query_mask,
-            target_mapping=target_mapping, training=training)
-        content_output = self._feedforward(content_output, training)
+            target_mapping=target_mapping, training=training, dropout_seed=dropout_seed)
+        content_output = self._feedforward(content_output, training, dropout_seed, "content")
         if query_output is not None:
-            query_output = self._feedforward(query_output, training)
+            query_output = self._feedforward(query_output, training, dropout_seed, "query")
         return content_output, query_output
 
     def get_config(self):

@@ -3,6 +3,7 @@
 import os
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from xlnet_tf.config import XLNetConfig
@@ -12,6 +13,8 @@ from xlnet_tf.layers.xlnet_block import XLNetBlock
 from xlnet_tf.models import preset_io
 
 REQUIRED_INPUTS = ("token_ids", "segment_ids", "padding_mask")
+# Module-level so tests can swap it for the identity and compare against one forward run.
+_recompute_grad = tf.recompute_grad
 OPTIONAL_INPUTS = ("perm_mask", "target_mapping", "mems")
 
 
@@ -28,6 +31,13 @@ class XLNetBackbone(keras.Model):
     Args:
         config: an `XLNetConfig`.
         dtype: a dtype policy, e.g. `"mixed_bfloat16"`.
+        rematerialize: in training, keep only each block's input streams for the
+            backward pass and run the block's forward again there (gradient
+            checkpointing): activation memory drops from every intermediate of
+            every layer to two streams per layer, for about one more forward
+            pass of compute. Dropout masks are drawn from one explicit seed per
+            block, so both runs drop the same units. Not part of the weights;
+            it can be switched on a loaded model by setting the attribute.
 
     Call arguments:
         inputs: a dict with
@@ -61,7 +71,7 @@ class XLNetBackbone(keras.Model):
     TensorShape([2, 5, 8])
     """
 
-    def __init__(self, config, dtype=None, **kwargs):
+    def __init__(self, config, dtype=None, rematerialize=False, **kwargs):
         if isinstance(config, dict):
             config = XLNetConfig.from_dict(config)
         if not isinstance(config, XLNetConfig):
@@ -69,6 +79,7 @@ class XLNetBackbone(keras.Model):
         kwargs.setdefault("name", "xlnet_backbone")
         super().__init__(dtype=dtype, **kwargs)
         self.config = config
+        self.rematerialize = bool(rematerialize)
         initializer = keras.initializers.RandomNormal(stddev=config.initializer_range)
         self.token_embedding = keras.layers.Embedding(
             config.vocabulary_size, config.hidden_dim,
@@ -213,20 +224,35 @@ class XLNetBackbone(keras.Model):
             batch_size=batch_size)  # [B|1, R, H]
         position_encoding = self.embedding_dropout(position_encoding, training=training)
 
+        rematerialize = bool(self.rematerialize and training)
+        call_seed = self._draw_dropout_seed() if rematerialize else None
         new_mems = []
         content_states, query_states = [content_stream], [query_stream]
         for index, block in enumerate(self.blocks):
             layer_memory = None if mems is None else mems[:, index]  # [B, M, H]
             if config.memory_length > 0:
                 new_mems.append(self._cache_memory(content_stream, layer_memory))
-            content_stream, query_stream = block(
-                content_stream, position_encoding, segment_different, content_mask,
-                self._layer_bias(self.content_attention_bias, index),
-                self._layer_bias(self.positional_attention_bias, index),
-                self._layer_bias(self.segment_attention_bias, index),
-                ops.cast(self.segment_embedding[index], self.compute_dtype),
-                memory=layer_memory, query_stream=query_stream, query_mask=query_mask,
-                target_mapping=target_mapping, training=training)
+
+            def run_block(content, query, index=index, block=block, layer_memory=layer_memory,
+                          dropout_seed=None):
+                # The biases are read inside, so a rematerialized run re-reads the variables
+                # and tf.recompute_grad hands their gradients back.
+                return block(
+                    content, position_encoding, segment_different, content_mask,
+                    self._layer_bias(self.content_attention_bias, index),
+                    self._layer_bias(self.positional_attention_bias, index),
+                    self._layer_bias(self.segment_attention_bias, index),
+                    ops.cast(self.segment_embedding[index], self.compute_dtype),
+                    memory=layer_memory, query_stream=query, query_mask=query_mask,
+                    target_mapping=target_mapping, training=training, dropout_seed=dropout_seed)
+
+            if rematerialize:
+                block_seed = (None if call_seed is None
+                              else tf.random.experimental.stateless_fold_in(call_seed, index))
+                content_stream, query_stream = _rematerialized(
+                    run_block, content_stream, query_stream, block_seed)
+            else:
+                content_stream, query_stream = run_block(content_stream, query_stream)
             content_states.append(content_stream)
             query_states.append(query_stream)
 
@@ -241,10 +267,27 @@ class XLNetBackbone(keras.Model):
             outputs["new_mems"] = ops.stack(new_mems, axis=1)  # [B, num_layers, memory_length, H]
         return outputs
 
+    def _draw_dropout_seed(self):
+        """One stateless `[2]` seed per call from an existing dropout generator, or None.
+
+        Reusing a generator the model already has keeps the saved variables
+        the same with and without rematerialization.
+        """
+        dropouts = [self.embedding_dropout]
+        if self.blocks:
+            block = self.blocks[0]
+            dropouts += [block.feedforward_dropout, block.attention.output_dropout,
+                         block.attention.probability_dropout]
+        for dropout in dropouts:
+            if dropout.rate > 0 and getattr(dropout, "seed_generator", None) is not None:
+                return tf.cast(dropout.seed_generator.next(), tf.int64)  # [2]
+        return None
+
     # ------------------------------------------------------------------ presets and config
     def get_config(self):
         return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable,
-                "dtype": keras.dtype_policies.serialize(self.dtype_policy)}
+                "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+                "rematerialize": self.rematerialize}
 
     @classmethod
     def from_config(cls, config):
@@ -286,6 +329,21 @@ class XLNetBackbone(keras.Model):
         if load_weights:
             backbone.load_weights(preset_io.preset_file(preset_dir, preset_io.WEIGHTS_FILE))
         return backbone
+
+
+def _rematerialized(run_block, content_stream, query_stream, dropout_seed):
+    """`run_block(content, query)` under `tf.recompute_grad`: only the streams are kept."""
+    if query_stream is None:
+        def forward(content):
+            return run_block(content, None, dropout_seed=dropout_seed)[0]
+
+        return _recompute_grad(forward)(content_stream), None
+
+    def forward_two_streams(content, query):
+        return tuple(run_block(content, query, dropout_seed=dropout_seed))
+
+    content_stream, query_stream = _recompute_grad(forward_two_streams)(content_stream, query_stream)
+    return content_stream, query_stream
 
 
 def _check_dims(key, shape, expected):

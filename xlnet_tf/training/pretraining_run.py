@@ -184,7 +184,7 @@ def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, export=Tr
     dtype = None if t.mixed_precision == "float32" else t.mixed_precision
     with strategy.scope():
         keras.utils.set_random_seed(t.seed)
-        backbone = XLNetBackbone(m, dtype=dtype)
+        backbone = XLNetBackbone(m, dtype=dtype, rematerialize=t.rematerialize)
         pretrainer = XLNetPretrainer(backbone)
         if t.init_from and first_epoch == 0:
             warm = XLNetPretrainer.from_preset(t.init_from)

@@ -75,6 +75,7 @@ class TrainingSection:
     mixed_precision: str = "float32"
     jit_compile: bool = False
     gradient_accumulation_steps: int = 1
+    rematerialize: bool = False
     reset_memory_each_epoch: bool = False
     keep_checkpoints: int = 3
     seed: int = 0
