@@ -13,15 +13,18 @@ the same intra-op thread count (inter-op 1). Tokens/s = batch x seq / median
 step time over the timed steps (the first step, with tracing, is excluded).
 
 Tables:
-  1. tokens/s and peak RSS, ours vs PyTorch, seq 128 and 512, float32 and bfloat16;
+  1. tokens/s and peak RSS, ours (tf.function, and XLA as configs/pretrain/base.yaml sets)
+     vs PyTorch, seq 128 and 512 in float32, bfloat16 at seq 128 (and at 512 with
+     --bf16-512: on a CPU without native bf16 a step takes minutes);
   2. 1 -> 2 replicas (MirroredStrategy over 2 virtual CPU devices, same global batch);
-  3. largest per-replica batch at seq 512 for Base and Large: peak RSS measured at
-     batch 1 and 2 on CPU, a line fitted through them, solved for 16/32/80 GB.
+  3. largest per-replica batch at seq 512 for Base and Large, without and with
+     `rematerialize`: peak RSS measured at batch 1 and 2 on CPU, a line fitted
+     through them, solved for 16/32/80 GB.
      (CPU RSS includes the runtime itself; accelerator memory behaves alike but this
      is an estimate, not a device measurement.)
 
 Usage:
-    python benchmarks/pretraining_benchmark.py [--steps 2] [--threads 2] [--quick]
+    python benchmarks/pretraining_benchmark.py [--steps 2] [--threads 2] [--quick] [--bf16-512]
 """
 
 import argparse
@@ -97,7 +100,8 @@ def run_keras(spec):
         strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     dtype = "mixed_bfloat16" if spec["dtype"] == "bfloat16" else None
     with strategy.scope():
-        model = XLNetPretrainer(XLNetBackbone(config, dtype=dtype))
+        model = XLNetPretrainer(XLNetBackbone(config, dtype=dtype,
+                                              rematerialize=spec.get("remat", False)))
         model.compile(optimizer=create_optimizer(model, learning_rate=1e-4, warmup_steps=1,
                                                  train_steps=1000),
                       jit_compile=spec["xla"])
@@ -181,37 +185,46 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=2, help="timed steps after one warm-up step")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--xla", action="store_true", help="jit_compile=True for our step")
+    parser.add_argument("--bf16-512", action="store_true", help="also bfloat16 at seq 512 (slow on CPU)")
     parser.add_argument("--quick", action="store_true", help="seq 128 only, no Large memory runs")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         child(json.loads(args.child))
         return 0
-    common = dict(steps=args.steps, threads=args.threads, xla=args.xla, replicas=1, size="base")
-    shapes = [(128, 2)] if args.quick else [(128, 2), (512, 1)]
+    common = dict(steps=args.steps, threads=args.threads, xla=False, replicas=1, size="base")
+    rows = [(128, 2, "float32"), (128, 2, "bfloat16")]
+    if not args.quick:
+        rows.append((512, 1, "float32"))
+        if args.bf16_512:
+            rows.append((512, 1, "bfloat16"))
 
     print("## 1. Full training step, XLNet-Base, ours (fit) vs PyTorch (HF), "
           f"{args.threads} threads\n")
-    print("| seq | batch | dtype | ours tok/s | PyTorch tok/s | ratio | ours peak RSS GB | PyTorch peak RSS GB |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| seq | batch | dtype | ours tok/s | ours XLA tok/s | PyTorch tok/s | ratio | ratio XLA "
+          "| ours peak RSS GB | ours XLA peak RSS GB | PyTorch peak RSS GB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     memory_points = {}
-    for seq, batch in shapes:
-        for dtype in ("float32", "bfloat16"):
-            ours = measure(dict(common, impl="keras", seq=seq, batch=batch, dtype=dtype))
-            peer = measure(dict(common, impl="torch", seq=seq, batch=batch, dtype=dtype))
-            ratio = (ours["tokens_per_s"] / peer["tokens_per_s"]
-                     if "tokens_per_s" in ours and "tokens_per_s" in peer else None)
-            print(f"| {seq} | {batch} | {dtype} | {_fmt(ours, 'tokens_per_s', '{:.0f}')} | "
-                  f"{_fmt(peer, 'tokens_per_s', '{:.0f}')} | "
-                  f"{'-' if ratio is None else f'{ratio:.2f}x'} | "
-                  f"{_fmt(ours, 'peak_rss_gb', '{:.2f}')} | {_fmt(peer, 'peak_rss_gb', '{:.2f}')} |",
-                  flush=True)
-            for r, name in ((ours, "ours"), (peer, "PyTorch")):
-                if "error" in r:
-                    print(f"<!-- {name} {seq} {dtype}: {r['error']} -->")
-            if seq == 512 and dtype == "float32" and "peak_rss_gb" in ours:
-                memory_points[("base", 1)] = ours["peak_rss_gb"]
+    for seq, batch, dtype in rows:
+        ours = measure(dict(common, impl="keras", seq=seq, batch=batch, dtype=dtype))
+        ours_xla = measure(dict(common, impl="keras", seq=seq, batch=batch, dtype=dtype, xla=True))
+        peer = measure(dict(common, impl="torch", seq=seq, batch=batch, dtype=dtype))
+
+        def ratio(mine):
+            if "tokens_per_s" in mine and "tokens_per_s" in peer:
+                return f"{mine['tokens_per_s'] / peer['tokens_per_s']:.2f}x"
+            return "-"
+
+        print(f"| {seq} | {batch} | {dtype} | {_fmt(ours, 'tokens_per_s', '{:.0f}')} | "
+              f"{_fmt(ours_xla, 'tokens_per_s', '{:.0f}')} | {_fmt(peer, 'tokens_per_s', '{:.0f}')} | "
+              f"{ratio(ours)} | {ratio(ours_xla)} | {_fmt(ours, 'peak_rss_gb', '{:.2f}')} | "
+              f"{_fmt(ours_xla, 'peak_rss_gb', '{:.2f}')} | {_fmt(peer, 'peak_rss_gb', '{:.2f}')} |",
+              flush=True)
+        for r, name in ((ours, "ours"), (ours_xla, "ours XLA"), (peer, "PyTorch")):
+            if "error" in r:
+                print(f"<!-- {name} {seq} {dtype}: {r['error']} -->")
+        if seq == 512 and dtype == "float32" and "peak_rss_gb" in ours:
+            memory_points[("base", False, 1)] = ours["peak_rss_gb"]
 
     print("\n## 2. Replica scaling on CPU (MirroredStrategy, 2 virtual devices, same global batch)\n")
     print("| seq | global batch | 1 replica tok/s | 2 replicas tok/s | speed-up |")
@@ -226,23 +239,25 @@ def main(argv=None):
     if args.quick:
         return 0
     print("\n## 3. Largest per-replica batch at seq 512 (float32, AdamW, memory 384), estimated\n")
-    print("| model | RSS batch 1 GB | RSS batch 2 GB | GB per example | 16 GB | 32 GB | 80 GB |")
-    print("|---|---|---|---|---|---|---|")
+    print("| model | rematerialize | RSS batch 1 GB | RSS batch 2 GB | GB per example | 16 GB | 32 GB "
+          "| 80 GB |")
+    print("|---|---|---|---|---|---|---|---|")
     for size in ("base", "large"):
-        for batch in (1, 2):
-            if (size, batch) not in memory_points:
-                r = measure(dict(common, impl="keras", seq=512, batch=batch, dtype="float32",
-                                 size=size, steps=0))
-                memory_points[(size, batch)] = r.get("peak_rss_gb")
-        a, b = memory_points.get((size, 1)), memory_points.get((size, 2))
-        if a is None or b is None:
-            print(f"| {size} | {a} | {b} | - | - | - | - |")
-            continue
-        per_example = max(b - a, 1e-6)
-        fixed = a - per_example
-        fits = [max(0, int((limit - fixed) // per_example)) for limit in (16, 32, 80)]
-        print(f"| {size} | {a:.2f} | {b:.2f} | {per_example:.2f} | {fits[0]} | {fits[1]} | {fits[2]} |",
-              flush=True)
+        for remat in (False, True):
+            for batch in (1, 2):
+                if (size, remat, batch) not in memory_points:
+                    r = measure(dict(common, impl="keras", seq=512, batch=batch, dtype="float32",
+                                     size=size, steps=0, remat=remat))
+                    memory_points[(size, remat, batch)] = r.get("peak_rss_gb")
+            a, b = memory_points.get((size, remat, 1)), memory_points.get((size, remat, 2))
+            if a is None or b is None:
+                print(f"| {size} | {remat} | {a} | {b} | - | - | - | - |")
+                continue
+            per_example = max(b - a, 1e-6)
+            fixed = a - per_example
+            fits = [max(0, int((limit - fixed) // per_example)) for limit in (16, 32, 80)]
+            print(f"| {size} | {remat} | {a:.2f} | {b:.2f} | {per_example:.2f} | {fits[0]} | "
+                  f"{fits[1]} | {fits[2]} |", flush=True)
     return 0
 
 

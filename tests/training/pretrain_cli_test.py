@@ -73,6 +73,35 @@ def test_work_directory_contents(finished_run):
     assert os.listdir(os.path.join(finished_run, "logs", "train"))
 
 
+def test_backup_keeps_the_recurrence_memory_of_the_last_two_epochs(finished_run):
+    backup = os.path.join(finished_run, "backup")
+    names = sorted(n for n in os.listdir(backup) if n.startswith("recurrence_memory"))
+    assert names == ["recurrence_memory-0-epoch-000001.npz", "recurrence_memory-0-epoch-000002.npz"]
+    stored = np.load(os.path.join(backup, names[-1]))
+    assert int(stored["step"]) == 8
+    memory = stored["replica_0"]
+    assert memory.shape == (4, 2, 8, 16)  # per-replica batch, layers, memory_length, hidden
+    assert np.abs(memory).max() > 0
+
+
+def test_gradient_accumulation_counts_optimizer_updates(tmp_path, records):
+    from xlnet_tf.training.pretraining_run import run_pretraining
+    from xlnet_tf.training.run_config import load_run_config
+
+    config = load_run_config([], overrides=list(TINY_RUN) + [
+        f"data.train_files={records}", "training.gradient_accumulation_steps=2"])
+    summary = run_pretraining(config, str(tmp_path / "w"), export=False)
+    lines = [json.loads(line) for line in open(tmp_path / "w" / "metrics.jsonl")]
+    # train_steps=8 updates of 2 micro-batches each: 16 fit batches, logged as steps 2..8.
+    assert [line["step"] for line in lines] == [2, 4, 6, 8]
+    assert all(line["examples_per_second"] > 0 for line in lines[1:])
+    assert summary["final"]["loss"] > 0
+    # The schedule (warmup 2, linear decay to 0 at step 8) reached its end: lr at update 8 is 0.
+    assert lines[-1]["learning_rate"] == pytest.approx(0.0, abs=1e-9)
+    assert sorted(os.listdir(tmp_path / "w" / "checkpoints")) == [
+        "ckpt-00000004.weights.h5", "ckpt-00000008.weights.h5"]
+
+
 def _records_of(workdir):
     return yaml.safe_load(open(os.path.join(workdir, "config.yaml")))["data"]["train_files"]
 

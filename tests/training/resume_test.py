@@ -1,8 +1,9 @@
 """Kill a pretraining process with SIGKILL, run the same command again: it resumes where it was.
 
 The resumed run must end with exactly the weights of an uninterrupted run: that
-only happens when weights, optimizer state, schedule step and the data position
-are all restored (the model has no memory and no dropout here, so nothing else differs).
+only happens when weights, optimizer state, schedule step, the data position and
+every replica's recurrence memory are all restored (the model has no dropout
+here, so nothing else differs).
 """
 
 import json
@@ -17,8 +18,7 @@ from tests.training.helpers import cyclic_tokens, write_records
 from tests.training.subprocess_runs import (REPO, assert_same_weights, environment, final_weights,
                                             metrics, pretrain_command)
 
-STEPS = ["training.train_steps=24", "training.steps_per_epoch=2", "training.log_every_steps=1",
-         "model.memory_length=0"]
+STEPS = ["training.train_steps=24", "training.steps_per_epoch=2", "training.log_every_steps=1"]
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Callbacks of a pretraining run: metrics log, checkpoints, memory resets.
+"""Callbacks of a pretraining run: metrics log, checkpoints, recurrence memory state.
 
 `fit` runs "epochs" that are checkpoint periods of `steps_per_epoch` optimizer
 steps over an endless record stream; `first_epoch_step(epoch)` turns Keras'
@@ -9,8 +9,10 @@ import glob
 import json
 import os
 import time
+import warnings
 
 import keras
+import tensorflow as tf
 
 
 class JsonlMetricsLogger(keras.callbacks.Callback):
@@ -25,13 +27,16 @@ class JsonlMetricsLogger(keras.callbacks.Callback):
         path: the `metrics.jsonl` file.
         steps_per_epoch: optimizer steps per Keras epoch.
         every_steps: log when the global step is a multiple of this (and at each epoch end).
-        global_batch_size: examples per step, for the throughput column.
+        global_batch_size: examples per optimizer step, for the throughput column.
+        micro_batches_per_step: `fit` batches per optimizer step (gradient accumulation).
     """
 
-    def __init__(self, path, *, steps_per_epoch, every_steps, global_batch_size):
+    def __init__(self, path, *, steps_per_epoch, every_steps, global_batch_size,
+                 micro_batches_per_step=1):
         super().__init__()
         self.path = path
         self.steps_per_epoch = steps_per_epoch
+        self.micro_batches_per_step = micro_batches_per_step
         self.every_steps = every_steps
         self.global_batch_size = global_batch_size
         self._epoch = 0
@@ -49,8 +54,8 @@ class JsonlMetricsLogger(keras.callbacks.Callback):
             self._last_step = first
 
     def on_train_batch_end(self, batch, logs=None):
-        step = self._epoch * self.steps_per_epoch + batch + 1
-        if step % self.every_steps == 0 or step % self.steps_per_epoch == 0:
+        step = optimizer_step(self._epoch, batch, self.steps_per_epoch, self.micro_batches_per_step)
+        if step is not None and (step % self.every_steps == 0 or step % self.steps_per_epoch == 0):
             self._write(step, logs)
 
     def _write(self, step, logs):
@@ -73,6 +78,17 @@ class JsonlMetricsLogger(keras.callbacks.Callback):
         with open(self.path, "a") as f:
             f.write(json.dumps(record) + "\n")
         self._last_step, self._last_time = step, now
+
+
+def optimizer_step(epoch, batch, steps_per_epoch, micro_batches_per_step=1):
+    """The global optimizer step that `fit` batch `batch` of `epoch` completes, or None.
+
+    With gradient accumulation only every `micro_batches_per_step`-th batch
+    completes an update; the others return None.
+    """
+    if (batch + 1) % micro_batches_per_step:
+        return None
+    return epoch * steps_per_epoch + (batch + 1) // micro_batches_per_step
 
 
 def truncate_jsonl(path, max_step):
@@ -99,12 +115,14 @@ class TensorBoardScalars(keras.callbacks.Callback):
         log_dir: directory of the event files (`log_dir/train`).
         steps_per_epoch: optimizer steps per Keras epoch.
         every_steps: write when the global step is a multiple of this.
+        micro_batches_per_step: `fit` batches per optimizer step (gradient accumulation).
     """
 
-    def __init__(self, log_dir, *, steps_per_epoch, every_steps):
+    def __init__(self, log_dir, *, steps_per_epoch, every_steps, micro_batches_per_step=1):
         super().__init__()
         self.log_dir = log_dir
         self.steps_per_epoch = steps_per_epoch
+        self.micro_batches_per_step = micro_batches_per_step
         self.every_steps = every_steps
         self._epoch = 0
         self._writer = None
@@ -118,7 +136,9 @@ class TensorBoardScalars(keras.callbacks.Callback):
         self._epoch = epoch
 
     def on_train_batch_end(self, batch, logs=None):
-        step = self._epoch * self.steps_per_epoch + batch + 1
+        step = optimizer_step(self._epoch, batch, self.steps_per_epoch, self.micro_batches_per_step)
+        if step is None:
+            return
         if logs and (step % self.every_steps == 0 or step % self.steps_per_epoch == 0):
             values = dict(logs)
             if self.model.optimizer is not None:
@@ -145,29 +165,77 @@ class TensorBoardScalars(keras.callbacks.Callback):
             self._writer.close()
 
 
-class RecurrenceMemoryReset(keras.callbacks.Callback):
-    """Zeros the pretrainer's recurrence memory at train begin (and optionally every epoch).
+class RecurrenceMemoryState(keras.callbacks.Callback):
+    """Saves the recurrence memory with every backup and restores it on resume.
 
-    A restarted run does not restore the memory (see `RecurrenceMemory`); zeroing it
-    at train begin makes a fresh and a resumed run start the same way.
+    At each epoch end it writes this process's per-replica memories to
+    `backup_dir/recurrence_memory-{worker}-epoch-{N}.npz` (N = epochs done),
+    keeping the newest two like BackupAndRestore's double checkpoint. Put it
+    before `BackupAndRestore` in the callback list: then a memory file exists
+    for every epoch a backup exists for. At train begin it restores the file of
+    the epoch training resumes from; a fresh run starts from zeros. A resumed
+    run whose memory file is missing or does not fit (e.g. another replica
+    count) warns, naming the file and the reason, and starts from zeros.
 
     Args:
-        each_epoch: also reset at the start of every epoch.
-        first_step: the global step training (re)starts from; the memory's step
+        backup_dir: the BackupAndRestore directory.
+        first_epoch: epochs already done (0 for a fresh run).
+        first_step: `fit` batches (micro-batches) already done; the memory's step
             counter is aligned with it so data-epoch resets stay on schedule.
+        each_epoch: also zero the memory at the start of every epoch.
+        worker: this process's index among the workers (multi-worker runs).
     """
 
-    def __init__(self, each_epoch=False, first_step=0):
+    KEEP = 2
+
+    def __init__(self, backup_dir, *, first_epoch=0, first_step=0, each_epoch=False, worker=0):
         super().__init__()
-        self.each_epoch = each_epoch
+        self.backup_dir = backup_dir
+        self.first_epoch = first_epoch
         self.first_step = first_step
+        self.each_epoch = each_epoch
+        self.worker = worker
+        self.restored_from = None
+
+    def path(self, epochs_done):
+        return os.path.join(self.backup_dir,
+                            f"recurrence_memory-{self.worker}-epoch-{epochs_done:06d}.npz")
 
     def on_train_begin(self, logs=None):
+        memory = self.model.recurrence_memory
         self.model.reset_recurrence_memory(step=self.first_step)
+        if memory is None or self.first_epoch == 0:
+            return
+        path = self.path(self.first_epoch)
+        if not tf.io.gfile.exists(path):
+            warnings.warn(f"Resuming at epoch {self.first_epoch} without its recurrence memory "
+                          f"({path} is missing); the memory starts from zeros.")
+            return
+        try:
+            step = memory.restore(path)
+        except (ValueError, OSError) as error:
+            self.model.reset_recurrence_memory(step=self.first_step)
+            warnings.warn(f"Recurrence memory not restored: {error} It starts from zeros.")
+            return
+        if step != self.first_step:
+            self.model.reset_recurrence_memory(step=self.first_step)
+            warnings.warn(f"{path} holds the memory of step {step}, training resumes at step "
+                          f"{self.first_step}; the memory starts from zeros.")
+            return
+        self.restored_from = path
 
     def on_epoch_begin(self, epoch, logs=None):
         if self.each_epoch:
             self.model.reset_recurrence_memory()
+
+    def on_epoch_end(self, epoch, logs=None):
+        memory = self.model.recurrence_memory
+        if memory is None:
+            return
+        tf.io.gfile.makedirs(self.backup_dir)
+        memory.save(self.path(epoch + 1))
+        if epoch + 1 - self.KEEP >= 0:
+            memory.remove(self.path(epoch + 1 - self.KEEP))
 
 
 class WeightsCheckpoint(keras.callbacks.Callback):

@@ -15,7 +15,8 @@ built. The work directory afterwards holds:
 Resuming: run the same command again. BackupAndRestore restores weights,
 optimizer state and the epoch; the input pipeline is rebuilt deterministically
 and opens every row at the resumed step (`first_step`), so training continues at the same data
-position. The recurrence memory restarts from zeros (see `RecurrenceMemory`).
+position. Each replica's recurrence memory is saved next to every backup and restored
+with it (`RecurrenceMemoryState`).
 """
 
 import hashlib
@@ -223,29 +224,37 @@ def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, export=Tr
 
     # ---------------------------------------------------------------- callbacks
     callbacks = [
+        # Before BackupAndRestore, so every backed-up epoch has its memory file.
+        run_callbacks.RecurrenceMemoryState(backup_dir, first_epoch=first_epoch,
+                                            first_step=consumed,
+                                            each_epoch=t.reset_memory_each_epoch,
+                                            worker=task_id or 0),
         keras.callbacks.BackupAndRestore(backup_dir, save_freq="epoch", delete_checkpoint=False,
                                          double_checkpoint=True),
-        run_callbacks.RecurrenceMemoryReset(each_epoch=t.reset_memory_each_epoch,
-                                            first_step=first_step),
     ]
     if is_chief:
         callbacks += [
             run_callbacks.JsonlMetricsLogger(
                 os.path.join(workdir, "metrics.jsonl"), steps_per_epoch=t.steps_per_epoch,
-                every_steps=t.log_every_steps, global_batch_size=global_batch),
+                every_steps=t.log_every_steps,
+                global_batch_size=global_batch * t.gradient_accumulation_steps,
+                micro_batches_per_step=t.gradient_accumulation_steps),
             run_callbacks.WeightsCheckpoint(os.path.join(workdir, "checkpoints"),
                                             steps_per_epoch=t.steps_per_epoch,
                                             keep=t.keep_checkpoints),
             run_callbacks.TensorBoardScalars(os.path.join(workdir, "logs"),
                                              steps_per_epoch=t.steps_per_epoch,
-                                             every_steps=t.log_every_steps),
+                                             every_steps=t.log_every_steps,
+                                             micro_batches_per_step=t.gradient_accumulation_steps),
         ]
     callbacks += list(extra_callbacks)
     if first_epoch:
         _log.info("Resuming %s at step %d (epoch %d).", workdir, first_step, first_epoch)
         if is_chief:
             print(f"Resuming at step {first_step} of {t.train_steps} (backup in {backup_dir}).")
-    history = pretrainer.fit(dataset, epochs=epochs, steps_per_epoch=t.steps_per_epoch,
+    # train_steps/steps_per_epoch count optimizer updates; fit counts micro-batches.
+    history = pretrainer.fit(dataset, epochs=epochs,
+                             steps_per_epoch=t.steps_per_epoch * t.gradient_accumulation_steps,
                              callbacks=callbacks, verbose=t.verbose if is_chief else 0,
                              shuffle=False)
     summary = {"replicas": replicas, "global_batch_size": global_batch,

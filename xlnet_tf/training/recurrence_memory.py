@@ -1,5 +1,8 @@
 """Per-replica recurrence memory that survives from one `fit` step to the next."""
 
+import io
+
+import numpy as np
 import tensorflow as tf
 
 
@@ -16,8 +19,9 @@ class RecurrenceMemory:
 
     The buffer is deliberately not a Keras weight: it depends on the batch size,
     would be wrong to average across replicas, and must not end up in presets
-    or weight files. After a restart it begins again from zeros, exactly as at
-    the start of training (the original XLNet also starts from zero memory).
+    or weight files. `save()`/`restore()` keep it next to the run's backup
+    instead (see `xlnet_tf.training.callbacks.RecurrenceMemoryState`), so a
+    resumed run continues with the memory it had.
 
     Args:
         per_replica_batch_size: rows per replica per step.
@@ -84,6 +88,48 @@ class RecurrenceMemory:
         self.variable.assign(tf.zeros(self.shape, self.dtype))
         if step is not None:
             self.step.assign(tf.constant(int(step), tf.int32))
+
+    def save(self, path):
+        """Writes this process's per-replica memories and step counter to `path` (.npz), atomically."""
+        values = self.local_values()
+        step = int(self.strategy.experimental_local_results(self.step)[0].numpy())
+        buffer = io.BytesIO()  # np.savez seeks, which GFile (gs://) writers cannot.
+        np.savez(buffer, step=np.int64(step), shape=np.asarray(self.shape, np.int64),
+                 **{f"replica_{i}": value for i, value in enumerate(values)})
+        temporary = path + ".tmp"
+        with tf.io.gfile.GFile(temporary, "wb") as f:
+            f.write(buffer.getvalue())
+        tf.io.gfile.rename(temporary, path, overwrite=True)
+
+    def restore(self, path):
+        """Loads what `save()` wrote; raises ValueError naming the mismatch when it cannot.
+
+        Returns:
+            The restored step counter.
+        """
+        with tf.io.gfile.GFile(path, "rb") as f:
+            stored = np.load(io.BytesIO(f.read()))
+            components = self.strategy.experimental_local_results(self.variable)
+            names = sorted((k for k in stored.files if k.startswith("replica_")),
+                           key=lambda k: int(k.split("_")[1]))
+            if len(names) != len(components):
+                raise ValueError(f"{path}: memory of {len(names)} local replica(s), this run has "
+                                 f"{len(components)}.")
+            stored_shape = tuple(int(n) for n in stored["shape"])
+            if stored_shape != self.shape:
+                raise ValueError(f"{path}: memory of shape {stored_shape} (per-replica "
+                                 f"batch, layers, memory_length, hidden), this run needs {self.shape}.")
+            for component, name in zip(components, names):
+                component.assign(tf.constant(stored[name], self.dtype))
+            step = int(stored["step"])
+        for component in self.strategy.experimental_local_results(self.step):
+            component.assign(tf.constant(step, tf.int32))
+        return step
+
+    @staticmethod
+    def remove(path):
+        if tf.io.gfile.exists(path):
+            tf.io.gfile.remove(path)
 
     def local_values(self):
         """This process's per-replica memories as numpy arrays, replica order."""
