@@ -24,3 +24,31 @@ def test_block_updates_shrink_by_the_decay_per_layer_below_the_top():
             assert optimizer.learning_rate_multiplier(variable) == 0.5 ** (2 - i)
     np.testing.assert_allclose(steps[backbone.token_embedding.embeddings.path], 1e-2, rtol=1e-4)
     assert layer_decay_multipliers(backbone, 1.0) == []
+
+
+def _dense_model():
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Embedding(10, 4),
+                              keras.layers.Flatten(), keras.layers.Dense(2)])
+    return model
+
+
+def test_fused_update_equals_keras_update_with_multipliers_and_decay():
+    import tensorflow as tf
+
+    results = []
+    for fused in (True, False):
+        model = _dense_model()
+        dense = model.layers[-1]
+        optimizer = LayerwiseAdamW([(dense.trainable_variables, 0.25)], fused=fused,
+                                   learning_rate=0.05, weight_decay=0.1, global_clipnorm=0.5)
+        optimizer.exclude_from_weight_decay(var_list=[dense.bias])
+        variables = model.trainable_variables
+        optimizer.build(variables)
+        rng = np.random.default_rng(0)
+        step = tf.function(lambda grads: optimizer.apply(grads, variables))
+        for _ in range(3):
+            step([tf.constant(rng.standard_normal(v.shape).astype("float32") * 3) for v in variables])
+        results.append([v.numpy() for v in variables])
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

@@ -9,7 +9,8 @@ from tests.training.helpers import as_dataset, require_two_cpus, synthetic_batch
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 from xlnet_tf.training import create_optimizer
-from xlnet_tf.training.optimizer import AllReducedAdamW, _fused_adamw_kernel
+from xlnet_tf.training.fused_adamw import _fused_adamw_kernel
+from xlnet_tf.training.optimizer import AllReducedAdamW
 
 
 def _variables():

@@ -1,9 +1,9 @@
 """`LayerwiseAdamW`: AdamW whose learning rate is scaled per variable (layer-wise decay)."""
 
-import keras
+from xlnet_tf.training.fused_adamw import FusedAdamW
 
 
-class LayerwiseAdamW(keras.optimizers.AdamW):
+class LayerwiseAdamW(FusedAdamW):
     """AdamW with a learning-rate multiplier per variable.
 
     Used for layer-wise learning-rate decay: block `i` of `N` trains at
@@ -14,7 +14,7 @@ class LayerwiseAdamW(keras.optimizers.AdamW):
     Args:
         learning_rate_multipliers: list of `(variables, multiplier)` pairs; variables not
             listed use 1.0. Variables must already exist (build the model first).
-        **kwargs: `keras.optimizers.AdamW` arguments.
+        **kwargs: `FusedAdamW` arguments (the update is fused unless `fused=False`).
 
     Example:
     >>> multipliers = layer_decay_multipliers(model.backbone, 0.75)
@@ -29,6 +29,7 @@ class LayerwiseAdamW(keras.optimizers.AdamW):
                 self._multipliers[self._var_key(variable)] = float(multiplier)
 
     def update_step(self, gradient, variable, learning_rate):
+        # Keras' unfused path; the fused one reads learning_rate_multiplier().
         multiplier = self._multipliers.get(self._var_key(variable), 1.0)
         if multiplier != 1.0:
             learning_rate = learning_rate * multiplier
