@@ -10,7 +10,9 @@ dropout on, cross-entropy, backward, AdamW update. Ours is `XLNetPretrainer.fit`
 `torch.optim.AdamW`, its `mems` fed back the same way. bfloat16 means Keras'
 `mixed_bfloat16` policy and `torch.autocast("cpu", torch.bfloat16)`. Both use
 the same intra-op thread count (inter-op 1). Tokens/s = batch x seq / median
-step time over the timed steps (the first step, with tracing, is excluded).
+step time: the fastest timed step (the first step, with tracing, is excluded), because on
+a shared machine load only ever slows a step down; PyTorch runs before and after ours and
+its fastest step of both runs counts, so both sides get the same chance at a quiet moment.
 
 Tables:
   1. tokens/s and peak RSS, ours (tf.function, and XLA as configs/pretrain/base.yaml sets)
@@ -97,7 +99,8 @@ def run_keras(spec):
         strategy = tf.distribute.MirroredStrategy(
             [d.name for d in tf.config.list_logical_devices("CPU")])
     else:
-        strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+        strategy = (tf.distribute.get_strategy() if spec.get("default_strategy")
+                    else tf.distribute.OneDeviceStrategy("/cpu:0"))
     dtype = "mixed_bfloat16" if spec["dtype"] == "bfloat16" else None
     with strategy.scope():
         model = XLNetPretrainer(XLNetBackbone(config, dtype=dtype,
@@ -105,7 +108,8 @@ def run_keras(spec):
         model.compile(optimizer=create_optimizer(model, learning_rate=1e-4, warmup_steps=1,
                                                  train_steps=1000),
                       jit_compile=spec["xla"])
-        model.enable_recurrence_memory(batch // spec["replicas"])
+        if spec.get("memory", True):
+            model.enable_recurrence_memory(batch // spec["replicas"])
     data = make_batch(batch, length)
     dataset = tf.data.Dataset.from_tensors(data).repeat()
     stamps = []
@@ -157,7 +161,8 @@ def child(spec):
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     steps = run_torch(spec) if spec["impl"] == "torch" else run_keras(spec)
-    print("RESULT " + json.dumps({"step_s": statistics.median(steps) if steps else None,
+    # The fastest timed step: load from other jobs only ever slows a step down.
+    print("RESULT " + json.dumps({"step_s": min(steps) if steps else None, "steps": steps,
                                   "peak_rss_gb": _peak_rss_gb()}))
 
 
@@ -206,9 +211,19 @@ def main(argv=None):
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     memory_points = {}
     for seq, batch, dtype in rows:
-        ours = measure(dict(common, impl="keras", seq=seq, batch=batch, dtype=dtype))
-        ours_xla = measure(dict(common, impl="keras", seq=seq, batch=batch, dtype=dtype, xla=True))
-        peer = measure(dict(common, impl="torch", seq=seq, batch=batch, dtype=dtype))
+        spec = dict(common, seq=seq, batch=batch, dtype=dtype)
+        slow = dtype == "bfloat16"  # emulated on CPUs without bf16 units: one step, XLA only
+        if slow:
+            spec["steps"] = 1
+        peer_first = measure(dict(spec, impl="torch"))
+        ours = {} if slow else measure(dict(spec, impl="keras"))
+        ours_xla = measure(dict(spec, impl="keras", xla=True))
+        peer_last = {} if slow else measure(dict(spec, impl="torch"))
+        peer = dict(peer_first)
+        if "tokens_per_s" in peer_last and peer_last["tokens_per_s"] > peer.get("tokens_per_s", 0):
+            peer.update(tokens_per_s=peer_last["tokens_per_s"])
+        if "peak_rss_gb" in peer_last:
+            peer["peak_rss_gb"] = max(peer_last["peak_rss_gb"], peer.get("peak_rss_gb", 0))
 
         def ratio(mine):
             if "tokens_per_s" in mine and "tokens_per_s" in peer:
@@ -220,7 +235,8 @@ def main(argv=None):
               f"{ratio(ours)} | {ratio(ours_xla)} | {_fmt(ours, 'peak_rss_gb', '{:.2f}')} | "
               f"{_fmt(ours_xla, 'peak_rss_gb', '{:.2f}')} | {_fmt(peer, 'peak_rss_gb', '{:.2f}')} |",
               flush=True)
-        for r, name in ((ours, "ours"), (ours_xla, "ours XLA"), (peer, "PyTorch")):
+        for r, name in ((ours, "ours"), (ours_xla, "ours XLA"), (peer_first, "PyTorch"),
+                        (peer_last, "PyTorch (second run)")):
             if "error" in r:
                 print(f"<!-- {name} {seq} {dtype}: {r['error']} -->")
         if seq == 512 and dtype == "float32" and "peak_rss_gb" in ours:
