@@ -9,21 +9,26 @@ dropout on, cross-entropy, backward, AdamW update. Ours is `XLNetPretrainer.fit`
 (the train step of `xlnet-tf pretrain`); the peer is `XLNetLMHeadModel` with
 `torch.optim.AdamW`, its `mems` fed back the same way. bfloat16 means Keras'
 `mixed_bfloat16` policy and `torch.autocast("cpu", torch.bfloat16)`. Both use
-the same intra-op thread count (inter-op 1). Tokens/s = batch x seq / median
-step time: the fastest timed step (the first step, with tracing, is excluded), because on
-a shared machine load only ever slows a step down; PyTorch runs before and after ours and
-its fastest step of both runs counts, so both sides get the same chance at a quiet moment.
+the same intra-op thread count (inter-op 1). Tokens/s = batch x seq / the fastest
+timed step (the first step, with tracing, is excluded), because on a shared machine
+load only ever slows a step down; PyTorch runs before and after ours and its fastest
+step of both runs counts, so both sides get the same chance at a quiet moment.
+
+Memory: "peak" is the process's peak RSS; "step" is that peak minus the peak right
+after the framework's imports, i.e. what the model, optimizer state and training
+step add (TensorFlow's runtime alone is about 220 MB larger than PyTorch's with
+transformers, which decides the peak ratio at short sequences).
 
 Tables:
-  1. tokens/s and peak RSS, ours (tf.function, and XLA as configs/pretrain/base.yaml sets)
-     vs PyTorch, seq 128 and 512 in float32, bfloat16 at seq 128 (and at 512 with
-     --bf16-512: on a CPU without native bf16 a step takes minutes);
+  1. tokens/s, peak and step memory, ours (tf.function, and XLA as
+     configs/pretrain/base.yaml sets) vs PyTorch, seq 128 and 512 in float32,
+     bfloat16 at seq 128 (and at 512 with --bf16-512: a step takes minutes on CPU);
   2. 1 -> 2 replicas (MirroredStrategy over 2 virtual CPU devices, same global batch);
   3. largest per-replica batch at seq 512 for Base and Large, without and with
-     `rematerialize`: peak RSS measured at batch 1 and 2 on CPU, a line fitted
-     through them, solved for 16/32/80 GB.
-     (CPU RSS includes the runtime itself; accelerator memory behaves alike but this
-     is an estimate, not a device measurement.)
+     `rematerialize`: step memory measured at batch 1 and 2 on CPU, a line fitted
+     through them, solved for 16/32/80 GB. The runtime's own RSS is left out, as it
+     does not live in accelerator memory; this is an estimate, not a device
+     measurement (device kernels' workspaces and allocator rounding come on top).
 
 Usage:
     python benchmarks/pretraining_benchmark.py [--steps 2] [--threads 2] [--quick] [--bf16-512]
@@ -33,7 +38,6 @@ import argparse
 import json
 import os
 import resource
-import statistics
 import subprocess
 import sys
 import time
@@ -75,6 +79,11 @@ def _peak_rss_gb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # KiB -> GB
 
 
+# Peak RSS right after the framework's imports: TensorFlow's runtime alone is about
+# 220 MB larger than PyTorch + transformers, before any model exists.
+_IMPORT_RSS_GB = {}
+
+
 def run_keras(spec):
     if spec["replicas"] > 1:
         import tensorflow as tf
@@ -92,6 +101,7 @@ def run_keras(spec):
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
     from xlnet_tf.training import create_optimizer
 
+    _IMPORT_RSS_GB["value"] = _peak_rss_gb()
     length, batch = spec["seq"], spec["batch"]
     config = XLNetConfig(vocabulary_size=VOCAB, **SIZES[spec["size"]], memory_length=3 * length // 4,
                          reuse_length=length // 2)
@@ -125,6 +135,7 @@ def run_torch(spec):
     import torch
     from transformers import XLNetConfig, XLNetLMHeadModel
 
+    _IMPORT_RSS_GB["value"] = _peak_rss_gb()
     torch.set_num_threads(spec["threads"])
     torch.set_num_interop_threads(1)
     torch.manual_seed(0)
@@ -163,7 +174,8 @@ def child(spec):
     steps = run_torch(spec) if spec["impl"] == "torch" else run_keras(spec)
     # The fastest timed step: load from other jobs only ever slows a step down.
     print("RESULT " + json.dumps({"step_s": min(steps) if steps else None, "steps": steps,
-                                  "peak_rss_gb": _peak_rss_gb()}))
+                                  "peak_rss_gb": _peak_rss_gb(),
+                                  "import_rss_gb": _IMPORT_RSS_GB.get("value")}))
 
 
 def measure(spec, timeout=1800):
@@ -177,9 +189,23 @@ def measure(spec, timeout=1800):
             result = json.loads(line[len("RESULT "):])
             if result["step_s"]:
                 result["tokens_per_s"] = spec["batch"] * spec["seq"] / result["step_s"]
+            if result.get("import_rss_gb"):
+                # What the model and its training step add to the framework's own runtime.
+                result["step_rss_gb"] = result["peak_rss_gb"] - result["import_rss_gb"]
             return result
     tail = (proc.stderr or proc.stdout)[-600:]
     return {"error": f"exit {proc.returncode}: {tail.strip().splitlines()[-1] if tail.strip() else ''}"}
+
+
+def _best_of(first, second):
+    """The faster run's speed and the larger of the two peaks (PyTorch runs twice)."""
+    best = dict(first)
+    if second.get("tokens_per_s", 0) > best.get("tokens_per_s", 0):
+        best["tokens_per_s"] = second["tokens_per_s"]
+    for key in ("peak_rss_gb", "step_rss_gb"):
+        if second.get(key):
+            best[key] = max(second[key], best.get(key) or 0)
+    return best
 
 
 def _fmt(result, key, pattern):
@@ -206,41 +232,40 @@ def main(argv=None):
 
     print("## 1. Full training step, XLNet-Base, ours (fit) vs PyTorch (HF), "
           f"{args.threads} threads\n")
-    print("| seq | batch | dtype | ours tok/s | ours XLA tok/s | PyTorch tok/s | ratio | ratio XLA "
-          "| ours peak RSS GB | ours XLA peak RSS GB | PyTorch peak RSS GB |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| seq | batch | dtype | ours tok/s | ours XLA tok/s | PyTorch tok/s | speed ratio "
+          "| speed ratio XLA | ours peak GB | ours XLA peak GB | PyTorch peak GB | peak ratio "
+          "| ours step GB | PyTorch step GB | step ratio |")
+    print("|" + "---|" * 15)
     memory_points = {}
     for seq, batch, dtype in rows:
         spec = dict(common, seq=seq, batch=batch, dtype=dtype)
-        slow = dtype == "bfloat16"  # emulated on CPUs without bf16 units: one step, XLA only
+        slow = dtype == "bfloat16"  # a step takes a minute or more on CPU: one timed step
         if slow:
             spec["steps"] = 1
         peer_first = measure(dict(spec, impl="torch"))
-        ours = {} if slow else measure(dict(spec, impl="keras"))
+        ours = measure(dict(spec, impl="keras"))
         ours_xla = measure(dict(spec, impl="keras", xla=True))
         peer_last = {} if slow else measure(dict(spec, impl="torch"))
-        peer = dict(peer_first)
-        if "tokens_per_s" in peer_last and peer_last["tokens_per_s"] > peer.get("tokens_per_s", 0):
-            peer.update(tokens_per_s=peer_last["tokens_per_s"])
-        if "peak_rss_gb" in peer_last:
-            peer["peak_rss_gb"] = max(peer_last["peak_rss_gb"], peer.get("peak_rss_gb", 0))
+        peer = _best_of(peer_first, peer_last)
 
-        def ratio(mine):
-            if "tokens_per_s" in mine and "tokens_per_s" in peer:
-                return f"{mine['tokens_per_s'] / peer['tokens_per_s']:.2f}x"
+        def ratio(mine, key):
+            if mine.get(key) and peer.get(key):
+                return f"{mine[key] / peer[key]:.2f}x"
             return "-"
 
         print(f"| {seq} | {batch} | {dtype} | {_fmt(ours, 'tokens_per_s', '{:.0f}')} | "
               f"{_fmt(ours_xla, 'tokens_per_s', '{:.0f}')} | {_fmt(peer, 'tokens_per_s', '{:.0f}')} | "
-              f"{ratio(ours)} | {ratio(ours_xla)} | {_fmt(ours, 'peak_rss_gb', '{:.2f}')} | "
-              f"{_fmt(ours_xla, 'peak_rss_gb', '{:.2f}')} | {_fmt(peer, 'peak_rss_gb', '{:.2f}')} |",
-              flush=True)
+              f"{ratio(ours, 'tokens_per_s')} | {ratio(ours_xla, 'tokens_per_s')} | "
+              f"{_fmt(ours, 'peak_rss_gb', '{:.2f}')} | {_fmt(ours_xla, 'peak_rss_gb', '{:.2f}')} | "
+              f"{_fmt(peer, 'peak_rss_gb', '{:.2f}')} | {ratio(ours, 'peak_rss_gb')} | "
+              f"{_fmt(ours, 'step_rss_gb', '{:.2f}')} | {_fmt(peer, 'step_rss_gb', '{:.2f}')} | "
+              f"{ratio(ours, 'step_rss_gb')} |", flush=True)
         for r, name in ((ours, "ours"), (ours_xla, "ours XLA"), (peer_first, "PyTorch"),
                         (peer_last, "PyTorch (second run)")):
             if "error" in r:
                 print(f"<!-- {name} {seq} {dtype}: {r['error']} -->")
-        if seq == 512 and dtype == "float32" and "peak_rss_gb" in ours:
-            memory_points[("base", False, 1)] = ours["peak_rss_gb"]
+        if seq == 512 and dtype == "float32" and ours.get("step_rss_gb"):
+            memory_points[("base", False, 1)] = ours["step_rss_gb"]
 
     print("\n## 2. Replica scaling on CPU (MirroredStrategy, 2 virtual devices, same global batch)\n")
     print("| seq | global batch | 1 replica tok/s | 2 replicas tok/s | speed-up |")
@@ -255,7 +280,7 @@ def main(argv=None):
     if args.quick:
         return 0
     print("\n## 3. Largest per-replica batch at seq 512 (float32, AdamW, memory 384), estimated\n")
-    print("| model | rematerialize | RSS batch 1 GB | RSS batch 2 GB | GB per example | 16 GB | 32 GB "
+    print("| model | rematerialize | step GB batch 1 | step GB batch 2 | GB per example | 16 GB | 32 GB "
           "| 80 GB |")
     print("|---|---|---|---|---|---|---|---|")
     for size in ("base", "large"):
@@ -264,7 +289,7 @@ def main(argv=None):
                 if (size, remat, batch) not in memory_points:
                     r = measure(dict(common, impl="keras", seq=512, batch=batch, dtype="float32",
                                      size=size, steps=0, remat=remat))
-                    memory_points[(size, remat, batch)] = r.get("peak_rss_gb")
+                    memory_points[(size, remat, batch)] = r.get("step_rss_gb")
             a, b = memory_points.get((size, remat, 1)), memory_points.get((size, remat, 2))
             if a is None or b is None:
                 print(f"| {size} | {remat} | {a} | {b} | - | - | - | - |")

@@ -1,4 +1,4 @@
-"""The fused AdamW update equals Keras' AdamW: clipping, decay exclusions, replicas, accumulation."""
+"""The fused (in-place kernel) AdamW update equals Keras' AdamW: clipping, decay exclusions, replicas, accumulation."""
 
 import keras
 import numpy as np
@@ -9,7 +9,6 @@ from tests.training.helpers import as_dataset, require_two_cpus, synthetic_batch
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 from xlnet_tf.training import create_optimizer
-from xlnet_tf.training.fused_adamw import _fused_adamw_kernel
 from xlnet_tf.training.optimizer import AllReducedAdamW
 
 
@@ -38,13 +37,16 @@ def test_fused_update_matches_keras_adamw_over_steps(clip):
         for step in range(4):
             apply(_gradients(step))
         results[fused] = [v.numpy() for v in variables]
-        if fused:
-            assert _fused_adamw_kernel.experimental_get_tracing_count() > 0
+        graph = apply.get_concrete_function(_gradients(0)).graph
+        op_types = [op.type for op in graph.get_operations()]
+        # The fused path really ran: one in-place Adam kernel per variable, no Keras update.
+        assert op_types.count("ResourceApplyAdam") == (len(variables) if fused else 0)
         results[fused, "m"] = [m.numpy() for m in optimizer._momentums]
         results[fused, "v"] = [v.numpy() for v in optimizer._velocities]
+    # The kernel forms 1 - beta_2 from float32(0.999) (Keras from the Python float): 1.3e-5 apart.
     for key in ("m", "v"):
         for a, b in zip(results[True, key], results[False, key]):
-            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+            np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-7)
     for a, b in zip(results[True], results[False]):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     # The clip and the decay really acted: without them the variables end elsewhere.

@@ -1,45 +1,61 @@
-"""`FusedAdamW`: Keras' AdamW arithmetic in one XLA-compiled kernel per variable.
+"""`FusedAdamW`: Keras' AdamW arithmetic with TensorFlow's in-place Adam kernel.
 
 Keras' AdamW update is about ten separate element-wise passes per variable
 (clip, decay, two moments, square root, division, three assignments), each
-writing a temporary as large as the variable. On CPU and GPU that memory
-traffic made the update a quarter of an XLNet-Base training step. Here each
-variable gets one XLA kernel that reads the variable, both moments and the
-gradient once and writes the three back. Under TPUStrategy the whole step is
-XLA-compiled anyway, so Keras' own update is kept there.
+writing a temporary as large as the variable, and Keras clips by scaling every
+gradient at once, which holds a second copy of all gradients. Here each
+variable gets TensorFlow's native `ResourceApplyAdam` kernel, which updates the
+variable and both moments in place in one pass (CPU and GPU, and it also has an
+XLA lowering), after an in-place decoupled decay. The updates run one variable
+after another, so at most one variable-sized temporary (the scaled gradient)
+is alive at a time. Under TPUStrategy the whole step is XLA-compiled anyway, so
+Keras' own update is kept there.
 """
 
 import keras
 import tensorflow as tf
 
 
-@tf.function(jit_compile=True, autograph=False)
-def _fused_adamw_kernel(variable, momentum, velocity, gradient, gradient_scale, learning_rate,
-                        decay_rate, local_step, beta_1, beta_2, one_minus_beta_1,
-                        one_minus_beta_2, epsilon):
-    """One AdamW step on one variable; the three states are resource handles.
+def apply_adamw_in_place(variable, momentum, velocity, gradient, *, learning_rate, decay_rate,
+                         beta_1, beta_2, epsilon, local_step, gradient_scale=None):
+    """One AdamW step on one variable through TensorFlow's in-place Adam kernel.
 
-    `1 - beta` comes in computed in float64, as Keras does: 1 - float32(0.999)
-    is off by 1e-5 relative.
+    Keras' order: `w -= w * decay_rate`, then the bias-corrected Adam step
+    `w -= m * lr * sqrt(1 - beta_2^t) / (1 - beta_1^t) / (sqrt(v) + epsilon)`.
+    The kernel forms `1 - beta` from the float32 beta (Keras from the Python
+    float), a difference of about 1e-5 relative in the moment updates.
+
+    Args:
+        variable, momentum, velocity: resource handles of the variable and its moments.
+        gradient: the gradient, in the variable's dtype.
+        learning_rate: scheduled rate times any per-variable multiplier (a scalar tensor).
+        decay_rate: learning rate times weight decay (a scalar tensor), or None for no decay.
+        beta_1, beta_2, epsilon: Python floats.
+        local_step: the 1-based step number (a scalar tensor of the variable's dtype).
+        gradient_scale: the clipping factor (a scalar tensor), or None.
+
+    Returns:
+        The kernel's op, to order the next update after this one.
     """
     dtype = gradient.dtype
-    value = tf.raw_ops.ReadVariableOp(resource=variable, dtype=dtype)
-    m = tf.raw_ops.ReadVariableOp(resource=momentum, dtype=dtype)
-    v = tf.raw_ops.ReadVariableOp(resource=velocity, dtype=dtype)
-    gradient = gradient * gradient_scale
-    m = m + (gradient - m) * one_minus_beta_1
-    v = v + (tf.square(gradient) - v) * one_minus_beta_2
-    alpha = learning_rate * tf.sqrt(1.0 - tf.pow(beta_2, local_step)) / (1.0 - tf.pow(beta_1, local_step))
-    value = value - value * decay_rate
-    value = value - m * alpha / (tf.sqrt(v) + epsilon)
-    tf.raw_ops.AssignVariableOp(resource=momentum, value=m)
-    tf.raw_ops.AssignVariableOp(resource=velocity, value=v)
-    tf.raw_ops.AssignVariableOp(resource=variable, value=value)
+    if gradient_scale is not None:
+        gradient = gradient * gradient_scale
+    decay = []
+    if decay_rate is not None:
+        value = tf.raw_ops.ReadVariableOp(resource=variable, dtype=dtype)
+        decay = [tf.raw_ops.AssignSubVariableOp(resource=variable, value=value * decay_rate)]
+    with tf.control_dependencies(decay):
+        return tf.raw_ops.ResourceApplyAdam(
+            var=variable, m=momentum, v=velocity,
+            beta1_power=tf.pow(tf.constant(beta_1, dtype), local_step),
+            beta2_power=tf.pow(tf.constant(beta_2, dtype), local_step),
+            lr=learning_rate, beta1=tf.constant(beta_1, dtype), beta2=tf.constant(beta_2, dtype),
+            epsilon=tf.constant(epsilon, dtype), grad=gradient, use_locking=False)
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
 class FusedAdamW(keras.optimizers.AdamW):
-    """AdamW whose update of each variable is one fused kernel; results equal Keras' AdamW.
+    """AdamW whose update of each variable is one in-place kernel; results equal Keras' AdamW.
 
     The order is Keras': gradients are summed over replicas (unless a subclass
     says they already are), clipped by their global norm, then the variable
@@ -50,7 +66,7 @@ class FusedAdamW(keras.optimizers.AdamW):
     Subclasses may scale a variable's Adam step with `learning_rate_multiplier`.
 
     Args:
-        fused: use the fused kernel (TensorFlow backend, not under TPUStrategy,
+        fused: use the in-place kernel (TensorFlow backend, not under TPUStrategy,
             no per-variable `clipnorm`/`clipvalue`, no amsgrad); otherwise Keras'
             own update.
         **kwargs: `keras.optimizers.AdamW` arguments.
@@ -80,7 +96,7 @@ class FusedAdamW(keras.optimizers.AdamW):
                 and not isinstance(tf.distribute.get_strategy(), tf.distribute.TPUStrategy))
 
     # Keras calls _clip_gradients, then _apply_weight_decay, then _backend_update_step
-    # (also on the update step of gradient accumulation); the fused kernel does all three.
+    # (also on the update step of gradient accumulation); apply_adamw_in_place does all three.
     def _clip_gradients(self, grads):
         if self._uses_fused_update():
             return grads
@@ -98,7 +114,7 @@ class FusedAdamW(keras.optimizers.AdamW):
         # Dense before the all-reduce: replicas' IndexedSlices can differ in length.
         grads_and_vars = self._all_reduce_sum_gradients(
             [(tf.convert_to_tensor(g), v) for g, v in zip(grads, variables)])
-        scale = tf.constant(1.0, tf.float32)
+        scale = None
         if self.global_clipnorm and self.global_clipnorm > 0:
             norm = tf.linalg.global_norm([tf.cast(g, tf.float32) for g, _ in grads_and_vars])
             # As keras.optimizers' clip_by_global_norm: a NaN/inf norm makes the scale NaN.
@@ -109,9 +125,15 @@ class FusedAdamW(keras.optimizers.AdamW):
             list(grads_and_vars), learning_rate, scale)
 
     def _distributed_fused_update(self, distribution, grads_and_vars, learning_rate, scale):
+        previous = []
         for gradient, variable in grads_and_vars:
-            distribution.extended.update(variable, self._fused_update_step,
-                                         args=(gradient, learning_rate, scale), group=False)
+            # One variable after another: otherwise the executor may scale every gradient
+            # before the first update, holding a second copy of all of them.
+            with tf.control_dependencies(previous):
+                updates = distribution.extended.update(
+                    variable, self._fused_update_step, args=(gradient, learning_rate, scale),
+                    group=False)
+            previous = [u for u in tf.nest.flatten(updates) if u is not None]
 
     def _fused_update_step(self, variable, gradient, learning_rate, scale):
         index = self._get_variable_index(variable)
@@ -119,10 +141,11 @@ class FusedAdamW(keras.optimizers.AdamW):
         learning_rate = tf.cast(learning_rate, dtype)
         decay = self.weight_decay if self.weight_decay and self._use_weight_decay(variable) else 0.0
         # Inside Strategy.update, a mirrored optimizer slot's .handle is this device's copy.
-        _fused_adamw_kernel(
+        return apply_adamw_in_place(
             variable.handle, self._momentums[index].value.handle,
-            self._velocities[index].value.handle, tf.cast(gradient, dtype), tf.cast(scale, dtype),
-            learning_rate * self.learning_rate_multiplier(variable), learning_rate * decay,
-            tf.cast(self.iterations + 1, dtype), tf.constant(self.beta_1, dtype),
-            tf.constant(self.beta_2, dtype), tf.constant(1.0 - self.beta_1, dtype),
-            tf.constant(1.0 - self.beta_2, dtype), tf.constant(self.epsilon, dtype))
+            self._velocities[index].value.handle, tf.cast(gradient, dtype),
+            learning_rate=learning_rate * self.learning_rate_multiplier(variable),
+            decay_rate=learning_rate * decay if decay else None,
+            beta_1=self.beta_1, beta_2=self.beta_2, epsilon=self.epsilon,
+            local_step=tf.cast(self.iterations + 1, dtype),
+            gradient_scale=None if scale is None else tf.cast(scale, dtype))

@@ -5,7 +5,7 @@ sum, so `global_clipnorm` under MirroredStrategy/TPUStrategy clips the wrong
 norm. Our train step sums gradients over replicas itself and hands the
 optimizer gradients that are already global; `AllReducedAdamW` therefore skips
 the second all-reduce, and clipping, accumulation and the update all see the
-true global gradient. The update itself is `FusedAdamW`'s (one XLA kernel per variable).
+true global gradient. The update itself is `FusedAdamW`'s (TensorFlow's in-place Adam kernel).
 """
 
 import re
@@ -64,7 +64,7 @@ def create_optimizer(model, *, learning_rate, warmup_steps, train_steps, end_lea
         clip_norm: global gradient-norm clip (0 disables it).
         accumulation_steps: micro-batches whose gradients are averaged per update.
         loss_scaling: wrap in a dynamic `LossScaleOptimizer` (for mixed_float16).
-        fused: one XLA-compiled update kernel per variable (see `AllReducedAdamW`).
+        fused: update in place with TensorFlow's Adam kernel (see `FusedAdamW`).
 
     Returns:
         A Keras optimizer.
