@@ -108,3 +108,28 @@ def test_unknown_input_key_is_named():
     model = tiny_pretrainer()
     with pytest.raises(ValueError, match="unknown input key.*labels"):
         model(dict(batch(), labels=np.zeros((B,), "int32")))
+
+
+def test_static_batch_size_mismatch_is_an_error_not_a_silent_reshape():
+    import tensorflow as tf
+
+    model = tiny_pretrainer()
+    model.compile(optimizer=keras.optimizers.Adam(1e-2))
+    model.set_static_batch_size(B + 2)
+    data = batch(3)
+    # A static batch dimension is checked when the step is traced, by name.
+    with pytest.raises(ValueError, match=r"'token_ids' has per-replica batch size 4.*set up for 6"):
+        model.train_on_batch(data)
+    # An unknown one (as inside steps_per_execution loops) is checked when the step runs:
+    # by EnsureShape, or under XLA by the first operation that meets the other size.
+    signature = {k: tf.TensorSpec((None,) + v.shape[1:], v.dtype) for k, v in data.items()}
+    tensors = {k: tf.constant(v) for k, v in data.items()}
+    for jit_compile, message in ((False, r"not compatible with expected shape \[6,"),
+                                 (True, r"\[4,.*\[6,|\[6,.*\[4,")):
+        model.compile(optimizer=keras.optimizers.Adam(1e-2), jit_compile=jit_compile)
+        step = tf.function(model.train_step, input_signature=[signature], jit_compile=jit_compile)
+        with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+            step(tensors)
+    model.set_static_batch_size(B)
+    step = tf.function(model.train_step, input_signature=[signature], jit_compile=True)
+    assert np.isfinite(float(step(tensors)["loss"]))

@@ -165,12 +165,37 @@ class XLNetPretrainer(keras.Model):
             raise ValueError(f"XLNetPretrainer: batch lacks {missing} (needed for the loss).")
         features = {k: inputs[k] for k in BACKBONE_INPUTS + TARGET_KEYS if k in inputs}
         if self._static_batch_size is not None:
-            features = {k: tf.ensure_shape(v, (self._static_batch_size,) + tuple(v.shape[1:]))
-                        for k, v in features.items()}
+            features = {k: self._with_static_batch(k, v) for k, v in features.items()}
         targets = features.pop("target_ids"), features.pop("target_mask")
         if with_memory:
             features["mems"] = self._recurrence_memory.read()  # [B, num_layers, M, H]
         return (features,) + targets
+
+    def _with_static_batch(self, key, tensor):
+        """`tensor` with its batch dimension pinned to the per-replica batch size.
+
+        A batch dimension that is already static is checked here, at trace time.
+        An unknown one gets a run-time `EnsureShape` check, except in an
+        XLA-compiled step, where that op made the whole step several times
+        slower on CPU: there the size is a shape annotation, and a batch of
+        another size fails at run time in the first operation that meets it.
+        """
+        batch = tensor.shape[0]
+        if batch is not None:
+            if batch != self._static_batch_size:
+                raise ValueError(
+                    f"XLNetPretrainer: batch input {key!r} has per-replica batch size {batch}, "
+                    f"the model was set up for {self._static_batch_size} (recurrence memory rows or "
+                    "set_static_batch_size); check global_batch_size / number of replicas.")
+            return tensor
+        static_shape = (self._static_batch_size,) + tuple(tensor.shape[1:])
+        compiled_by_xla = self.jit_compile or isinstance(tf.distribute.get_strategy(),
+                                                         tf.distribute.TPUStrategy)
+        if not compiled_by_xla:
+            return tf.ensure_shape(tensor, static_shape)
+        tensor = tf.identity(tensor)
+        tensor.set_shape(static_shape)
+        return tensor
 
     def _masked_sums(self, target_ids, target_mask, logits):
         """Per-target cross-entropy and correctness with the float mask, all `[B, P]`."""
