@@ -79,12 +79,8 @@ def _peak_rss_gb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # KiB -> GB
 
 
-# Peak RSS right after the framework's imports: TensorFlow's runtime alone is about
-# 220 MB larger than PyTorch + transformers, before any model exists.
-_IMPORT_RSS_GB = {}
-
-
 def run_keras(spec):
+    """Timed `fit` steps; returns (step seconds, peak RSS GB right after the imports)."""
     if spec["replicas"] > 1:
         import tensorflow as tf
 
@@ -101,7 +97,7 @@ def run_keras(spec):
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
     from xlnet_tf.training import create_optimizer
 
-    _IMPORT_RSS_GB["value"] = _peak_rss_gb()
+    import_rss_gb = _peak_rss_gb()
     length, batch = spec["seq"], spec["batch"]
     config = XLNetConfig(vocabulary_size=VOCAB, **SIZES[spec["size"]], memory_length=3 * length // 4,
                          reuse_length=length // 2)
@@ -109,8 +105,7 @@ def run_keras(spec):
         strategy = tf.distribute.MirroredStrategy(
             [d.name for d in tf.config.list_logical_devices("CPU")])
     else:
-        strategy = (tf.distribute.get_strategy() if spec.get("default_strategy")
-                    else tf.distribute.OneDeviceStrategy("/cpu:0"))
+        strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     dtype = "mixed_bfloat16" if spec["dtype"] == "bfloat16" else None
     with strategy.scope():
         model = XLNetPretrainer(XLNetBackbone(config, dtype=dtype,
@@ -118,8 +113,7 @@ def run_keras(spec):
         model.compile(optimizer=create_optimizer(model, learning_rate=1e-4, warmup_steps=1,
                                                  train_steps=1000),
                       jit_compile=spec["xla"])
-        if spec.get("memory", True):
-            model.enable_recurrence_memory(batch // spec["replicas"])
+        model.enable_recurrence_memory(batch // spec["replicas"])
     data = make_batch(batch, length)
     dataset = tf.data.Dataset.from_tensors(data).repeat()
     stamps = []
@@ -128,14 +122,15 @@ def run_keras(spec):
     total = spec["steps"] + 1
     model.fit(dataset, steps_per_epoch=total, epochs=1, verbose=0, callbacks=[timer])
     steps = [b - a for a, b in zip(stamps[:-1], stamps[1:])]
-    return steps
+    return steps, import_rss_gb
 
 
 def run_torch(spec):
+    """Timed training steps; returns (step seconds, peak RSS GB right after the imports)."""
     import torch
     from transformers import XLNetConfig, XLNetLMHeadModel
 
-    _IMPORT_RSS_GB["value"] = _peak_rss_gb()
+    import_rss_gb = _peak_rss_gb()
     torch.set_num_threads(spec["threads"])
     torch.set_num_interop_threads(1)
     torch.manual_seed(0)
@@ -165,17 +160,17 @@ def run_torch(spec):
         optimizer.zero_grad(set_to_none=True)
         mems = [m.detach() for m in out.mems]
         times.append(time.perf_counter() - start)
-    return times[1:]
+    return times[1:], import_rss_gb
 
 
 def child(spec):
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    steps = run_torch(spec) if spec["impl"] == "torch" else run_keras(spec)
+    steps, import_rss_gb = run_torch(spec) if spec["impl"] == "torch" else run_keras(spec)
     # The fastest timed step: load from other jobs only ever slows a step down.
     print("RESULT " + json.dumps({"step_s": min(steps) if steps else None, "steps": steps,
                                   "peak_rss_gb": _peak_rss_gb(),
-                                  "import_rss_gb": _IMPORT_RSS_GB.get("value")}))
+                                  "import_rss_gb": import_rss_gb}))
 
 
 def measure(spec, timeout=1800):

@@ -137,26 +137,35 @@ def test_bad_config_is_a_clear_error(preset, tmp_path, capsys):
     assert "not found" in capsys.readouterr().err
 
 
-@pytest.mark.slow
-def test_mirrored_two_replicas_with_mixed_bfloat16_in_a_fresh_process(preset, tmp_path):
+def _finetune_on_two_mirrored_replicas(preset, workdir, *args):
+    """`xlnet-tf finetune` in a fresh process (virtual CPUs must be set up before TF starts).
+
+    Returns:
+        The lines of the run's metrics.jsonl.
+    """
     import subprocess
     import sys
 
-    _sentiment(tmp_path / "train.jsonl", 120, 2)
-    workdir = tmp_path / "run"
     command = [sys.executable, "-m", "xlnet_tf.finetune_cli", "--init", preset, "--workdir", str(workdir),
-               "--strategy", "mirrored", "--virtual-cpu-devices", "2",
-               "--mixed-precision", "mixed_bfloat16",
-               "--set", f"task.train_file={tmp_path / 'train.jsonl'}",
-               "--set", "task.sequence_length=16", "--set", "training.global_batch_size=8",
-               "--set", "training.train_steps=20", "--set", "training.steps_per_epoch=10",
+               "--strategy", "mirrored", "--virtual-cpu-devices", "2", *args,
                "--set", "training.verbose=0", "--set", "evaluation.every_epoch=false",
                "--set", "optimizer.warmup_steps=2"]
     env = {**os.environ, "PYTHONPATH": os.getcwd(), "CUDA_VISIBLE_DEVICES": ""}
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "on 2 replica(s)" in result.stdout
-    lines = [json.loads(line) for line in open(workdir / "metrics.jsonl")]
+    return [json.loads(line) for line in open(workdir / "metrics.jsonl")]
+
+
+@pytest.mark.slow
+def test_mirrored_two_replicas_with_mixed_bfloat16_in_a_fresh_process(preset, tmp_path):
+    _sentiment(tmp_path / "train.jsonl", 120, 2)
+    workdir = tmp_path / "run"
+    lines = _finetune_on_two_mirrored_replicas(
+        preset, workdir, "--mixed-precision", "mixed_bfloat16",
+        "--set", f"task.train_file={tmp_path / 'train.jsonl'}",
+        "--set", "task.sequence_length=16", "--set", "training.global_batch_size=8",
+        "--set", "training.train_steps=20", "--set", "training.steps_per_epoch=10")
     assert lines[-1]["step"] == 20 and np.isfinite(lines[-1]["loss"])
     assert json.load(open(workdir / "final" / "task.json"))["config"]["num_classes"] == 2
 
@@ -165,21 +174,11 @@ def test_mirrored_two_replicas_with_mixed_bfloat16_in_a_fresh_process(preset, tm
 def test_span_task_on_two_mirrored_replicas_in_a_fresh_process(preset, tmp_path):
     # Span heads gather rows per example, so replicas' embedding gradients are IndexedSlices
     # of different lengths; they must be made dense before the cross-replica sum.
-    import subprocess
-    import sys
-
     _color_squad(tmp_path / "squad.json", n=24)
-    workdir = tmp_path / "run"
-    command = [sys.executable, "-m", "xlnet_tf.finetune_cli", "--init", preset, "--workdir", str(workdir),
-               "--strategy", "mirrored", "--virtual-cpu-devices", "2", *SPAN_SETTINGS,
-               "--set", f"task.train_file={tmp_path / 'squad.json'}",
-               "--set", "training.global_batch_size=8", "--set", "training.train_steps=6",
-               "--set", "training.steps_per_epoch=3", "--set", "training.verbose=0",
-               "--set", "evaluation.every_epoch=false", "--set", "optimizer.warmup_steps=2"]
-    env = {**os.environ, "PYTHONPATH": os.getcwd(), "CUDA_VISIBLE_DEVICES": ""}
-    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "on 2 replica(s)" in result.stdout
-    lines = [json.loads(line) for line in open(workdir / "metrics.jsonl")]
+    lines = _finetune_on_two_mirrored_replicas(
+        preset, tmp_path / "run", *SPAN_SETTINGS,
+        "--set", f"task.train_file={tmp_path / 'squad.json'}",
+        "--set", "training.global_batch_size=8", "--set", "training.train_steps=6",
+        "--set", "training.steps_per_epoch=3")
     losses = [line["loss"] for line in lines if "loss" in line]
     assert lines[-1]["step"] == 6 and all(np.isfinite(losses)), lines
