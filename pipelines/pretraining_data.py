@@ -281,7 +281,11 @@ class _TokenizeDocuments(beam.DoFn):
     def setup(self):
         import sentencepiece as spm
 
+        from xlnet_tf.digit_comma_split import DigitCommaSplit
+
         self._processor = spm.SentencePieceProcessor(model_proto=self._vocab_proto)
+        # The original data pipeline split pieces like `▁1990,` (`XLNetTokenizer` does the same).
+        self._digit_comma = DigitCommaSplit(self._processor)
         self._token_dtype = token_dtype(self._processor.vocab_size())
 
     def _sentences(self, lines):
@@ -308,7 +312,7 @@ class _TokenizeDocuments(beam.DoFn):
             flat.extend(sentences)
         # One call for the whole batch: SentencePiece's per-call cost is paid once. One thread:
         # parallelism comes from Beam workers, not from inside a DoFn.
-        ids = self._processor.encode(flat, num_threads=1) if flat else []
+        ids = self._digit_comma.encode(self._processor, flat, num_threads=1) if flat else []
         position, empty, num_tokens = 0, 0, 0
         for sentences in per_document:
             document_ids = [x for x in ids[position:position + len(sentences)] if x]

@@ -5,11 +5,15 @@ the tokenizer and the in-graph packers. Data readers live in `xlnet_tf.data`, tr
 `xlnet_tf.training`, serving in `xlnet_tf.serving`.
 
 Names are imported on first use, so that light modules (for example the text normalization
-that Beam workers import) do not pay for loading Keras and the models.
+that Beam workers import) do not pay for loading Keras and the models. Importing the package
+still makes `keras.saving.load_model` find every XLNet class with no `custom_objects`: see
+`xlnet_tf/_keras_registration.py`.
 """
 
 import importlib as _importlib
 import os as _os
+
+from xlnet_tf import _keras_registration
 
 # Keras 3 on TensorFlow; never tf_keras.
 _os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -45,3 +49,6 @@ def __getattr__(name):
 
 def __dir__():
     return __all__
+
+
+_keras_registration.install()

@@ -4,7 +4,9 @@ parses its own arguments and calls library functions.
 Each entry maps a subcommand to `module:function`; the function takes the
 remaining argv and returns an exit code. Modules are imported only when their
 subcommand runs, so `xlnet-tf --help` stays fast and a broken optional
-dependency only affects the command that needs it.
+dependency only affects the command that needs it. Commands that need an
+optional extra (`pip install "xlnet_tf[beam]"`) say so in one line when it is
+missing.
 """
 
 import importlib
@@ -20,7 +22,39 @@ COMMANDS = {
     "prepare-finetuning": ("pipelines.finetuning_data:main", "Beam job: JSONL/CSV/TFDS -> fine-tuning TFRecords"),
     "export": ("xlnet_tf.export:main", "export a SavedModel from a work directory or preset"),
     "predict": ("xlnet_tf.predict:main", "run an exported SavedModel on text"),
+    "configs": ("xlnet_tf.run_arguments:configs_main", "list the shipped run configs (names for --config)"),
+    "presets": ("xlnet_tf.presets.presets_cli:main", "list the named presets; --download NAME fetches, checks and converts one"),
 }
+
+# Commands that need an optional dependency: command -> (import name, extra that installs it).
+NEEDS_EXTRA = {
+    "prepare-pretraining": ("apache_beam", "beam"),
+    "prepare-finetuning": ("apache_beam", "beam"),
+    "quickstart": ("apache_beam", "beam"),
+}
+
+
+def _missing_extra(command, error=None):
+    """The one-line message for a command whose optional dependency is missing, or None.
+
+    Args:
+        command: the subcommand.
+        error: a `ModuleNotFoundError` raised while importing or running it; None
+            to probe by importing the dependency.
+    """
+    if command not in NEEDS_EXTRA:
+        return None
+    module, extra = NEEDS_EXTRA[command]
+    if error is None:
+        try:
+            importlib.import_module(module)
+            return None
+        except ModuleNotFoundError as e:
+            error = e
+    if (error.name or "").split(".")[0] != module:
+        return None
+    return (f"xlnet-tf {command}: needs {module} (not installed); install the extra: "
+            f'pip install "xlnet_tf[{extra}]"')
 
 
 def _usage() -> str:
@@ -42,6 +76,11 @@ def main(argv=None) -> int:
         print(f"xlnet-tf: unknown command {command!r}.\n\n{_usage()}", file=sys.stderr)
         return 2
     module_name, function_name = COMMANDS[command][0].split(":")
+    # Checked before anything runs, so the quick start does not stop at its third stage.
+    message = _missing_extra(command)
+    if message:
+        print(message, file=sys.stderr)
+        return 1
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:

@@ -20,8 +20,11 @@ Example:
 import argparse
 import os
 import sys
+import warnings
 
 import yaml
+
+from xlnet_tf.storage import atomic_files
 
 PAD_ID = 5  # <pad> of the released vocabulary and of `xlnet-tf vocab` models.
 PRESET_SUBDIR = "preset"
@@ -40,6 +43,11 @@ def export_saved_model(backbone, path, pad_id=PAD_ID):
         path: output directory.
         pad_id: `serving_default` treats this id as padding (mask 0).
 
+    Both signatures check their inputs in the graph first (rank 2, equal shapes,
+    `token_ids` in `[0, vocabulary_size)`, `segment_ids` in `[0, 4]`,
+    `padding_mask` 0/1; see `xlnet_tf.serving.token_input_checks`): a bad request
+    is an `InvalidArgumentError` naming the input, on every device.
+
     Returns:
         `path`.
     """
@@ -49,9 +57,15 @@ def export_saved_model(backbone, path, pad_id=PAD_ID):
     archive = keras.export.ExportArchive()
     archive.track(backbone)
 
+    from xlnet_tf.serving.token_input_checks import check_token_inputs
+
     def encode(token_ids, segment_ids, padding_mask):
-        outputs = backbone({"token_ids": token_ids, "segment_ids": segment_ids,
-                            "padding_mask": padding_mask}, training=False)
+        # Rank 2, equal shapes, ids in [0, vocabulary_size): a request error naming the
+        # input instead of a wrong row (negative ids) or zeros (GPU gather) or an op error.
+        features = check_token_inputs(
+            {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask},
+            shape=[None, None], vocabulary_size=backbone.config.vocabulary_size)
+        outputs = backbone(features, training=False)
         return {"sequence_output": tf.cast(outputs["sequence_output"], tf.float32)}
 
     def serve(token_ids):
@@ -65,8 +79,9 @@ def export_saved_model(backbone, path, pad_id=PAD_ID):
         tf.TensorSpec.from_spec(spec, name="token_ids"),
         tf.TensorSpec.from_spec(spec, name="segment_ids"),
         tf.TensorSpec.from_spec(spec, name="padding_mask")])
-    archive.write_out(path, verbose=False)
-    return path
+    # Written under a temporary sibling name, then renamed: never a partial SavedModel at `path`.
+    return atomic_files.replace_directory(lambda directory: archive.write_out(directory, verbose=False),
+                                          path)
 
 
 def export_pretrainer(pretrainer, output_dir, vocabulary=None):
@@ -93,22 +108,43 @@ def export_pretrainer(pretrainer, output_dir, vocabulary=None):
 
 
 def _read_workdir_config(workdir):
+    import tensorflow as tf
+
     path = os.path.join(workdir, "config.yaml")
-    if not os.path.exists(path):
+    if not tf.io.gfile.exists(path):
         raise ExportError(f"{workdir} has no config.yaml (is it an `xlnet-tf pretrain` work directory?)")
-    with open(path) as f:
-        return path, yaml.safe_load(f) or {}
+    try:
+        values = yaml.safe_load(atomic_files.read_text(path)) or {}
+    except yaml.YAMLError as e:
+        raise ExportError(f"{path} is not valid YAML: {str(e).splitlines()[0]}") from e
+    if not isinstance(values, dict):
+        raise ExportError(f"{path} is not a run config (a YAML mapping).")
+    return path, values
 
 
 def export_from_checkpoint(checkpoint, run_config_path, output_dir):
     """Rebuilds the pretrainer of a run config, loads `checkpoint`, exports it."""
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
+    import tensorflow as tf
+
     from xlnet_tf.training.run_config import load_run_config
 
-    if not os.path.isfile(checkpoint):
+    if not tf.io.gfile.exists(checkpoint) or tf.io.gfile.isdir(checkpoint):
         raise ExportError(f"Checkpoint not found: {checkpoint}")
-    config = load_run_config([run_config_path])
+    problem = atomic_files.weights_file_problem(checkpoint)
+    if problem:
+        raise ExportError(f"Checkpoint {checkpoint} is unreadable ({problem}).")
+    if atomic_files.is_local(run_config_path):
+        config = load_run_config([run_config_path])
+    else:  # `load_run_config` opens local files only.
+        from xlnet_tf.training.run_config import run_config_from_dict
+
+        try:
+            values = yaml.safe_load(atomic_files.read_text(run_config_path)) or {}
+        except yaml.YAMLError as e:
+            raise ExportError(f"{run_config_path} is not valid YAML: {str(e).splitlines()[0]}") from e
+        config = run_config_from_dict(values)
     pretrainer = XLNetPretrainer(XLNetBackbone(config.model))
     try:
         pretrainer.load_weights(checkpoint, skip_mismatch=False)
@@ -120,8 +156,14 @@ def export_from_checkpoint(checkpoint, run_config_path, output_dir):
 
 
 def export_workdir(workdir, output_dir):
-    """Exports a pretraining (or, delegated, a fine-tuning) work directory."""
-    from xlnet_tf.training.callbacks import list_checkpoints
+    """Exports a pretraining (or, delegated, a fine-tuning) work directory.
+
+    Uses the run's final preset when it has one, else its newest checkpoint that
+    reads back completely: an unreadable newer one is skipped with a warning naming it.
+    """
+    import tensorflow as tf
+
+    from xlnet_tf.training.callbacks import latest_readable_checkpoint, list_checkpoints
 
     config_path, values = _read_workdir_config(workdir)
     if "task" in values:
@@ -129,14 +171,28 @@ def export_workdir(workdir, output_dir):
 
         return export_task_workdir(workdir, output_dir)
     final = os.path.join(workdir, "export", PRESET_SUBDIR)
-    if os.path.isdir(final) and os.path.abspath(final) != os.path.abspath(
+    if tf.io.gfile.isdir(final) and _normalized(final) != _normalized(
             os.path.join(output_dir, PRESET_SUBDIR)):
         return export_preset(final, output_dir)
-    checkpoints = list_checkpoints(os.path.join(workdir, "checkpoints"))
+    directory = os.path.join(workdir, "checkpoints")
+    checkpoints = list_checkpoints(directory)
     if not checkpoints:
         raise ExportError(f"{workdir} has no final preset (export/preset) and no checkpoints "
                           f"(checkpoints/ckpt-*.weights.h5) yet.")
-    return export_from_checkpoint(checkpoints[-1], config_path, output_dir)
+    with warnings.catch_warnings(record=True) as skipped:
+        warnings.simplefilter("always")
+        checkpoint = latest_readable_checkpoint(directory)
+    for warning in skipped:  # One line each on stderr, whatever the warning filters say.
+        print(f"xlnet-tf export: warning: {warning.message}", file=sys.stderr)
+    if checkpoint is None:
+        raise ExportError(f"No readable checkpoint in {directory}: "
+                          f"{', '.join(os.path.basename(c) for c in checkpoints)} all fail the "
+                          "HDF5 integrity check.")
+    return export_from_checkpoint(checkpoint, config_path, output_dir)
+
+
+def _normalized(path):
+    return os.path.abspath(path) if atomic_files.is_local(path) else path.rstrip("/")
 
 
 def export_preset(preset_dir, output_dir):
@@ -144,9 +200,11 @@ def export_preset(preset_dir, output_dir):
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 
     pretrainer = XLNetPretrainer.from_preset(preset_dir)
+    import tensorflow as tf
+
     vocabulary = os.path.join(preset_dir, "spiece.model")
     return export_pretrainer(pretrainer, output_dir,
-                             vocabulary=vocabulary if os.path.exists(vocabulary) else None)
+                             vocabulary=vocabulary if tf.io.gfile.exists(vocabulary) else None)
 
 
 def _parser():
@@ -171,11 +229,14 @@ def main(argv=None) -> int:
         elif args.preset:
             result = export_preset(args.preset, args.output)
         else:
-            if not os.path.isfile(args.checkpoint):
+            import tensorflow as tf
+
+            if not tf.io.gfile.exists(args.checkpoint):
                 raise ExportError(f"Checkpoint not found: {args.checkpoint}")
-            config = args.config or os.path.join(
-                os.path.dirname(os.path.dirname(os.path.abspath(args.checkpoint))), "config.yaml")
-            if not os.path.exists(config):
+            checkpoint_dir = os.path.dirname(os.path.abspath(args.checkpoint) if atomic_files.is_local(
+                args.checkpoint) else args.checkpoint)
+            config = args.config or os.path.join(os.path.dirname(checkpoint_dir), "config.yaml")
+            if not tf.io.gfile.exists(config):
                 raise ExportError(f"No run config for {args.checkpoint}: pass --config FILE.")
             result = export_from_checkpoint(args.checkpoint, config, args.output)
     except (ExportError, FileNotFoundError, ValueError) as e:

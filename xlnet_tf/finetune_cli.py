@@ -1,8 +1,9 @@
-"""`xlnet-tf finetune --config FILE --init PRESET_DIR --workdir DIR [--set section.key=value ...]`.
+"""`xlnet-tf finetune --config NAME_OR_FILE --init PRESET_DIR --workdir DIR [--set section.key=value ...]`.
 
 Example:
-    xlnet-tf finetune --config configs/finetune/glue_mrpc.yaml --init presets/xlnet-base-cased \\
+    xlnet-tf finetune --config glue_mrpc --init presets/xlnet-base-cased \\
         --workdir runs/mrpc --set training.train_steps=800
+    xlnet-tf finetune --config squad_v2.0 --print-config
 
 Run the same command again after an interruption to resume. The fine-tuned
 model lands in `WORKDIR/final/` (a task preset) for `xlnet-tf export`.
@@ -12,7 +13,8 @@ import argparse
 import os
 import sys
 
-from xlnet_tf.run_arguments import add_run_arguments, run_overrides
+from xlnet_tf.run_arguments import (add_run_arguments, check_workdir, config_files, print_config,
+                                    run_overrides)
 
 
 def _parser():
@@ -20,7 +22,7 @@ def _parser():
         "Fine-tune an XLNet preset on a task (TFDS dataset or local JSONL/CSV/SQuAD files). YAML "
         "configs are sparse overrides applied in order; --set section.key=value comes last. "
         "Re-running the same command resumes."))
-    add_run_arguments(parser, "fine-tuning config YAML")
+    add_run_arguments(parser, "fine-tuning config", "finetune")
     parser.add_argument("--init", metavar="PRESET_DIR",
                         help="initial preset directory (config.json, model.weights.h5, spiece.model)")
     parser.add_argument("--mixed-precision", choices=("float32", "mixed_bfloat16", "mixed_float16"),
@@ -29,12 +31,13 @@ def _parser():
 
 
 def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    check_workdir(args, parser)
+    files = config_files(args, "finetune", parser)
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     from xlnet_tf.config import ConfigError
     from xlnet_tf.finetuning.config import load_finetune_config
-    from xlnet_tf.finetuning.finetuning_run import run_finetuning
-    from xlnet_tf.training.strategy import StrategyError
 
     overrides = run_overrides(args)
     if args.init:
@@ -42,7 +45,17 @@ def main(argv=None) -> int:
     if args.mixed_precision:
         overrides.append(f"training.mixed_precision={args.mixed_precision}")
     try:
-        config = load_finetune_config(args.config, overrides)
+        config = load_finetune_config(files, overrides)
+    except ConfigError as e:
+        print(f"xlnet-tf finetune: {e}", file=sys.stderr)
+        return 2
+    if args.print_config:
+        print_config(config, "finetune", args.config, overrides)
+        return 0
+    from xlnet_tf.finetuning.finetuning_run import run_finetuning
+    from xlnet_tf.training.strategy import StrategyError
+
+    try:
         summary = run_finetuning(config, args.workdir)
     except (ConfigError, StrategyError, FileNotFoundError) as e:
         print(f"xlnet-tf finetune: {e}", file=sys.stderr)

@@ -10,6 +10,12 @@ Examples:
 Only the SavedModel is used (its `serving_default` signature: tokenizer and
 packer run inside the graph), so the output is what a TensorFlow Serving
 deployment of the same directory answers.
+
+Invalid UTF-8 (in TEXT arguments or --jsonl lines): each undecodable byte
+sequence is replaced with U+FFFD before the model (what the SavedModel itself
+does), the echoed input shows the replacement, and a warning on stderr names the
+input; the output is always valid UTF-8 JSON. `--output` is written atomically
+once every prediction is done (a failed run leaves no partial file).
 """
 
 import argparse
@@ -21,6 +27,28 @@ METADATA_FILE = "xlnet_tf_serving.json"
 # Per task: the strings-in signature's two inputs (first, second).
 INPUT_NAMES = {"span": ("context", "question"), "multiple_choice": ("context", "choices")}
 DEFAULT_INPUTS = ("text", "text_pair")
+REPLACEMENT = "\ufffd"
+
+
+def _clean(text, where, warnings):
+    """`text` as valid Unicode: undecodable bytes (surrogate escapes, lone surrogates) -> U+FFFD."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    # Command-line bytes that are not UTF-8 arrive as surrogate escapes (PEP 383);
+    # a JSON "\udXXX" escape gives a lone surrogate: both become U+FFFD.
+    raw = bytearray()
+    for char in text:
+        if "\udc80" <= char <= "\udcff":
+            raw.append(ord(char) - 0xDC00)  # the original byte
+        elif "\ud800" <= char <= "\udfff":
+            raw.extend(REPLACEMENT.encode("utf-8"))
+        else:
+            raw.extend(char.encode("utf-8"))
+    warnings.append(where)
+    return bytes(raw).decode("utf-8", "replace")
 
 
 def _parser():
@@ -53,41 +81,56 @@ def _read_metadata(model_dir):
         return json.load(f)
 
 
-def _read_jsonl(path, first, second):
+def _jsonl_lines(path, warnings):
+    """(line number, text) of a JSONL file; invalid UTF-8 bytes become U+FFFD (and are reported)."""
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                line = raw.decode("utf-8", "replace")
+                warnings.append(f"{path}:{number}")
+            yield number, line
+
+
+def _read_jsonl(path, first, second, warnings):
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
+    for number, line in _jsonl_lines(path, warnings):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{number}: not valid JSON ({e.msg}).") from None
+        if not isinstance(record, dict) or first not in record:
+            raise ValueError(f"{path}:{number}: expected an object with a {first!r} field.")
+        where = f"{path}:{number}"
+        rows.append((_clean(str(record[first]), where, warnings),
+                     None if record.get(second) is None else _clean(str(record[second]), where, warnings)))
+    return rows
+
+
+def _choice_inputs(args, num_choices, warnings):
+    """(context, [choices]) rows of a multiple-choice model, from --jsonl and TEXT + --choice."""
+    rows = []
+    if args.jsonl:
+        for number, line in _jsonl_lines(args.jsonl, warnings):
             if not line.strip():
                 continue
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{number}: not valid JSON ({e.msg}).") from None
-            if not isinstance(record, dict) or first not in record:
-                raise ValueError(f"{path}:{number}: expected an object with a {first!r} field.")
-            rows.append((str(record[first]), None if record.get(second) is None else str(record[second])))
-    return rows
-
-
-def _choice_inputs(args, num_choices):
-    """(context, [choices]) rows of a multiple-choice model, from --jsonl and TEXT + --choice."""
-    rows = []
-    if args.jsonl:
-        with open(args.jsonl, encoding="utf-8") as f:
-            for number, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{args.jsonl}:{number}: not valid JSON ({e.msg}).") from None
-                if not isinstance(record, dict) or "context" not in record or not isinstance(
-                        record.get("choices"), list):
-                    raise ValueError(f"{args.jsonl}:{number}: expected an object with `context` and a "
-                                     "`choices` list.")
-                rows.append((str(record["context"]), [str(c) for c in record["choices"]]))
-    for text in args.texts:
-        rows.append((text, list(args.choice or [])))
+                raise ValueError(f"{args.jsonl}:{number}: not valid JSON ({e.msg}).") from None
+            if not isinstance(record, dict) or "context" not in record or not isinstance(
+                    record.get("choices"), list):
+                raise ValueError(f"{args.jsonl}:{number}: expected an object with `context` and a "
+                                 "`choices` list.")
+            where = f"{args.jsonl}:{number}"
+            rows.append((_clean(str(record["context"]), where, warnings),
+                         [_clean(str(c), where, warnings) for c in record["choices"]]))
+    for index, text in enumerate(args.texts, 1):
+        rows.append((_clean(text, f"TEXT argument {index}", warnings),
+                     [_clean(c, "a --choice argument", warnings) for c in args.choice or []]))
     if not rows:
         raise ValueError("no input: give TEXT arguments with --choice, or --jsonl FILE.")
     for context, choices in rows:
@@ -97,15 +140,17 @@ def _choice_inputs(args, num_choices):
     return rows
 
 
-def _inputs(args, first, second, has_pair):
+def _inputs(args, first, second, has_pair, warnings):
     rows = []
     if args.jsonl:
-        rows.extend(_read_jsonl(args.jsonl, first, second))
+        rows.extend(_read_jsonl(args.jsonl, first, second, warnings))
     pairs = args.pair or []
     if pairs and len(pairs) not in (1, len(args.texts)):
         raise ValueError(f"--pair was given {len(pairs)} times for {len(args.texts)} texts; give it once or once per text.")
     for i, text in enumerate(args.texts):
-        rows.append((text, (pairs[0] if len(pairs) == 1 else pairs[i]) if pairs else None))
+        pair = (pairs[0] if len(pairs) == 1 else pairs[i]) if pairs else None
+        rows.append((_clean(text, f"TEXT argument {i + 1}", warnings),
+                     None if pair is None else _clean(pair, "a --pair argument", warnings)))
     if not rows:
         raise ValueError("no input: give TEXT arguments or --jsonl FILE.")
     if has_pair and any(p is None for _, p in rows):
@@ -190,34 +235,43 @@ def main(argv=None):
     task = metadata.get("task") or ("span" if "context" in input_names else "classification")
     first, second = INPUT_NAMES.get(task, DEFAULT_INPUTS)
     has_pair = second in input_names
+    warnings = []
     try:
         if task == "multiple_choice":
-            rows = _choice_inputs(args, int(metadata.get("num_choices") or 0))
+            rows = _choice_inputs(args, int(metadata.get("num_choices") or 0), warnings)
         elif args.choice:
             raise ValueError("--choice is only for multiple-choice models.")
         else:
-            rows = _inputs(args, first, second, has_pair)
+            rows = _inputs(args, first, second, has_pair, warnings)
     except (ValueError, OSError) as e:
         print(f"xlnet-tf predict: {e}", file=sys.stderr)
         return 2
+    for where in dict.fromkeys(warnings):
+        print(f"xlnet-tf predict: warning: {where} is not valid UTF-8; each undecodable byte sequence "
+              "was replaced with U+FFFD before the model.", file=sys.stderr)
 
-    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
-    try:
-        for start in range(0, len(rows), args.batch_size):
-            batch = rows[start : start + args.batch_size]
-            feed = {first: tf.constant([t.encode("utf-8", "surrogateescape") for t, _ in batch], tf.string)}
-            if task == "multiple_choice":
-                feed[second] = tf.constant(
-                    [[c.encode("utf-8", "surrogateescape") for c in choices] for _, choices in batch], tf.string)
-            elif has_pair:
-                feed[second] = tf.constant([p.encode("utf-8", "surrogateescape") for _, p in batch], tf.string)
-            outputs = {k: v.numpy() for k, v in signature(**feed).items()}
-            for i, row in enumerate(batch):
-                record = _format(task, row, outputs, i, metadata.get("label_names"), args.top_k)
-                out.write(json.dumps(record, ensure_ascii=False) + "\n")
-    finally:
-        if out is not sys.stdout:
-            out.close()
+    lines = []
+    for start in range(0, len(rows), args.batch_size):
+        batch = rows[start : start + args.batch_size]
+        feed = {first: tf.constant([t.encode("utf-8") for t, _ in batch], tf.string)}
+        if task == "multiple_choice":
+            feed[second] = tf.constant(
+                [[c.encode("utf-8") for c in choices] for _, choices in batch], tf.string)
+        elif has_pair:
+            feed[second] = tf.constant([p.encode("utf-8") for _, p in batch], tf.string)
+        outputs = {k: v.numpy() for k, v in signature(**feed).items()}
+        for i, row in enumerate(batch):
+            record = _format(task, row, outputs, i, metadata.get("label_names"), args.top_k)
+            line = json.dumps(record, ensure_ascii=False) + "\n"
+            if args.output:
+                lines.append(line)
+            else:
+                sys.stdout.write(line)
+    if args.output:
+        from xlnet_tf.storage.atomic_files import write_text
+
+        # All or nothing: the file appears only once every prediction is made.
+        write_text(args.output, "".join(lines))
     return 0
 
 

@@ -1,8 +1,9 @@
-"""`xlnet-tf pretrain --config FILE --workdir DIR [--set section.key=value ...]`.
+"""`xlnet-tf pretrain --config NAME_OR_FILE --workdir DIR [--set section.key=value ...]`.
 
 Example:
-    xlnet-tf pretrain --config configs/pretrain/tiny.yaml --workdir runs/tiny \\
+    xlnet-tf pretrain --config tiny --workdir runs/tiny \\
         --set data.train_files=records/ --strategy mirrored --virtual-cpu-devices 2
+    xlnet-tf pretrain --config base --set training.train_steps=1000 --print-config
 
 Run the same command again after any interruption to resume.
 """
@@ -11,32 +12,45 @@ import argparse
 import os
 import sys
 
-from xlnet_tf.run_arguments import add_run_arguments, run_overrides
+from xlnet_tf.run_arguments import (add_run_arguments, check_workdir, config_files, print_config,
+                                    run_overrides)
 
 
 def _parser():
     parser = argparse.ArgumentParser(prog="xlnet-tf pretrain", description=(
         "Pretrain XLNet with model.fit. YAML configs are sparse overrides applied in order; "
         "--set section.key=value overrides come last. Re-running the same command resumes."))
-    add_run_arguments(parser, "run config YAML")
+    add_run_arguments(parser, "run config", "pretrain")
     parser.add_argument("--tpu", help="TPU name or address (default: the local/Colab TPU)")
     parser.add_argument("--no-export", action="store_true", help="skip the final export")
     return parser
 
 
 def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    check_workdir(args, parser)
+    files = config_files(args, "pretrain", parser)
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     from xlnet_tf.config import ConfigError
-    from xlnet_tf.training.pretraining_run import run_pretraining
     from xlnet_tf.training.run_config import load_run_config
-    from xlnet_tf.training.strategy import StrategyError
 
     overrides = run_overrides(args)
     if args.tpu:
         overrides.append(f"distribution.tpu={args.tpu}")
     try:
-        config = load_run_config(args.config, overrides)
+        config = load_run_config(files, overrides)
+    except ConfigError as e:
+        print(f"xlnet-tf pretrain: {e}", file=sys.stderr)
+        return 2
+    if args.print_config:
+        print_config(config, "pretrain", args.config, overrides)
+        return 0
+    # TensorFlow loads only from here on, so --print-config and config errors stay fast.
+    from xlnet_tf.training.pretraining_run import run_pretraining
+    from xlnet_tf.training.strategy import StrategyError
+
+    try:
         summary = run_pretraining(config, args.workdir, export=not args.no_export)
     except (ConfigError, StrategyError) as e:
         print(f"xlnet-tf pretrain: {e}", file=sys.stderr)

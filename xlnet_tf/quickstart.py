@@ -1,12 +1,12 @@
 """`xlnet-tf quickstart`: the whole main job in one offline command.
 
-    pip install . && xlnet-tf quickstart
+    pip install ".[beam]" && xlnet-tf quickstart
 
 1. corpus: by default the English docstrings of the installed Python standard
    library (`xlnet_tf.builtin_corpus`); or `--input FILES` / `--input tfds:NAME`;
 2. vocabulary: `xlnet-tf vocab` (SentencePiece unigram with XLNet's special ids);
 3. records: `xlnet-tf prepare-pretraining` (Beam, DirectRunner);
-4. pretraining: the tiny model of `configs/pretrain/tiny.yaml` for `--minutes`
+4. pretraining: the tiny model of `configs/pretrain/tiny.yaml` (`--config tiny`) for `--minutes`
    on this machine's CPU, printing the loss as it falls;
 5. export: a preset directory and a SavedModel.
 
@@ -17,6 +17,7 @@ again after an interruption continues where it stopped.
 import argparse
 import json
 import os
+import shlex
 import sys
 import time
 
@@ -144,10 +145,25 @@ def main(argv=None) -> int:
               f"{last['step']} (accuracy {first['accuracy']:.3f} -> {last['accuracy']:.3f}); "
               f"uniform guessing is {__import__('math').log(vocabulary_size):.3f}.")
     print(f"Done in {(time.time() - started) / 60:.1f} minutes. Work directory: {workdir}")
-    print(f"Next: xlnet-tf pretrain --config configs/pretrain/tiny.yaml --workdir {run_dir} "
-          f"--set data.train_files={records} --set model.vocabulary_size={vocabulary_size} "
-          f"--set data.vocabulary={vocabulary}   (continues this run)")
+    print(f"Next: {next_command(run_dir, records, vocabulary, vocabulary_size, args.overrides)}"
+          "   (continues this run)")
     return 0
+
+
+def next_command(run_dir, records, vocabulary, vocabulary_size, overrides=()):
+    """The `xlnet-tf pretrain` command that continues the quick start's run, from any directory.
+
+    The config is named (`tiny`, shipped with the package, the same file as
+    `resources/pretrain_tiny.yaml`) and every path is absolute.
+    """
+    sets = [f"data.train_files={os.path.abspath(records)}",
+            f"model.vocabulary_size={vocabulary_size}",
+            f"data.vocabulary={os.path.abspath(vocabulary)}", *overrides]
+    words = ["xlnet-tf", "pretrain", "--config", "tiny", "--workdir", os.path.abspath(run_dir),
+             "--strategy", "one_device"]
+    for value in sets:
+        words += ["--set", value]
+    return shlex.join(words)
 
 
 def _dump_tfds_text(inputs, directory):

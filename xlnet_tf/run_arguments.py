@@ -1,24 +1,181 @@
 """Command-line options shared by `xlnet-tf pretrain` and `xlnet-tf finetune`.
 
 Each option is a shorthand for a `--set section.key=value` override, so the
-resolved config in the work directory records it like any other setting. No
-TensorFlow import here: `--help` stays fast.
+resolved config in the work directory records it like any other setting.
+`--config` takes a YAML path or the name of a shipped config (`base`,
+`glue_mrpc`, ...; `xlnet-tf configs` lists them). No TensorFlow import here:
+`--help` stays fast.
 """
 
+import os
+import sys
+
 STRATEGY_CHOICES = ("auto", "tpu", "mirrored", "multi_worker", "one_device")
+CONFIG_KINDS = ("pretrain", "finetune")
+# A directory is taken for the shipped configs only when it holds this file, so an
+# unrelated `configs/` folder next to the package is never picked up.
+_MARKER = os.path.join("pretrain", "tiny.yaml")
 
 
-def add_run_arguments(parser, config_help):
-    """Adds --config, --workdir, --set, --strategy and --virtual-cpu-devices to `parser`."""
-    parser.add_argument("--config", action="append", default=[], metavar="FILE",
-                        help=f"{config_help} (repeatable; later files override earlier ones)")
-    parser.add_argument("--workdir", required=True, help="work directory (created; reused to resume)")
+class UnknownConfigError(ValueError):
+    """A `--config` value that is neither an existing file nor a shipped config name."""
+
+
+def shipped_config_dir():
+    """The folder holding the shipped `pretrain/` and `finetune/` configs.
+
+    A wheel carries them as `xlnet_tf/configs/` (setup.py maps the top-level
+    `configs/` folder there); a source checkout or an editable install reads the
+    top-level `configs/` folder itself.
+
+    Returns:
+        The absolute path of the folder, or None when neither exists.
+    """
+    package = os.path.dirname(os.path.abspath(__file__))
+    for candidate in (os.path.join(package, "configs"),
+                      os.path.join(os.path.dirname(package), "configs")):
+        if os.path.isfile(os.path.join(candidate, _MARKER)):
+            return candidate
+    return None
+
+
+def config_names(kind):
+    """The sorted names (file names without `.yaml`) of the shipped `kind` configs."""
+    if kind not in CONFIG_KINDS:
+        raise ValueError(f"Config kind must be one of {CONFIG_KINDS}, got {kind!r}.")
+    root = shipped_config_dir()
+    if root is None:
+        return []
+    folder = os.path.join(root, kind)
+    return sorted(name[:-len(".yaml")] for name in os.listdir(folder) if name.endswith(".yaml"))
+
+
+def config_description(path):
+    """The first line of a YAML file's leading comment, or "" when it has none."""
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            stripped = line.strip()
+            if not stripped:
+                continue
+            if stripped.startswith("#"):
+                return stripped.lstrip("#").strip()
+            return ""
+    return ""
+
+
+def resolve_config(value, kind):
+    """Turns one `--config` value into a YAML path.
+
+    Args:
+        value: a path to a YAML file, or the name of a shipped config of `kind`
+            (`base`, `glue_mrpc`, `squad_v1.1`, ...).
+        kind: "pretrain" or "finetune": which shipped configs a name refers to.
+
+    Returns:
+        The path of an existing file.
+
+    Raises:
+        UnknownConfigError: neither an existing file nor a known name; the
+            message lists the known names.
+
+    Example:
+    >>> os.path.basename(resolve_config("tiny", "pretrain"))
+    'tiny.yaml'
+    """
+    if os.path.isfile(value):
+        return value
+    names = config_names(kind)
+    known = (f"shipped {kind} configs: {', '.join(names)}" if names
+             else "no shipped configs were found in this installation")
+    looks_like_path = os.sep in value or "/" in value or value.endswith((".yaml", ".yml"))
+    if not looks_like_path and value in names:
+        return os.path.join(shipped_config_dir(), kind, value + ".yaml")
+    if looks_like_path:
+        raise UnknownConfigError(f"--config {value}: file not found (give a YAML path, or a name "
+                                 f"without a path: {known}).")
+    raise UnknownConfigError(f"--config {value}: unknown config name ({known}; or give a path to a "
+                             "YAML file).")
+
+
+def add_run_arguments(parser, config_help, kind):
+    """Adds --config, --workdir, --set, --strategy, --virtual-cpu-devices and --print-config.
+
+    Args:
+        parser: an `argparse.ArgumentParser`.
+        config_help: help text for `--config`.
+        kind: "pretrain" or "finetune": the shipped configs `--config NAME` picks from.
+    """
+    names = ", ".join(config_names(kind)) or "none found"
+    parser.add_argument("--config", action="append", default=[], metavar="NAME_OR_FILE",
+                        help=f"{config_help}: a YAML path or a shipped config name ({names}); "
+                             "repeatable, later ones override earlier ones")
+    parser.add_argument("--workdir", help="work directory (created; reused to resume); required "
+                                          "unless --print-config")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         dest="overrides", help="override one config value (YAML syntax)")
     parser.add_argument("--strategy", choices=STRATEGY_CHOICES,
                         help="same as --set distribution.strategy=...")
     parser.add_argument("--virtual-cpu-devices", type=int, metavar="N",
                         help="split the CPU into N logical devices (try distribution on a laptop)")
+    parser.add_argument("--print-config", action="store_true",
+                        help="print the resolved config (every key --set accepts) and exit")
+
+
+def config_files(args, kind, parser):
+    """The YAML paths of `args.config`; an unknown name or missing file ends via `parser.error`."""
+    try:
+        return [resolve_config(value, kind) for value in args.config]
+    except UnknownConfigError as e:
+        parser.error(str(e))
+
+
+def check_workdir(args, parser):
+    """`--workdir` is required unless only the config is printed."""
+    if not args.print_config and not args.workdir:
+        parser.error("the following argument is required: --workdir")
+
+
+def print_config(config, kind, config_values, overrides, stream=None):
+    """Prints a resolved config as YAML under a comment naming its sources.
+
+    Args:
+        config: the resolved config (a `RunConfig` or `FinetuneConfig`).
+        kind: "pretrain" or "finetune".
+        config_values: the `--config` values, as given.
+        overrides: the `section.key=value` overrides applied after them.
+        stream: where to print (default: stdout).
+    """
+    stream = stream or sys.stdout
+    sources = " ".join([f"--config {c}" for c in config_values] + [f"--set {o}" for o in overrides])
+    print(f"# Resolved xlnet-tf {kind} config ({sources or 'defaults only'}).", file=stream)
+    print("# Every key below can be changed with --set SECTION.KEY=VALUE.", file=stream)
+    print(config.to_yaml(), end="", file=stream)
+
+
+def configs_main(argv=None):
+    """`xlnet-tf configs`: lists the shipped config names with their one-line descriptions."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="xlnet-tf configs", description=(
+        "List the run configs shipped with the package; pass a name to `--config`."))
+    parser.add_argument("kind", nargs="?", choices=CONFIG_KINDS, help="list only these configs")
+    args = parser.parse_args(argv)
+    root = shipped_config_dir()
+    if root is None:
+        print("xlnet-tf configs: no shipped configs were found in this installation.", file=sys.stderr)
+        return 1
+    for kind in [args.kind] if args.kind else CONFIG_KINDS:
+        names = config_names(kind)
+        print(f"{kind} configs (xlnet-tf {kind} --config NAME):")
+        width = max(len(n) for n in names) + 2
+        for name in names:
+            description = config_description(os.path.join(root, kind, name + ".yaml"))
+            if len(description) > 100:
+                description = description[:97].rstrip() + "..."
+            print(f"  {name:<{width}}{description}".rstrip())
+        print()
+    print(f"Files: {root}")
+    return 0
 
 
 def run_overrides(args):

@@ -8,6 +8,7 @@ import keras
 import numpy as np
 from keras_hub.tokenizers import SentencePieceTokenizer
 
+from xlnet_tf.digit_comma_split import DigitCommaSplit
 from xlnet_tf.text_normalization import normalize_text
 from xlnet_tf.text_normalization import normalize_text_tf
 
@@ -36,9 +37,11 @@ class XLNetTokenizer(SentencePieceTokenizer):
     `sentencepiece` package, with identical ids. `tokenize` adds no special
     tokens: putting `<sep>`/`<cls>` in place is the packer's job.
 
-    Known difference from the original Python tokenizer: the original split a
-    piece ending in "digit," (e.g. `▁1990,`) into the number and the comma;
-    this tokenizer keeps SentencePiece's segmentation.
+    After SentencePiece it applies the original XLNet piece splitting
+    (`prepro_utils.encode_pieces`, Hugging Face `XLNetTokenizer._tokenize`): a
+    piece like `▁1990,` becomes `▁1990` `,` (`xlnet_tf.digit_comma_split`), in
+    the graph and eagerly alike, so the ids are the ones the released models
+    were trained on.
 
     Args:
         proto: the SentencePiece model: a path to `spiece.model`, its `bytes`,
@@ -47,6 +50,9 @@ class XLNetTokenizer(SentencePieceTokenizer):
         keep_accents: when False, strip accents (NFKD, drop combining marks),
             as the released models expect.
         remove_space: collapse whitespace runs and strip the ends.
+        split_digit_comma: split pieces ending in "digit," into the number and
+            the comma, as the original tokenizer (default; the released models
+            need it). False keeps SentencePiece's segmentation.
         sequence_length: when set, outputs are dense, truncated or right-padded
             with `<pad>` (id 5) to this length.
         dtype: output dtype, an integer type or "string" (pieces).
@@ -73,10 +79,13 @@ class XLNetTokenizer(SentencePieceTokenizer):
         lowercase=False,
         keep_accents=False,
         remove_space=True,
+        split_digit_comma=True,
         sequence_length=None,
         dtype="int32",
         **kwargs,
     ):
+        self.split_digit_comma = bool(split_digit_comma)
+        self._digit_comma = None  # (proto bytes, DigitCommaSplit), built once per vocabulary
         self.lowercase = bool(lowercase)
         self.keep_accents = bool(keep_accents)
         self.remove_space = bool(remove_space)
@@ -109,6 +118,35 @@ class XLNetTokenizer(SentencePieceTokenizer):
             # Leave no half-loaded vocabulary behind a refused one.
             super().set_proto(None)
             raise
+
+    def digit_comma_split(self):
+        """The `DigitCommaSplit` for this vocabulary, or None when `split_digit_comma` is off."""
+        self._check_vocabulary()
+        return self._split_for(self.proto)
+
+    def _split_for(self, proto):
+        if not self.split_digit_comma:
+            return None
+        if isinstance(proto, str):
+            with open(proto, "rb") as f:
+                proto = f.read()
+        if self._digit_comma is None or self._digit_comma[0] != proto:
+            self._digit_comma = (proto, DigitCommaSplit.from_proto(proto))
+        return self._digit_comma[1]
+
+    def _set_proto_tf(self, proto):
+        from xlnet_tf.digit_comma_sentencepiece import DigitCommaSentencepiece
+
+        split = self._split_for(proto)
+        self._sentence_piece = DigitCommaSentencepiece(proto, out_type=self.compute_dtype,
+                                                       split=split if split is not None and split.fires else False)
+
+    def _set_proto_spm(self, proto):
+        super()._set_proto_spm(proto)
+        split = self._split_for(proto)
+        if split is not None and split.fires:
+            self._sentence_piece_spm = _SplittingProcessor(
+                self._sentence_piece_spm, split, pieces=self.compute_dtype == "string")
 
     def _update_special_token_ids(self):
         # Runs at the end of `set_proto`, before keras-hub's own lookup, so a wrong
@@ -174,9 +212,43 @@ class XLNetTokenizer(SentencePieceTokenizer):
                 "lowercase": self.lowercase,
                 "keep_accents": self.keep_accents,
                 "remove_space": self.remove_space,
+                "split_digit_comma": self.split_digit_comma,
             }
         )
         return config
+
+
+class _SplittingProcessor:
+    """A `sentencepiece.SentencePieceProcessor` whose `Encode` applies `DigitCommaSplit`.
+
+    keras-hub's eager path calls `Encode(inputs, add_bos=, add_eos=)` and
+    formats the result; everything else goes to the wrapped processor.
+    """
+
+    def __init__(self, processor, split, pieces):
+        self._processor = processor
+        self._split = split
+        self._pieces = pieces
+
+    def __getattr__(self, name):
+        return getattr(self._processor, name)
+
+    def Encode(self, inputs, add_bos=False, add_eos=False, **kwargs):  # noqa: N802 - SentencePiece's name
+        single = isinstance(inputs, str)
+        texts = [inputs] if single else list(inputs)
+        ids = self._processor.Encode(texts, out_type=int, add_bos=False, add_eos=False)
+        if self._pieces:
+            pieces = self._processor.Encode(texts, out_type=str, add_bos=False, add_eos=False)
+            out = [self._split.split_pieces(i, p) for i, p in zip(ids, pieces)]
+            bos, eos = self._processor.IdToPiece(self._processor.bos_id()), self._processor.IdToPiece(
+                self._processor.eos_id())
+        else:
+            out = [self._split.split_ids(i) for i in ids]
+            bos, eos = self._processor.bos_id(), self._processor.eos_id()
+        out = [([bos] if add_bos else []) + x + ([eos] if add_eos else []) for x in out]
+        return out[0] if single else out
+
+    encode = Encode
 
 
 def _decode_proto(proto):

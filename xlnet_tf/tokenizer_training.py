@@ -209,16 +209,12 @@ def train_vocabulary(
         # Guards against a SentencePiece release that orders reserved pieces differently.
         raise VocabularyTrainingError(f"Trained model has special pieces {found}, expected {list(SPECIAL_PIECES)}.")
     output_path = os.fspath(output_path)
-    if _has_scheme(output_path):
-        import tensorflow as tf
+    # Atomic (temporary sibling, then rename): an interrupted run never leaves a truncated
+    # model that a later `--vocab` would load. Local paths need no TensorFlow import.
+    from xlnet_tf.storage import atomic_files
 
-        with tf.io.gfile.GFile(output_path, "wb") as f:
-            f.write(proto)
-    else:
-        parent = os.path.dirname(os.path.abspath(output_path))
-        os.makedirs(parent, exist_ok=True)
-        with open(output_path, "wb") as f:
-            f.write(proto)
+    atomic_files.write_bytes(output_path if _has_scheme(output_path) else os.path.abspath(output_path),
+                             proto)
     return {
         "path": output_path,
         "vocabulary_size": processor.vocab_size(),

@@ -2,8 +2,9 @@
 
 The resumed run must end with exactly the weights of an uninterrupted run: that
 only happens when weights, optimizer state, schedule step, the data position and
-every replica's recurrence memory are all restored (the model has no dropout
-here, so nothing else differs).
+every replica's recurrence memory are all restored, and when the resumed run
+draws the dropout masks of the uninterrupted one (dropout is on here; the masks
+follow the restored optimizer step, see `xlnet_tf.layers.seeded_dropout`).
 """
 
 import json
@@ -13,12 +14,15 @@ import subprocess
 import time
 
 import pytest
+import yaml
 
 from tests.training.helpers import cyclic_tokens, write_records
 from tests.training.subprocess_runs import (REPO, assert_same_weights, environment, final_weights,
                                             metrics, pretrain_command)
 
-STEPS = ["training.train_steps=24", "training.steps_per_epoch=2", "training.log_every_steps=1"]
+STEPS = ["training.train_steps=24", "training.steps_per_epoch=2", "training.log_every_steps=1",
+         # After TINY_RUN's 0.0: the last --set wins.
+         "model.dropout=0.1", "model.attention_dropout=0.1"]
 
 
 @pytest.mark.slow
@@ -58,6 +62,9 @@ def test_sigkill_then_same_command_resumes_at_the_same_data_position(tmp_path):
     resumed_step = int(resumed_line[0].split()[3])
     assert 6 <= resumed_step < 24 and resumed_step % 2 == 0
     assert reference.wait(timeout=400) == 0
+    with open(os.path.join(resumed_dir, "config.yaml")) as f:
+        model_config = yaml.safe_load(f)["model"]
+    assert model_config["dropout"] == 0.1 and model_config["attention_dropout"] == 0.1
 
     # One consistent history: every step logged once, in order, and the loss curves agree.
     steps = [m["step"] for m in metrics(resumed_dir)]

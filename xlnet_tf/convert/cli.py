@@ -27,6 +27,24 @@ def _parser():
     return parser
 
 
+def write_preset(pretrainer, output, vocabulary=None):
+    """Saves the converted preset to `output` so that an interrupted run never leaves half a preset.
+
+    A new `output` directory is written under a temporary sibling name and renamed
+    when complete; into an existing directory each file is written atomically.
+    """
+    import tensorflow as tf
+
+    from xlnet_tf.storage import atomic_files
+
+    if tf.io.gfile.exists(output):
+        pretrainer.save_to_preset(output, vocabulary=vocabulary)
+    else:
+        atomic_files.replace_directory(
+            lambda directory: pretrainer.save_to_preset(directory, vocabulary=vocabulary), output)
+    return output
+
+
 def main(argv=None):
     """Entry point of `xlnet-tf convert`; returns the exit code."""
     args = _parser().parse_args(argv)
@@ -46,7 +64,11 @@ def main(argv=None):
         print(f"xlnet-tf convert: {e}", file=sys.stderr)
         return 1
     ignored = mapping.finish(pretrainer)
-    pretrainer.save_to_preset(args.output, vocabulary=vocabulary)
+    try:
+        write_preset(pretrainer, args.output, vocabulary)
+    except OSError as e:
+        print(f"xlnet-tf convert: cannot write the preset {args.output}: {e}", file=sys.stderr)
+        return 1
     config = pretrainer.backbone.config
     print(f"converted {len(mapping.assigned_values)} weights from {args.input} ({args.source}): "
           f"{config.num_layers} layers, hidden {config.hidden_dim}, vocabulary {config.vocabulary_size}")

@@ -61,9 +61,15 @@ def read_tf1_checkpoint(prefix):
     """All variables of a TF checkpoint as a dict of numpy arrays."""
     import tensorflow as tf
 
-    reader = tf.train.load_checkpoint(prefix)
-    return {name: np.asarray(reader.get_tensor(name))
-            for name in sorted(reader.get_variable_to_shape_map())}
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        return {name: np.asarray(reader.get_tensor(name))
+                for name in sorted(reader.get_variable_to_shape_map())}
+    except (tf.errors.OpError, ValueError, OSError) as e:
+        # TensorFlow's message ends in a C++ status trace; its first line says what is wrong.
+        first_line = (getattr(e, "message", None) or str(e)).strip().splitlines()[0]
+        raise ConversionError(f"{prefix}: not a readable TF checkpoint (truncated or corrupt "
+                              f".index/.data files?): {type(e).__name__}: {first_line}") from e
 
 
 def convert_tf1_checkpoint(input_path, config_path=None, dtype=None):
@@ -94,7 +100,10 @@ def convert_tf1_checkpoint(input_path, config_path=None, dtype=None):
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 
     prefix, config_path, vocabulary = locate_tf1_checkpoint(input_path, config_path)
-    config = XLNetConfig.from_json(config_path)
+    try:
+        config = XLNetConfig.from_json(config_path)
+    except (ValueError, TypeError, KeyError, OSError) as e:
+        raise ConversionError(f"{config_path}: not a readable XLNet config: {e}") from e
     arrays = read_tf1_checkpoint(prefix)
     embedding_names = [n for n in arrays if n.endswith(_EMBEDDING_SUFFIX)]
     if len(embedding_names) != 1:

@@ -13,20 +13,35 @@ _BIASES = (("r_w_bias", "content_attention_bias"), ("r_r_bias", "positional_atte
            ("r_s_bias", "segment_attention_bias"))
 
 
-def read_safetensors(directory):
-    """All tensors of `model.safetensors` (or its shards) as numpy arrays, read without torch."""
+def _load_file(path):
+    """One safetensors file; a truncated or corrupt file is a `ConversionError` naming it."""
     from safetensors.numpy import load_file
 
+    if not os.path.isfile(path):
+        raise ConversionError(f"{path}: file not found (listed in model.safetensors.index.json).")
+    try:
+        return load_file(path)
+    except Exception as e:  # safetensors raises its own SafetensorError (and OSError, ValueError)
+        raise ConversionError(f"{path}: not a readable safetensors file (truncated or corrupt?): "
+                              f"{type(e).__name__}: {e}") from e
+
+
+def read_safetensors(directory):
+    """All tensors of `model.safetensors` (or its shards) as numpy arrays, read without torch."""
     single = os.path.join(directory, "model.safetensors")
     index = os.path.join(directory, "model.safetensors.index.json")
     if os.path.exists(single):
-        return load_file(single)
+        return _load_file(single)
     if os.path.exists(index):
-        with open(index) as f:
-            shards = sorted(set(json.load(f)["weight_map"].values()))
+        try:
+            with open(index) as f:
+                shards = sorted(set(json.load(f)["weight_map"].values()))
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise ConversionError(f"{index}: not a safetensors index (expected JSON with a "
+                                  f"'weight_map' object): {type(e).__name__}: {e}") from e
         arrays = {}
         for shard in shards:
-            arrays.update(load_file(os.path.join(directory, shard)))
+            arrays.update(_load_file(os.path.join(directory, shard)))
         return arrays
     present = sorted(os.listdir(directory)) if os.path.isdir(directory) else []
     raise ConversionError(
@@ -63,7 +78,10 @@ def convert_transformers_checkpoint(input_dir, dtype=None):
     config_path = os.path.join(input_dir, "config.json")
     if not os.path.exists(config_path):
         raise ConversionError(f"{input_dir}: no config.json (expected a save_pretrained directory).")
-    config = XLNetConfig.from_json(config_path)
+    try:
+        config = XLNetConfig.from_json(config_path)
+    except (ValueError, TypeError, KeyError, OSError) as e:
+        raise ConversionError(f"{config_path}: not a readable XLNet config: {e}") from e
     arrays = read_safetensors(input_dir)
     # XLNetLMHeadModel stores "transformer.*"; a bare XLNetModel stores the same names unprefixed.
     prefix = "transformer." if "transformer.word_embedding.weight" in arrays else ""

@@ -84,9 +84,16 @@ def infer_label_names(path, label_field="label"):
     labels = set()
     for number, row in _read_rows(path):
         labels.add(str(_field(row, label_field, path, number)))
+    if not labels:
+        # Said here: "no labels" would otherwise read as "labels cannot be inferred".
+        raise ValueError(_empty_file_message(path))
     if all(_is_int(label) for label in labels):
         return None
     return sorted(labels)
+
+
+def _empty_file_message(path):
+    return f"{path} has no examples (the file is empty or holds only blank lines / a CSV header)."
 
 
 def _is_int(value):
@@ -167,8 +174,39 @@ def read_local_examples(path, task):
         raise ValueError(f"Unknown task type {kind!r}.")
     first = columns[next(iter(columns))]
     if (first.nrows() if isinstance(first, tf.RaggedTensor) else len(first)) == 0:
-        raise ValueError(f"{path}: no examples.")
+        raise ValueError(_empty_file_message(path))
     return columns
+
+
+def check_local_files(task):
+    """Reads `task.train_file` and `task.eval_file` in full before a run starts.
+
+    Each must exist, parse, hold at least one example and give every example
+    the fields and a valid label of `task` (the checks of `read_local_examples`),
+    so a bad evaluation file fails before training rather than after the first
+    epoch. Also refuses a task with no training data at all.
+
+    Args:
+        task: a resolved `TaskSection` (label names already inferred).
+
+    Raises:
+        ValueError: naming the key (`task.train_file` / `task.eval_file`), the
+            file and, where it applies, the line.
+
+    Example:
+    >>> check_local_files(task)  # doctest: +SKIP
+    """
+    if not (task.train_file or task.dataset or task.records_dir):
+        raise ValueError("No training data: task.eval_file alone is not enough; set task.train_file, "
+                         "task.dataset or task.records_dir.")
+    for role in ("train", "eval"):
+        path = getattr(task, f"{role}_file")
+        if not path:
+            continue
+        try:
+            read_local_examples(path, task)
+        except (ValueError, FileNotFoundError, tf.errors.OpError) as e:
+            raise ValueError(f"task.{role}_file: {e}") from e
 
 
 def _read_squad_json(path):

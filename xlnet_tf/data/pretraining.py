@@ -42,6 +42,7 @@ import tensorflow as tf
 
 from xlnet_tf.data import plm_sampling
 from xlnet_tf.data.pretraining_records import PretrainingRecords, RecordsError
+from xlnet_tf.data.pretraining_sizes import check_pretraining_sizes
 
 # Dataset functions are plain TF ops; skipping AutoGraph conversion saves tracing time.
 _plain = tf.autograph.experimental.do_not_convert
@@ -55,21 +56,10 @@ class _Layout:
 
     def __init__(self, records, *, seq_length, reuse_length, num_predict, perm_size,
                  batch_size, bi_data, input_context):
-        if seq_length - reuse_length - 3 < 2:
-            raise ValueError(
-                f"seq_length={seq_length} must exceed reuse_length={reuse_length} by at least 5 "
-                f"(A and B of at least one token each, two <sep> and one <cls>).")
-        if reuse_length < 0:
-            raise ValueError(f"reuse_length must be >= 0, got {reuse_length}.")
-        for name, part in (("reuse_length", reuse_length), ("seq_length - reuse_length",
-                                                             seq_length - reuse_length)):
-            if part and (perm_size <= 0 or part % perm_size):
-                raise ValueError(f"perm_size={perm_size} must divide {name}={part} "
-                                 f"(the permutation is sampled in blocks of perm_size).")
-        if not 0 < num_predict <= seq_length:
-            raise ValueError(f"num_predict={num_predict} must be in [1, seq_length={seq_length}].")
-        if not isinstance(batch_size, (int, np.integer)) or batch_size <= 0:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}.")
+        # The per-replica batch's parity is checked below, once the replicas are known.
+        check_pretraining_sizes(seq_length=seq_length, reuse_length=reuse_length,
+                                num_predict=num_predict, perm_size=perm_size,
+                                batch_size=batch_size, bi_data=False)
         self.seq_length = seq_length
         self.reuse_length = reuse_length
         self.new_length = seq_length - reuse_length - 3  # tokens of A + B
@@ -79,9 +69,6 @@ class _Layout:
         self.advance = reuse_length if reuse_length > 0 else self.window
         self.predict_new = num_predict * (seq_length - reuse_length) // seq_length
         self.predict_reuse = num_predict - self.predict_new
-        if self.predict_reuse > reuse_length:
-            raise ValueError(f"num_predict={num_predict} puts {self.predict_reuse} targets in a "
-                             f"reuse part of {reuse_length} tokens.")
 
         if input_context is None:
             pipelines, pipeline_id, replicas = 1, 0, 1
@@ -416,6 +403,8 @@ def pretraining_steps_per_epoch(file_pattern, *, seq_length, reuse_length, batch
     Every row stream reaches its end at the same step; the next epoch starts each row
     over (a break in continuity: reset recurrence memory there).
     """
+    check_pretraining_sizes(seq_length=seq_length, reuse_length=reuse_length, num_predict=1,
+                            perm_size=1, batch_size=batch_size, bi_data=False)
     records = PretrainingRecords(file_pattern)
     layout = _Layout(records, seq_length=seq_length, reuse_length=reuse_length,
                      num_predict=1, perm_size=1, batch_size=batch_size, bi_data=bi_data,
@@ -464,7 +453,9 @@ def pretraining_dataset(file_pattern, *, seq_length, reuse_length, num_predict, 
 
     Raises:
         RecordsError: missing files or manifest, inconsistent manifest, too little data.
-        ValueError: inconsistent sizes (batch not divisible, perm_size, ...).
+        ValueError: a missing or non-int size, or inconsistent sizes (batch not
+            divisible, perm_size, ...), naming the argument
+            (`xlnet_tf.data.pretraining_sizes.check_pretraining_sizes`).
 
     Example:
         >>> ds = pretraining_dataset("records/pretrain-*.tfrecord", seq_length=512,
@@ -472,6 +463,16 @@ def pretraining_dataset(file_pattern, *, seq_length, reuse_length, num_predict, 
         ...     bi_data=True, seed=1)
         >>> batch = next(iter(ds))  # batch["perm_mask"].shape == (16, 512, 512)
     """
+    # Arguments first, so a wrong one is named before any file is opened.
+    check_pretraining_sizes(seq_length=seq_length, reuse_length=reuse_length,
+                            num_predict=num_predict, perm_size=perm_size, batch_size=batch_size,
+                            bi_data=bi_data if input_context is None else False)
+    for name, value in (("seed", seed), ("first_step", first_step)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise ValueError(f"{name} must be an int, got {type(value).__name__} {value!r}.")
+    if num_epochs is not None and (isinstance(num_epochs, bool) or not isinstance(
+            num_epochs, (int, np.integer)) or num_epochs < 1):
+        raise ValueError(f"num_epochs must be None (repeat forever) or an int >= 1, got {num_epochs!r}.")
     records = PretrainingRecords(file_pattern)
     layout = _Layout(records, seq_length=seq_length, reuse_length=reuse_length,
                      num_predict=num_predict, perm_size=perm_size, batch_size=batch_size,

@@ -23,8 +23,9 @@ import yaml
 
 from xlnet_tf.config import ConfigError
 from xlnet_tf.data.finetuning_tasks import DATASETS, METRICS, TASK_TYPES, dataset_spec, default_metrics
-from xlnet_tf.training.run_config import (MIXED_PRECISION, DistributionSection, OptimizerSection,
-                                          TrainingSection, merge_config_sources)
+from xlnet_tf.training.run_config import (_SCIENTIFIC, MIXED_PRECISION, DistributionSection,
+                                          OptimizerSection, TrainingSection, merge_config_sources,
+                                          validate_optimizer)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +61,9 @@ class TaskSection:
     max_answer_length: int = 64
     null_score_threshold: Optional[float] = None
     version_2: bool = False
+    # SQuAD 2.0 span tasks: the final evaluation's best-F1 threshold replaces
+    # null_score_threshold in the final preset's preprocessing.json.
+    tune_null_threshold: bool = True
     start_n_top: int = 5
     end_n_top: int = 5
     head_dropout: float = 0.1
@@ -134,6 +138,8 @@ def _check(dotted, value, annotation):
         raise ConfigError(f"{dotted} must be {annotation.__name__}, got null.")
     if annotation is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if annotation is float and isinstance(value, str) and _SCIENTIFIC.fullmatch(value.strip()):
+        return float(value)  # YAML 1.1 reads "1e-3" (no dot) as a string; pretraining accepts it too.
     if annotation is int and isinstance(value, bool):
         raise ConfigError(f"{dotted} must be int, got bool {value!r}.")
     if not isinstance(value, annotation):
@@ -145,6 +151,9 @@ def finetune_config_from_dict(values: Mapping[str, Any]) -> FinetuneConfig:
     """Builds and validates a `FinetuneConfig` from a sparse nested dict (dataset defaults applied)."""
     if not isinstance(values, Mapping):
         raise ConfigError(f"A fine-tuning config must be a mapping, got {type(values).__name__}.")
+    # A run's own config.yaml records what it changed in the initial preset; that record is
+    # output, not a setting, so feeding the file back through --config must not trip on it.
+    values = {k: v for k, v in values.items() if k != "init_adjustments"}
     unknown = sorted(set(values) - set(_SECTIONS))
     if unknown:
         raise ConfigError(f"Unknown section(s) {unknown}; known sections: {sorted(_SECTIONS)}.")
@@ -244,6 +253,7 @@ def _validate(config: FinetuneConfig) -> FinetuneConfig:
     if config.optimizer.warmup_steps > t.train_steps:
         raise ConfigError(f"optimizer.warmup_steps ({config.optimizer.warmup_steps}) exceeds "
                           f"training.train_steps ({t.train_steps}).")
+    validate_optimizer(config.optimizer)
     if not 0 < config.optimizer.layer_decay <= 1:
         raise ConfigError(f"optimizer.layer_decay must be in (0, 1], got {config.optimizer.layer_decay}.")
     if config.evaluation.batch_size < 1:

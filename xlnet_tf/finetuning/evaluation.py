@@ -10,6 +10,7 @@ import tensorflow as tf
 from xlnet_tf.data import finetuning as data
 from xlnet_tf.metrics import classification as cls_metrics
 from xlnet_tf.metrics.squad import squad_scores
+from xlnet_tf.metrics.squad import squad_v2_best_thresholds
 from xlnet_tf.preprocessing.squad_postprocessing import squad_predictions
 
 _log = logging.getLogger(__name__)
@@ -119,8 +120,16 @@ def _evaluate_span(predict, task, tokenizer, batch_size, data_dir):
             outputs.setdefault(key, []).append(value.numpy())
     features = {k: np.concatenate(v) for k, v in features.items()}
     outputs = {k: np.concatenate(v) for k, v in outputs.items()}
+    # Best non-null spans and null scores; the threshold is applied below, so the
+    # SQuAD 2.0 search sees every question's span.
     answers = squad_predictions(contexts, features, outputs, max_answer_length=task.max_answer_length,
-                                null_score_threshold=task.null_score_threshold)
-    result = squad_scores({q: a.text for q, a in answers.items()}, golds)
+                                null_score_threshold=None)
+    threshold = task.null_score_threshold
+    texts = {q: a.text if threshold is None or a.null_score <= threshold else "" for q, a in answers.items()}
+    result = squad_scores(texts, golds)
     result["examples"] = result.pop("total")
+    if task.version_2:
+        # Questions with no window (none in practice) count as unanswered: +inf null score.
+        null_scores = {q: answers[q].null_score if q in answers else float("inf") for q in golds}
+        result.update(squad_v2_best_thresholds({q: a.text for q, a in answers.items()}, null_scores, golds))
     return result

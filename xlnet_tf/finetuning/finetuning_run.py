@@ -4,13 +4,15 @@ Work directory layout:
 - `config.yaml`: the resolved config (has a `task` section; `training.init_from` is the preset);
 - `metrics.jsonl`: training lines (step, loss, learning rate, ...) from the pretraining logger,
   plus one `{"step", "split": "eval", ...metrics}` line per evaluation;
-- `backup/`: `keras.callbacks.BackupAndRestore` state; re-running the same command resumes;
+- `backup/`: `RunBackup` state (crash-safe); re-running the same command resumes;
+- `RUN_LOCK`: while a run is active, who holds the work directory (one run at a time);
 - `eval_results.json`: the final evaluation;
 - `final/`: the fine-tuned task preset (`config.json`, `task.json`, `task.weights.h5`,
   `spiece.model`, `preprocessing.json`), read by `xlnet-tf export`
   (`xlnet_tf.models.xlnet_task.load_task_preset`).
 """
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -21,6 +23,9 @@ import yaml
 
 from xlnet_tf.config import ConfigError
 from xlnet_tf.finetuning.config import FinetuneConfig, finetune_config_from_dict
+from xlnet_tf.storage import atomic_files
+from xlnet_tf.storage.run_config_file import read_run_config, write_run_config
+from xlnet_tf.storage.run_lock import RunLock
 
 _log = logging.getLogger(__name__)
 BACKUP_DIR = "backup"
@@ -74,11 +79,9 @@ def _resolve_vocabulary(init_preset):
 
 
 def _check_workdir(config, workdir):
-    path = os.path.join(workdir, "config.yaml")
-    if not os.path.exists(path):
+    previous = read_run_config(workdir)  # None: no earlier run, or a damaged file (warned).
+    if previous is None:
         return
-    with open(path) as f:
-        previous = yaml.safe_load(f) or {}
     current = config.to_dict()
     ignore = {("training", "verbose")}
     changed = [f"{s}.{k}" for s, section in current.items() if isinstance(section, dict)
@@ -90,12 +93,32 @@ def _check_workdir(config, workdir):
                           "to resume.")
 
 
+def _init_adjustments(init, explicit):
+    """`{field: {"preset", "finetune"}}`: a (pretraining) backbone preset's settings that
+    fine-tuning changes (`finetuning_adjustments`); fields in `explicit` (the user's
+    `model.*` overrides) are left to them. Empty for a task preset."""
+    from xlnet_tf.config import XLNetConfig
+    from xlnet_tf.models.xlnet_task import finetuning_adjustments
+
+    if os.path.exists(os.path.join(init, "task.json")):
+        return {}
+    preset_config = XLNetConfig.from_json(os.path.join(init, "config.json"))
+    return {k: {"preset": old, "finetune": new}
+            for k, (old, new) in finetuning_adjustments(preset_config, keep=explicit).items()}
+
+
+def _adjustments_yaml(init_adjustments):
+    """The `init_adjustments` section of config.yaml ("" when nothing changed)."""
+    if not init_adjustments:
+        return ""
+    return yaml.safe_dump({"init_adjustments": init_adjustments}, sort_keys=False)
+
+
 def _backup_epoch(backup_dir):
-    path = os.path.join(backup_dir, "training_metadata.json")
-    if not os.path.exists(path):
-        return 0
-    with open(path) as f:
-        return int(json.load(f).get("epoch", 0))
+    """The epoch `RunBackup` restores (the same choice, `.bkp` fallback included)."""
+    from xlnet_tf.training.run_backup import backup_epoch
+
+    return backup_epoch(backup_dir)
 
 
 def _records_have_eval(task):
@@ -107,7 +130,9 @@ def _records_have_eval(task):
 
 
 def _append_jsonl(path, record):
-    with open(path, "a") as f:
+    import tensorflow as tf
+
+    with tf.io.gfile.GFile(path, "a") as f:
         f.write(json.dumps(record) + "\n")
 
 
@@ -117,12 +142,19 @@ def run_finetuning(config: FinetuneConfig, workdir: str, *, strategy=None) -> di
     Args:
         config: a `FinetuneConfig`; `training.init_from` names the initial preset
             (a backbone preset, or a task preset to continue from).
-        workdir: work directory (created; re-running resumes from `backup/`).
+        workdir: work directory (created; re-running resumes from `backup/`). The chief
+            holds `workdir/RUN_LOCK` from the first write to the end (`RunLock`).
         strategy: a `tf.distribute.Strategy` instead of resolving `config.distribution`.
 
     Returns:
         `{"eval": {...final metrics...}, "final_dir": path, "train_steps": int, ...}`.
     """
+    with contextlib.ExitStack() as run_scope:
+        return _run_finetuning(config, workdir, run_scope, strategy=strategy)
+
+
+def _run_finetuning(config, workdir, run_scope, *, strategy):
+    """`run_finetuning`; `run_scope` (an ExitStack) releases the run lock when the run ends."""
     import tensorflow as tf
 
     from xlnet_tf.data import finetuning as data
@@ -132,6 +164,7 @@ def run_finetuning(config: FinetuneConfig, workdir: str, *, strategy=None) -> di
     from xlnet_tf.tokenizer import XLNetTokenizer
     from xlnet_tf.training.callbacks import JsonlMetricsLogger
     from xlnet_tf.training.optimizer import uses_weight_decay
+    from xlnet_tf.training.run_backup import RunBackup
     from xlnet_tf.training.strategy import resolve_batch_sizes, resolve_strategy, task_info
     from xlnet_tf.training.warmup_decay_schedule import WarmupDecaySchedule
 
@@ -145,7 +178,10 @@ def run_finetuning(config: FinetuneConfig, workdir: str, *, strategy=None) -> di
     vocabulary = _resolve_vocabulary(init)
     task = config.task
     if task.type == "classification" and not task.label_names and task.train_file:
-        names = data.local_file_label_names(task)
+        try:
+            names = data.local_file_label_names(task)
+        except (ValueError, FileNotFoundError) as e:
+            raise ConfigError(f"task.train_file: {e}") from e
         if names:
             task = dataclasses.replace(task, label_names=names, num_classes=task.num_classes or len(names))
             if task.num_classes != len(names):
@@ -161,6 +197,11 @@ def run_finetuning(config: FinetuneConfig, workdir: str, *, strategy=None) -> di
     if task.type == "classification" and not task.num_classes:
         raise ConfigError("task.num_classes is not set and cannot be inferred (integer labels): set "
                           "task.num_classes.")
+    try:
+        # Both local files in full (fields, labels), before anything is written or trained.
+        data.check_local_files(task)
+    except ValueError as e:
+        raise ConfigError(str(e)) from e
     config = dataclasses.replace(config, task=task)
     _check_workdir(config, workdir)
 
@@ -173,15 +214,21 @@ def run_finetuning(config: FinetuneConfig, workdir: str, *, strategy=None) -> di
         global_batch_size=t.global_batch_size, per_replica_batch_size_value=t.per_replica_batch_size,
         num_replicas=replicas)
     _, _, is_chief = task_info()
-    os.makedirs(workdir, exist_ok=True)
+    # Before the first write: a second run on this work directory stops here, naming this one.
+    run_scope.enter_context(RunLock(workdir, enabled=is_chief))
+    overrides = {k: v for k, v in dataclasses.asdict(config.model).items() if v is not None}
+    init_adjustments = _init_adjustments(init, overrides)
     if is_chief:
-        with open(os.path.join(workdir, "config.yaml"), "w") as f:
-            f.write(config.to_yaml())
+        write_run_config(workdir, config.to_yaml() + _adjustments_yaml(init_adjustments))
+        if init_adjustments:
+            changes = ", ".join(f"{k} {json.dumps(v['preset'])} -> {json.dumps(v['finetune'])}"
+                                for k, v in init_adjustments.items())
+            print(f"Fine-tuning settings for {init}: {changes} (recorded as init_adjustments in "
+                  "config.yaml).")
     backup_dir = os.path.join(workdir, BACKUP_DIR)
     first_epoch = _backup_epoch(backup_dir)
     first_step = first_epoch * t.steps_per_epoch
     dtype = None if t.mixed_precision == "float32" else t.mixed_precision
-    overrides = {k: v for k, v in dataclasses.asdict(config.model).items() if v is not None}
     with strategy.scope():
         keras.utils.set_random_seed(t.seed)
         if os.path.exists(os.path.join(init, "task.json")):
@@ -192,7 +239,8 @@ def run_finetuning(config: FinetuneConfig, workdir: str, *, strategy=None) -> di
                 raise ConfigError("Continuing from a task preset keeps its dtype and dropout; drop "
                                   "model.* overrides and training.mixed_precision.")
         else:
-            backbone = XLNetBackbone.from_preset(init, dtype=dtype, **overrides)
+            adjusted = {k: v["finetune"] for k, v in init_adjustments.items()}
+            backbone = XLNetBackbone.from_preset(init, dtype=dtype, **overrides, **adjusted)
             model = build_task_model(task, backbone)
             model.build_with_dummy_inputs()
         model.backbone.rematerialize = t.rematerialize
@@ -232,8 +280,7 @@ def run_finetuning(config: FinetuneConfig, workdir: str, *, strategy=None) -> di
         optimizer.build(model.trainable_variables)
 
     metrics_path = os.path.join(workdir, "metrics.jsonl")
-    callbacks = [keras.callbacks.BackupAndRestore(backup_dir, save_freq="epoch",
-                                                  delete_checkpoint=False)]
+    callbacks = [RunBackup(backup_dir, save_freq="epoch", delete_checkpoint=False)]
     has_eval = bool(task.eval_file or task.dataset) or _records_have_eval(task)
     eval_batch = config.evaluation.batch_size
     if is_chief:
@@ -257,12 +304,30 @@ def run_finetuning(config: FinetuneConfig, workdir: str, *, strategy=None) -> di
         results = evaluate(model, task, tokenizer, eval_batch, data_dir=task.data_dir or None,
                            collapse_warning=config.evaluation.collapse_warning)
         summary["eval"] = results
-        with open(os.path.join(workdir, "eval_results.json"), "w") as f:
-            json.dump({"step": t.train_steps, **results}, f, indent=2, sort_keys=True)
+        atomic_files.write_json(os.path.join(workdir, "eval_results.json"),
+                                {"step": t.train_steps, **results})
+        task = tuned_task(task, results)
+        if task.type == "span":
+            summary["null_score_threshold"] = task.null_score_threshold
     final_dir = os.path.join(workdir, FINAL_DIR)
     model.save_to_preset(final_dir, vocabulary_file=vocabulary, preprocessing=preprocessing_info(task))
     summary["final_dir"] = final_dir
     return summary
+
+
+def tuned_task(task, results):
+    """`task` with the evaluation's best-F1 null threshold (SQuAD 2.0 with `tune_null_threshold`).
+
+    The final preset's `preprocessing.json` then carries it, where `xlnet-tf export`
+    (and so `predict`) reads `null_score_threshold`.
+    """
+    if (task.type == "span" and task.version_2 and task.tune_null_threshold
+            and results.get("best_f1_thresh") is not None):
+        threshold = float(results["best_f1_thresh"])
+        _log.info("SQuAD 2.0: null_score_threshold %s -> %s (best F1 %.2f on the evaluation set).",
+                  task.null_score_threshold, threshold, results.get("best_f1", float("nan")))
+        return dataclasses.replace(task, null_score_threshold=threshold)
+    return task
 
 
 def preprocessing_info(task):

@@ -1,13 +1,24 @@
-"""Dropout whose mask is a pure function of an explicit seed, for rematerialized blocks.
+"""Dropout whose mask is a pure function of an explicit seed: exact resume and rematerialization.
 
-A rematerialized block runs its forward pass twice: once in the forward step
-and again in the backward step to rebuild activations. Keras' `Dropout` draws
-a new seed from a stateful generator on every call, so the second run would
-use different masks and the gradient would belong to a different network.
-With an explicit seed both runs draw the same masks.
+Keras' `Dropout` draws a new seed from a stateful `SeedGenerator` on every
+call. That state is not part of the weights, so a run restored from a backup
+(weights, optimizer state, step counter) draws other masks than the
+uninterrupted run, and a rematerialized block, whose forward pass runs again in
+the backward step, would drop other units the second time. Here every mask of
+a training step is drawn statelessly from one `[2]` seed folded from the run
+seed, the optimizer's micro-batch counter and the replica id
+(`step_dropout_seed`), so the same step on the same replica always drops the
+same units, also after a resume. Every fold is a tensor op on device: it runs
+inside XLA, a `steps_per_execution` loop and every replica of a strategy
+without a host round trip.
 """
 
+import random
+
 import tensorflow as tf
+
+# Sub-seeds of one step seed: the backbone's and the task head's dropouts.
+BACKBONE_SEED, HEAD_SEED = 0, 1
 
 
 def apply_dropout(layer, inputs, training, seed=None, site=0):
@@ -39,3 +50,92 @@ def apply_dropout(layer, inputs, training, seed=None, site=0):
         return inputs
     site_seed = tf.random.experimental.stateless_fold_in(tf.cast(seed, tf.int64), site)  # [2]
     return tf.nn.experimental.stateless_dropout(inputs, rate=layer.rate, seed=site_seed)
+
+
+def default_run_seed():
+    """A run seed fixed by `keras.utils.set_random_seed` (which seeds Python's `random`).
+
+    It is read from a copy of Python's random state, so drawing it does not
+    shift any later draw (the initial weights stay what they were).
+
+    Returns:
+        A Python int in `[0, 2**31)`.
+    """
+    generator = random.Random()
+    generator.setstate(random.getstate())
+    return generator.getrandbits(31)
+
+
+def micro_batch_counter(optimizer):
+    """The optimizer's count of `apply` calls: one per micro-batch, also with gradient accumulation.
+
+    Keras' `optimizer.iterations` counts updates when gradients are
+    accumulated; the raw counter still advances on every micro-batch, so each
+    micro-batch of an update gets its own masks. A `LossScaleOptimizer` is
+    looked through.
+
+    Args:
+        optimizer: a Keras optimizer.
+
+    Returns:
+        The int64 counter variable (restored with the optimizer's state).
+    """
+    optimizer = getattr(optimizer, "inner_optimizer", optimizer)
+    counter = getattr(optimizer, "_iterations", None)
+    return optimizer.iterations if counter is None else counter
+
+
+def step_dropout_seed(run_seed, step):
+    """The `[2]` int64 seed of every dropout mask of one training step on this replica.
+
+    Args:
+        run_seed: Python int, fixed for the whole run (also across a resume).
+        step: int scalar tensor, the micro-batch counter (`micro_batch_counter`).
+
+    Returns:
+        int64 `[2]`: `fold_in(fold_in(run_seed, step), replica id)`; replicas get
+        different masks, the same step of a resumed run the same ones.
+
+    Example:
+    >>> a = step_dropout_seed(7, tf.constant(3, tf.int64))
+    >>> b = step_dropout_seed(7, tf.constant(4, tf.int64))
+    >>> bool(tf.reduce_all(a == b))
+    False
+    """
+    run_seed = int(run_seed)
+    seed = tf.constant([run_seed & 0x7FFFFFFF, (run_seed >> 31) & 0x7FFFFFFF], tf.int64)  # [2]
+    seed = tf.random.experimental.stateless_fold_in(seed, tf.cast(step, tf.int64))
+    return tf.random.experimental.stateless_fold_in(seed, tf.cast(_replica_id(), tf.int64))
+
+
+def training_dropout_seed(model, training):
+    """`step_dropout_seed` of `model`'s current step, or None outside training or before `compile`.
+
+    None leaves every dropout to its Keras layer (inference is unchanged, and a
+    model called for training without an optimizer keeps stateful dropout).
+
+    Args:
+        model: a compiled model with a `backbone` holding `dropout_run_seed`.
+        training: the call's `training` flag.
+
+    Returns:
+        int64 `[2]` or None.
+    """
+    optimizer = getattr(model, "optimizer", None)
+    if not training or optimizer is None:
+        return None
+    backbone = getattr(model, "backbone", model)
+    return step_dropout_seed(backbone.dropout_run_seed, micro_batch_counter(optimizer))
+
+
+def sub_seed(seed, index):
+    """`fold_in(seed, index)`, None for a None seed (the two users of a step seed draw apart)."""
+    if seed is None:
+        return None
+    return tf.random.experimental.stateless_fold_in(tf.cast(seed, tf.int64), index)  # [2]
+
+
+def _replica_id():
+    context = tf.distribute.get_replica_context()
+    # Cross-replica context (a call outside `strategy.run`) counts as replica 0.
+    return 0 if context is None else context.replica_id_in_sync_group

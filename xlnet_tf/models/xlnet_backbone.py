@@ -7,6 +7,7 @@ import tensorflow as tf
 from keras import ops
 
 from xlnet_tf.config import XLNetConfig
+from xlnet_tf.layers import seeded_dropout
 from xlnet_tf.layers.attention_masks import xlnet_attention_masks
 from xlnet_tf.layers.relative_position_encoding import RelativePositionEncoding
 from xlnet_tf.layers.xlnet_block import XLNetBlock
@@ -39,6 +40,11 @@ class XLNetBackbone(keras.Model):
             block, so both runs drop the same units. Not part of the weights;
             it can be switched on a loaded model by setting the attribute.
 
+    Attributes:
+        dropout_run_seed: Python int, the run seed of the step-seeded dropout
+            (`xlnet_tf.layers.seeded_dropout`); by default fixed by
+            `keras.utils.set_random_seed` before construction. Not saved.
+
     Call arguments:
         inputs: a dict with
             `token_ids` int `[B, L]`, `segment_ids` int `[B, L]`,
@@ -49,6 +55,9 @@ class XLNetBackbone(keras.Model):
         training: Python bool.
         output_hidden_states: also return every layer's streams (for tests,
             probing and parity checks).
+        dropout_seed: optional int `[2]` (a train step's seed): every dropout
+            mask is then a pure function of it, so a resumed run and a
+            rematerialized pass draw the same masks. None: Keras' own dropout.
 
     Returns:
         A dict: `sequence_output` `[B, L, H]` (content stream),
@@ -80,6 +89,7 @@ class XLNetBackbone(keras.Model):
         super().__init__(dtype=dtype, **kwargs)
         self.config = config
         self.rematerialize = bool(rematerialize)
+        self.dropout_run_seed = seeded_dropout.default_run_seed()
         initializer = keras.initializers.RandomNormal(stddev=config.initializer_range)
         self.token_embedding = keras.layers.Embedding(
             config.vocabulary_size, config.hidden_dim,
@@ -188,7 +198,7 @@ class XLNetBackbone(keras.Model):
             current = ops.concatenate([ops.cast(previous_memory, current.dtype), current], axis=1)
         return ops.stop_gradient(current[:, -config.memory_length:])  # [B, memory_length, H]
 
-    def call(self, inputs, training=None, output_hidden_states=False):
+    def call(self, inputs, training=None, output_hidden_states=False, dropout_seed=None):
         tensors = self._validate_inputs(inputs)
         config = self.config
         token_ids = ops.cast(tensors["token_ids"], "int32")
@@ -211,21 +221,30 @@ class XLNetBackbone(keras.Model):
                 [ops.zeros((batch_size, memory_length), "int32"), segment_ids], axis=1)  # [B, M+L]
         segment_different = ops.not_equal(segment_ids[:, :, None], key_segments[:, None, :])  # [B, L, M+L]
 
-        content_stream = self.embedding_dropout(self.token_embedding(token_ids), training=training)
+        # Blocks draw from fold_in(seed, index); the embedding dropouts from the next index.
+        embedding_seed = seeded_dropout.sub_seed(dropout_seed, len(self.blocks))
+
+        def embedding_dropout(tensor, site):
+            return seeded_dropout.apply_dropout(self.embedding_dropout, tensor, training,
+                                                embedding_seed, site)
+
+        content_stream = embedding_dropout(self.token_embedding(token_ids), 0)
         query_stream = None
         if target_mapping is not None:
             num_predictions = target_mapping.shape[1] or ops.shape(target_mapping)[1]
             mask_embedding = ops.cast(self.mask_embedding, self.compute_dtype)
             query_stream = ops.broadcast_to(
                 mask_embedding, (batch_size, num_predictions, config.hidden_dim))  # [B, P, H]
-            query_stream = self.embedding_dropout(query_stream, training=training)
+            query_stream = embedding_dropout(query_stream, 1)
         position_encoding = self.position_encoding(
             query_length=query_length, key_length=memory_length + query_length,
             batch_size=batch_size)  # [B|1, R, H]
-        position_encoding = self.embedding_dropout(position_encoding, training=training)
+        position_encoding = embedding_dropout(position_encoding, 2)
 
         rematerialize = bool(self.rematerialize and training)
-        call_seed = self._draw_dropout_seed() if rematerialize else None
+        call_seed = dropout_seed
+        if call_seed is None and rematerialize:
+            call_seed = self._draw_dropout_seed()
         new_mems = []
         content_states, query_states = [content_stream], [query_stream]
         for index, block in enumerate(self.blocks):
@@ -246,23 +265,23 @@ class XLNetBackbone(keras.Model):
                     memory=layer_memory, query_stream=query, query_mask=query_mask,
                     target_mapping=target_mapping, training=training, dropout_seed=dropout_seed)
 
+            block_seed = seeded_dropout.sub_seed(call_seed, index)
             if rematerialize:
-                block_seed = (None if call_seed is None
-                              else tf.random.experimental.stateless_fold_in(call_seed, index))
                 content_stream, query_stream = _rematerialized(
                     run_block, content_stream, query_stream, block_seed)
             else:
-                content_stream, query_stream = run_block(content_stream, query_stream)
+                content_stream, query_stream = run_block(content_stream, query_stream,
+                                                         dropout_seed=block_seed)
             content_states.append(content_stream)
             query_states.append(query_stream)
 
-        outputs = {"sequence_output": self.embedding_dropout(content_stream, training=training)}
+        outputs = {"sequence_output": embedding_dropout(content_stream, 3)}
         if output_hidden_states:
             outputs["hidden_states"] = ops.stack(content_states, axis=1)  # [B, layers+1, L, H]
             if query_stream is not None:
                 outputs["query_hidden_states"] = ops.stack(query_states, axis=1)  # [B, layers+1, P, H]
         if query_stream is not None:
-            outputs["query_output"] = self.embedding_dropout(query_stream, training=training)
+            outputs["query_output"] = embedding_dropout(query_stream, 4)
         if new_mems:
             outputs["new_mems"] = ops.stack(new_mems, axis=1)  # [B, num_layers, memory_length, H]
         return outputs
@@ -298,10 +317,10 @@ class XLNetBackbone(keras.Model):
         return cls(model_config, **config)
 
     def save_to_preset(self, preset_dir, vocabulary=None):
-        """Writes `config.json`, `model.weights.h5` and (when given) `spiece.model`."""
-        os.makedirs(preset_dir, exist_ok=True)
-        self.config.save_json(os.path.join(preset_dir, preset_io.CONFIG_FILE))
-        self.save_weights(os.path.join(preset_dir, preset_io.WEIGHTS_FILE))
+        """Writes `config.json`, `model.weights.h5` and (when given) `spiece.model`, each atomically."""
+        preset_io.make_preset_dir(preset_dir)
+        preset_io.write_json(os.path.join(preset_dir, preset_io.CONFIG_FILE), self.config.to_dict())
+        preset_io.save_weights(self, os.path.join(preset_dir, preset_io.WEIGHTS_FILE))
         if vocabulary is not None:
             preset_io.copy_vocabulary(vocabulary, preset_dir)
 

@@ -3,9 +3,11 @@
 import keras
 from keras import ops
 
+from xlnet_tf.layers import seeded_dropout
 from xlnet_tf.models.xlnet_task import CLS_TOKEN_ID, XLNetTask, cls_positions, gather_positions
 
 
+@keras.saving.register_keras_serializable(package="xlnet_tf")
 class XLNetClassifier(XLNetTask):
     """Classification (or regression, `num_classes=1`) head on the `<cls>` token.
 
@@ -63,14 +65,26 @@ class XLNetClassifier(XLNetTask):
         self.logits_dense = keras.layers.Dense(
             self.num_classes, kernel_initializer=initializer, dtype=self.dtype_policy,
             name="logits")
+        self.build()
+
+    def build_head(self, hidden_dim):
+        self.summary_projection.build((None, hidden_dim))
+        self.logits_dense.build((None, hidden_dim))
 
     def call(self, inputs, training=None):
         features = self.backbone_inputs(inputs)
-        sequence = self.backbone(features, training=training)["sequence_output"]  # [B, L, H]
+        # One step seed (None outside fit): backbone and head masks survive a resume.
+        step_seed = seeded_dropout.training_dropout_seed(self, training)
+        sequence = self.backbone(
+            features, training=training,
+            dropout_seed=seeded_dropout.sub_seed(step_seed, seeded_dropout.BACKBONE_SEED),
+        )["sequence_output"]  # [B, L, H]
         index = cls_positions(features["token_ids"], features["padding_mask"], self.cls_token_id)
         summary = gather_positions(sequence, index)  # [B, H]
         summary = self.summary_projection(summary)
-        summary = self.summary_dropout(summary, training=training)
+        summary = seeded_dropout.apply_dropout(
+            self.summary_dropout, summary, training,
+            seeded_dropout.sub_seed(step_seed, seeded_dropout.HEAD_SEED))
         return ops.cast(self.logits_dense(summary), "float32")
 
     def get_config(self):

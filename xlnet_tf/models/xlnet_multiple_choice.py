@@ -3,9 +3,11 @@
 import keras
 from keras import ops
 
+from xlnet_tf.layers import seeded_dropout
 from xlnet_tf.models.xlnet_task import CLS_TOKEN_ID, XLNetTask, cls_positions, gather_positions
 
 
+@keras.saving.register_keras_serializable(package="xlnet_tf")
 class XLNetMultipleChoice(XLNetTask):
     """Scores each (context, question + option) pair and returns one logit per choice.
 
@@ -47,6 +49,11 @@ class XLNetMultipleChoice(XLNetTask):
                                                     name="summary_dropout")
         self.score_dense = keras.layers.Dense(1, kernel_initializer=initializer,
                                               dtype=self.dtype_policy, name="score")
+        self.build()
+
+    def build_head(self, hidden_dim):
+        self.summary_projection.build((None, hidden_dim))
+        self.score_dense.build((None, hidden_dim))
 
     def call(self, inputs, training=None):
         features = self.backbone_inputs(inputs)
@@ -58,10 +65,17 @@ class XLNetMultipleChoice(XLNetTask):
         length = ops.shape(token_ids)[2]
         flat = {k: ops.reshape(ops.convert_to_tensor(v), (-1, length))  # [B*C, L]
                 for k, v in features.items()}
-        sequence = self.backbone(flat, training=training)["sequence_output"]  # [B*C, L, H]
+        # One step seed (None outside fit): backbone and head masks survive a resume.
+        step_seed = seeded_dropout.training_dropout_seed(self, training)
+        sequence = self.backbone(
+            flat, training=training,
+            dropout_seed=seeded_dropout.sub_seed(step_seed, seeded_dropout.BACKBONE_SEED),
+        )["sequence_output"]  # [B*C, L, H]
         index = cls_positions(flat["token_ids"], flat["padding_mask"], self.cls_token_id)
         summary = gather_positions(sequence, index)  # [B*C, H]
-        summary = self.summary_dropout(self.summary_projection(summary), training=training)
+        summary = seeded_dropout.apply_dropout(
+            self.summary_dropout, self.summary_projection(summary), training,
+            seeded_dropout.sub_seed(step_seed, seeded_dropout.HEAD_SEED))
         scores = self.score_dense(summary)  # [B*C, 1]
         return ops.cast(ops.reshape(scores, (-1, num_choices)), "float32")  # [B, C]
 

@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from xlnet_tf.layers.seeded_dropout import training_dropout_seed
 from xlnet_tf.models import preset_io
 from xlnet_tf.models.xlnet_backbone import OPTIONAL_INPUTS, REQUIRED_INPUTS, XLNetBackbone
 from xlnet_tf.training.recurrence_memory import RecurrenceMemory
@@ -46,6 +47,10 @@ class XLNetPretrainer(keras.Model):
         inputs: the backbone's input dict; `target_ids`/`target_mask` are accepted and ignored.
         training: Python bool.
         output_hidden_states: passed to the backbone.
+        dropout_seed: optional int `[2]` seed of every dropout mask. None in
+            training after `compile`: the step's seed (run seed, the optimizer's
+            micro-batch counter, replica id; see `xlnet_tf.layers.seeded_dropout`),
+            so a resumed run draws the same masks; without an optimizer, Keras' dropout.
 
     Returns:
         The backbone's output dict plus `logits`.
@@ -81,15 +86,18 @@ class XLNetPretrainer(keras.Model):
             name="lm_bias", shape=(self.backbone.config.vocabulary_size,), initializer="zeros")
         self.built = True
 
-    def call(self, inputs, training=None, output_hidden_states=False):
+    def call(self, inputs, training=None, output_hidden_states=False, dropout_seed=None):
         if not isinstance(inputs, dict):
             raise TypeError(f"XLNetPretrainer expects a dict of inputs, got {type(inputs).__name__}.")
         unknown = sorted(set(inputs) - set(BACKBONE_INPUTS) - set(TARGET_KEYS))
         if unknown:
             raise ValueError(f"XLNetPretrainer: unknown input key(s) {unknown}; allowed: "
                              f"{list(BACKBONE_INPUTS + TARGET_KEYS)}.")
+        if dropout_seed is None:
+            dropout_seed = training_dropout_seed(self, training)
         outputs = dict(self.backbone({k: v for k, v in inputs.items() if k in BACKBONE_INPUTS},
-                                     training=training, output_hidden_states=output_hidden_states))
+                                     training=training, output_hidden_states=output_hidden_states,
+                                     dropout_seed=dropout_seed))
         hidden = outputs.get("query_output", outputs["sequence_output"])
         embeddings = ops.cast(self.backbone.token_embedding.embeddings, hidden.dtype)
         logits = ops.einsum("bph,vh->bpv", hidden, embeddings)  # [B, P, V]
@@ -232,8 +240,11 @@ class XLNetPretrainer(keras.Model):
         features, target_ids, target_mask = self._features(data, with_memory)
         context = tf.distribute.get_replica_context()
         num_replicas = context.num_replicas_in_sync
+        # Masks from (run seed, micro-batch counter, replica): a resumed run, whose
+        # optimizer counter is restored, drops the units the uninterrupted run dropped.
+        dropout_seed = training_dropout_seed(self, True)
         with tf.GradientTape() as tape:
-            outputs = self(features, training=True)
+            outputs = self(features, training=True, dropout_seed=dropout_seed)
             per_token, correct, mask = self._masked_sums(target_ids, target_mask, outputs["logits"])
             global_count = context.all_reduce(tf.distribute.ReduceOp.SUM, ops.sum(mask))
             # This replica's share of the global mean: summing over replicas gives the mean.
@@ -299,8 +310,8 @@ class XLNetPretrainer(keras.Model):
     def save_to_preset(self, preset_dir, vocabulary=None):
         """Writes the backbone preset plus `lm_head.weights.h5` holding the output bias."""
         self.backbone.save_to_preset(preset_dir, vocabulary=vocabulary)
-        with h5py.File(os.path.join(preset_dir, preset_io.LM_HEAD_FILE), "w") as f:
-            f.create_dataset("lm_bias", data=np.asarray(keras.ops.convert_to_numpy(self.lm_bias)))
+        preset_io.write_arrays(os.path.join(preset_dir, preset_io.LM_HEAD_FILE),
+                               {"lm_bias": np.asarray(keras.ops.convert_to_numpy(self.lm_bias))})
 
     @classmethod
     def from_preset(cls, preset_dir, dtype=None, load_weights=True, **config_overrides):

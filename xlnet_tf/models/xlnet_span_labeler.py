@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from xlnet_tf.layers import seeded_dropout
 from xlnet_tf.models.xlnet_task import CLS_TOKEN_ID, XLNetTask, cls_positions, gather_positions
 
 SEP_TOKEN_ID = 4
@@ -11,6 +12,7 @@ PASSAGE_SEGMENT_ID = 0
 _MASKED_LOGIT = -1e30
 
 
+@keras.saving.register_keras_serializable(package="xlnet_tf")
 class XLNetSpanLabeler(XLNetTask):
     """Start/end span heads and an answerability head, as in the original XLNet SQuAD model.
 
@@ -83,6 +85,15 @@ class XLNetSpanLabeler(XLNetTask):
         self.answer_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy,
                                                    name="answer_class_dropout")
         self.answer_dense = dense(1, "answer_class_logits", use_bias=False)
+        self.build()
+
+    def build_head(self, hidden_dim):
+        self.start_dense.build((None, None, hidden_dim))
+        self.end_hidden.build((None, None, None, 2 * hidden_dim))  # [h_i ; h_start]
+        self.end_layer_norm.build((None, None, None, hidden_dim))
+        self.end_dense.build((None, None, None, hidden_dim))
+        self.answer_hidden.build((None, 2 * hidden_dim))  # [start summary ; h_cls]
+        self.answer_dense.build((None, hidden_dim))
 
     def _answer_mask(self, inputs, cls_index):
         if "answer_mask" in inputs:
@@ -109,7 +120,12 @@ class XLNetSpanLabeler(XLNetTask):
 
     def call(self, inputs, training=None):
         features = self.backbone_inputs(inputs)
-        sequence = self.backbone(features, training=training)["sequence_output"]  # [B, L, H]
+        # One step seed (None outside fit): backbone and head masks survive a resume.
+        step_seed = seeded_dropout.training_dropout_seed(self, training)
+        sequence = self.backbone(
+            features, training=training,
+            dropout_seed=seeded_dropout.sub_seed(step_seed, seeded_dropout.BACKBONE_SEED),
+        )["sequence_output"]  # [B, L, H]
         cls_index = cls_positions(features["token_ids"], features["padding_mask"], self.cls_token_id)
         mask = self._answer_mask(inputs, cls_index)  # [B, L]
 
@@ -122,7 +138,9 @@ class XLNetSpanLabeler(XLNetTask):
         start_summary = ops.einsum("blh,bl->bh", sequence, start_probs)  # [B, H]
         cls_feature = gather_positions(sequence, cls_index)  # [B, H]
         answer = self.answer_hidden(ops.concatenate([start_summary, cls_feature], axis=-1))
-        answer = self.answer_dropout(answer, training=training)
+        answer = seeded_dropout.apply_dropout(
+            self.answer_dropout, answer, training,
+            seeded_dropout.sub_seed(step_seed, seeded_dropout.HEAD_SEED))
         cls_logits = ops.cast(ops.squeeze(self.answer_dense(answer), -1), "float32")  # [B]
 
         if "start_positions" in inputs:

@@ -17,7 +17,6 @@ A plain backbone preset (`config.json` + `model.weights.h5`) is also accepted by
 import json
 import os
 import re
-import shutil
 
 import keras
 from keras import ops
@@ -74,11 +73,37 @@ def gather_positions(sequence, index):
     return ops.einsum("blh,bl->bh", sequence, one_hot)
 
 
+def finetuning_adjustments(config, keep=()):
+    """The `XLNetConfig` changes that turn a pretraining configuration into a fine-tuning one.
+
+    Pretraining presets keep the settings of permutation-LM training, which a
+    task model cannot use: `bi_data` needs an even batch and only serves
+    pretraining, and the task models feed no recurrence memory (the original
+    fine-tuning code ran with `mem_len` 0 too). `attention_type`, `clamp_length`
+    and `same_length` are kept.
+
+    Args:
+        config: the preset's `XLNetConfig`.
+        keep: field names the caller sets itself (e.g. a user's explicit override),
+            left out of the result.
+
+    Returns:
+        `{field: (preset value, fine-tuning value)}` for every field that changes.
+    """
+    wanted = {"bi_data": False, "memory_length": 0, "reuse_length": 0}
+    return {field: (getattr(config, field), value) for field, value in wanted.items()
+            if field not in keep and getattr(config, field) != value}
+
+
+@keras.saving.register_keras_serializable(package="xlnet_tf")
 class XLNetTask(keras.Model):
     """Base class of the XLNet task models: holds the backbone, serialises it, reads presets.
 
-    Subclasses build their head in `__init__`, implement `call`, and list their
-    own constructor arguments in `get_config` by extending `super().get_config()`.
+    Subclasses create their head layers in `__init__`, create their weights in
+    `build_head(hidden_dim)` and end `__init__` with `self.build()`, so that a
+    model is complete before any call (a `.keras` load then restores every
+    weight); they implement `call` and list their own constructor arguments in
+    `get_config` by extending `super().get_config()`.
 
     Args:
         backbone: an `xlnet_tf.models.xlnet_backbone.XLNetBackbone`.
@@ -103,16 +128,29 @@ class XLNetTask(keras.Model):
             "padding_mask": inputs["padding_mask"],
         }
 
+    def build(self, input_shape=None):
+        """Creates every weight from the config alone (the inputs' shapes are not needed)."""
+        if not self.backbone.built:
+            self.backbone.build()
+        self.build_head(self.backbone.config.hidden_dim)
+        self.built = True
+
+    def build_head(self, hidden_dim):
+        """Builds the head's layers for a backbone of width `hidden_dim` (subclasses)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement build_head(hidden_dim).")
+
     def get_config(self):
         return {
             "name": self.name,
             "trainable": self.trainable,
             "dtype": keras.dtype_policies.serialize(self.dtype_policy),
-            "backbone_config": self.backbone.config.to_dict(),
+            "backbone": keras.saving.serialize_keras_object(self.backbone),
         }
 
     @classmethod
     def from_config(cls, config):
+        """Rebuilds the model; the backbone comes serialized (`backbone`) or, in task
+        presets written before it was, as its `XLNetConfig` dict (`backbone_config`)."""
         from xlnet_tf.config import XLNetConfig
         from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 
@@ -123,7 +161,8 @@ class XLNetTask(keras.Model):
         backbone = config.pop("backbone", None)
         if backbone is None:
             if backbone_config is None:
-                raise ValueError(f"{cls.__name__}.from_config needs `backbone_config`.")
+                raise ValueError(f"{cls.__name__}.from_config needs `backbone` (or `backbone_config`); "
+                                 f"got keys {sorted(config)}.")
             backbone = XLNetBackbone(XLNetConfig.from_dict(backbone_config),
                                      dtype=config.get("dtype"))
         elif isinstance(backbone, dict):
@@ -154,7 +193,10 @@ class XLNetTask(keras.Model):
                 the whole model is restored and `kwargs` override its config
                 (weights are then only loaded when the head's shapes still match).
                 Without it, the directory is a backbone preset: the backbone is
-                loaded and a new head is built from `kwargs`.
+                loaded with the fine-tuning settings (`finetuning_adjustments`:
+                `bi_data` off and no recurrence memory, also when the preset
+                comes from pretraining with them on) and a new head is built
+                from `kwargs`.
             load_weights: load weights (False: same architecture, fresh weights).
             **kwargs: constructor arguments of the task class.
 
@@ -176,10 +218,12 @@ class XLNetTask(keras.Model):
         if not os.path.exists(os.path.join(preset, BACKBONE_CONFIG_FILE)):
             raise FileNotFoundError(
                 f"{preset} is not a preset directory: no {BACKBONE_CONFIG_FILE} or {TASK_CONFIG_FILE}.")
+        backbone_config = XLNetConfig.from_json(os.path.join(preset, BACKBONE_CONFIG_FILE))
+        adjustments = {k: new for k, (_, new) in finetuning_adjustments(backbone_config).items()}
         if load_weights:
-            backbone = XLNetBackbone.from_preset(preset)
+            backbone = XLNetBackbone.from_preset(preset, **adjustments)
         else:
-            backbone = XLNetBackbone(XLNetConfig.from_json(os.path.join(preset, BACKBONE_CONFIG_FILE)))
+            backbone = XLNetBackbone(backbone_config.replace(**adjustments))
         model = cls(backbone=backbone, **kwargs)
         model.build_with_dummy_inputs()
         return model
@@ -193,25 +237,23 @@ class XLNetTask(keras.Model):
             preprocessing: a JSON-serialisable dict describing the input packing
                 (e.g. `{"sequence_length": 128, "text_fields": [...]}`), if any.
         """
-        os.makedirs(preset, exist_ok=True)
+        from xlnet_tf.models import preset_io
+
+        # Each file atomically: an interrupted save never leaves a truncated file behind.
+        preset_io.make_preset_dir(preset)
         if not self.built:
             self.build_with_dummy_inputs()
-        self.backbone.config.save_json(os.path.join(preset, BACKBONE_CONFIG_FILE))
+        preset_io.write_json(os.path.join(preset, BACKBONE_CONFIG_FILE), self.backbone.config.to_dict())
         config = self.get_config()
-        config.pop("backbone_config", None)
-        with open(os.path.join(preset, TASK_CONFIG_FILE), "w") as f:
-            json.dump({"format": TASK_PRESET_FORMAT, "class_name": type(self).__name__,
-                       "config": config}, f, indent=2, sort_keys=True)
-            f.write("\n")
-        self.save_weights(os.path.join(preset, TASK_WEIGHTS_FILE))
-        if vocabulary_file:
-            target = os.path.join(preset, VOCABULARY_FILE)
-            if os.path.abspath(vocabulary_file) != os.path.abspath(target):
-                shutil.copyfile(vocabulary_file, target)
+        config.pop("backbone", None)  # config.json holds the backbone
+        preset_io.write_json(os.path.join(preset, TASK_CONFIG_FILE),
+                             {"format": TASK_PRESET_FORMAT, "class_name": type(self).__name__,
+                              "config": config})
+        preset_io.save_weights(self, os.path.join(preset, TASK_WEIGHTS_FILE))
+        if vocabulary_file and not preset_io.copy_vocabulary(vocabulary_file, preset):
+            raise FileNotFoundError(f"Vocabulary file not found: {vocabulary_file}")
         if preprocessing is not None:
-            with open(os.path.join(preset, PREPROCESSING_FILE), "w") as f:
-                json.dump(preprocessing, f, indent=2, sort_keys=True)
-                f.write("\n")
+            preset_io.write_json(os.path.join(preset, PREPROCESSING_FILE), preprocessing)
 
 
 def task_classes():
@@ -251,6 +293,9 @@ def load_task_preset(preset, load_weights=True, **overrides):
     if name not in classes:
         raise ValueError(f"{task_file}: unknown task class {name!r}; known: {sorted(classes)}.")
     config = dict(saved["config"])
+    # The backbone comes from config.json (presets may hold it serialized too).
+    config.pop("backbone", None)
+    config.pop("backbone_config", None)
     config.update(overrides)
     if isinstance(config.get("dtype"), dict):
         config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])

@@ -3,9 +3,11 @@
 import keras
 from keras import ops
 
+from xlnet_tf.layers import seeded_dropout
 from xlnet_tf.models.xlnet_task import XLNetTask
 
 
+@keras.saving.register_keras_serializable(package="xlnet_tf")
 class XLNetTokenClassifier(XLNetTask):
     """Dropout and a dense layer on every content-stream output.
 
@@ -45,10 +47,21 @@ class XLNetTokenClassifier(XLNetTask):
             kernel_initializer=keras.initializers.TruncatedNormal(
                 stddev=backbone.config.initializer_range),
             dtype=self.dtype_policy, name="logits")
+        self.build()
+
+    def build_head(self, hidden_dim):
+        self.logits_dense.build((None, None, hidden_dim))
 
     def call(self, inputs, training=None):
-        sequence = self.backbone(self.backbone_inputs(inputs), training=training)["sequence_output"]
-        sequence = self.output_dropout(sequence, training=training)  # [B, L, H]
+        # One step seed (None outside fit): backbone and head masks survive a resume.
+        step_seed = seeded_dropout.training_dropout_seed(self, training)
+        sequence = self.backbone(
+            self.backbone_inputs(inputs), training=training,
+            dropout_seed=seeded_dropout.sub_seed(step_seed, seeded_dropout.BACKBONE_SEED),
+        )["sequence_output"]  # [B, L, H]
+        sequence = seeded_dropout.apply_dropout(
+            self.output_dropout, sequence, training,
+            seeded_dropout.sub_seed(step_seed, seeded_dropout.HEAD_SEED))
         return ops.cast(self.logits_dense(sequence), "float32")  # [B, L, C]
 
     def get_config(self):

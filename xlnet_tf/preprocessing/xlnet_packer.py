@@ -14,6 +14,7 @@ SEGMENT_PAD = 4
 TRUNCATION_STRATEGIES = ("longest_first", "keep_second")
 
 
+@keras.saving.register_keras_serializable(package="xlnet_tf")
 class XLNetPacker(keras.layers.Layer):
     """Packs token ids into XLNet's fine-tuning layout, inside the graph.
 

@@ -18,7 +18,9 @@ class XLNetSquadPreprocessor:
       (whitespace collapsing, accent stripping, quote rewriting), so every
       piece carries the byte offsets of the exact characters it came from;
       SentencePiece's own NFKC normalization still applies and its offsets
-      account for it. Answers are therefore cut from the original passage. With an
+      account for it. Pieces like `▁1990,` are split as the tokenizer splits
+      them (`split_digit_comma`), with the comma's own byte range. Answers are
+      therefore cut from the original passage. With an
       uncased tokenizer (`lowercase=True`) the passage is lowercased for ASCII
       letters only, which keeps the offsets exact.
     - Long passages are split into windows of at most
@@ -48,7 +50,7 @@ class XLNetSquadPreprocessor:
     """
 
     def __init__(self, tokenizer, sequence_length=512, max_query_length=64, doc_stride=128):
-        import tensorflow_text as tf_text
+        from xlnet_tf.digit_comma_sentencepiece import DigitCommaSentencepiece
 
         if sequence_length - 3 - max_query_length < 1:
             raise ValueError(
@@ -66,7 +68,10 @@ class XLNetSquadPreprocessor:
         if isinstance(proto, str):
             with tf.io.gfile.GFile(proto, "rb") as f:
                 proto = f.read()
-        self._offset_tokenizer = tf_text.SentencepieceTokenizer(model=proto, out_type=tf.int32)
+        # The tokenizer's digit-comma splitting applies to the passage too (with offsets).
+        split = tokenizer.digit_comma_split() if hasattr(tokenizer, "digit_comma_split") else None
+        self._offset_tokenizer = DigitCommaSentencepiece(
+            proto, out_type=tf.int32, split=split if split is not None and split.fires else False)
         self._packer = XLNetPacker(self.sequence_length, sep_token_id=tokenizer.sep_id,
                                    cls_token_id=tokenizer.cls_id, pad_token_id=tokenizer.pad_id)
         # The same packing applied to passage piece indices finds each position's piece.

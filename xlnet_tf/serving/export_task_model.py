@@ -1,13 +1,12 @@
 """`export_task_model`: write a fine-tuned task model as a two-signature SavedModel."""
 
-import json
 import os
-import shutil
 
 import numpy as np
 import tensorflow as tf
 
 from xlnet_tf.serving.signature_custom_ops import signature_custom_ops
+from xlnet_tf.storage import atomic_files
 from xlnet_tf.serving.task_serving_module import TOKEN_INPUTS, TaskServingModule
 
 METADATA_FILE = "xlnet_tf_serving.json"
@@ -95,6 +94,10 @@ def export_task_model(
         verify: reload the SavedModel and check `serve_token_ids` against the
             in-memory model on a probe batch (max abs difference <= 1e-5).
 
+    The SavedModel is written and verified in a temporary sibling directory
+    (`.tmp-<uuid>-<name>`), then renamed to `output`: an interrupted or failed
+    export never leaves a partial SavedModel where TF Serving would load it.
+
     Returns:
         The `output` path.
 
@@ -111,10 +114,8 @@ def export_task_model(
     ```
     """
     output = os.fspath(output)
-    if os.path.exists(output):
-        if not overwrite:
-            raise FileExistsError(f"Export directory {output!r} already exists; pass overwrite=True.")
-        shutil.rmtree(output)
+    if tf.io.gfile.exists(output) and not overwrite:
+        raise FileExistsError(f"Export directory {output!r} already exists; pass overwrite=True.")
     module = TaskServingModule(
         model,
         task=task,
@@ -127,44 +128,52 @@ def export_task_model(
         num_choices=num_choices,
     )
     signatures = module.signatures()
-    tf.saved_model.save(module, output, signatures=signatures)
-    info = {
-        "format": METADATA_FORMAT,
-        "task": task,
-        "sequence_length": sequence_length,
-        "has_text_pair": bool(has_text_pair),
-        "num_choices": module.num_choices,
-        "text_signature": preprocessor is not None,
-        "label_names": list(label_names) if label_names else None,
-        "signatures": {
-            name: {
-                "inputs": sorted(spec.name for spec in tf.nest.flatten(fn.structured_input_signature)),
-                "outputs": sorted(fn.structured_outputs),
-            }
-            for name, fn in signatures.items()
-        },
-        "token_inputs": list(TOKEN_INPUTS),
-        "extra": metadata or {},
-    }
-    # What a TensorFlow Serving binary must register to run each signature.
-    info["custom_ops"] = signature_custom_ops(output)
-    with open(os.path.join(output, METADATA_FILE), "w") as f:
-        json.dump(info, f, indent=2, sort_keys=True)
-    if verify:
-        vocabulary_size = len(vocabulary) if vocabulary is not None else 32
-        if module.num_choices is None:
-            probe = _probe_batch(sequence_length, vocabulary_size)
-        else:
-            probe = _choice_probe_batch(sequence_length, vocabulary_size, module.num_choices)
-        expected = module.serve_token_ids(**probe)
-        loaded = tf.saved_model.load(output)
-        actual = loaded.signatures["serve_token_ids"](**{k: tf.constant(v) for k, v in probe.items()})
-        difference = _max_difference(
-            {k: v.numpy() for k, v in expected.items()}, {k: v.numpy() for k, v in actual.items()}
-        )
-        if difference > PARITY_TOLERANCE:
-            raise RuntimeError(
-                f"The SavedModel at {output!r} differs from the in-memory model by {difference} "
-                f"(> {PARITY_TOLERANCE}) on serve_token_ids."
-            )
+
+    def build(directory):
+        tf.saved_model.save(module, directory, signatures=signatures)
+        info = {
+            "format": METADATA_FORMAT,
+            "task": task,
+            "sequence_length": sequence_length,
+            "has_text_pair": bool(has_text_pair),
+            "num_choices": module.num_choices,
+            "text_signature": preprocessor is not None,
+            "label_names": list(label_names) if label_names else None,
+            "signatures": {
+                name: {
+                    "inputs": sorted(spec.name for spec in tf.nest.flatten(fn.structured_input_signature)),
+                    "outputs": sorted(fn.structured_outputs),
+                }
+                for name, fn in signatures.items()
+            },
+            "token_inputs": list(TOKEN_INPUTS),
+            "extra": metadata or {},
+        }
+        # What a TensorFlow Serving binary must register to run each signature.
+        info["custom_ops"] = signature_custom_ops(directory)
+        atomic_files.write_json(os.path.join(directory, METADATA_FILE), info)
+        if verify:
+            _verify(module, directory, output, sequence_length, vocabulary)
+
+    atomic_files.replace_directory(build, output)
     return output
+
+
+def _verify(module, directory, output, sequence_length, vocabulary):
+    """Reloads the SavedModel in `directory`; raises when it differs from `module` on a probe batch."""
+    vocabulary_size = len(vocabulary) if vocabulary is not None else 32
+    if module.num_choices is None:
+        probe = _probe_batch(sequence_length, vocabulary_size)
+    else:
+        probe = _choice_probe_batch(sequence_length, vocabulary_size, module.num_choices)
+    expected = module.serve_token_ids(**probe)
+    loaded = tf.saved_model.load(directory)
+    actual = loaded.signatures["serve_token_ids"](**{k: tf.constant(v) for k, v in probe.items()})
+    difference = _max_difference(
+        {k: v.numpy() for k, v in expected.items()}, {k: v.numpy() for k, v in actual.items()}
+    )
+    if difference > PARITY_TOLERANCE:
+        raise RuntimeError(
+            f"The SavedModel at {output!r} differs from the in-memory model by {difference} "
+            f"(> {PARITY_TOLERANCE}) on serve_token_ids; nothing was written to {output!r}."
+        )

@@ -3,6 +3,8 @@
 import json
 import os
 
+import tensorflow as tf
+
 from xlnet_tf.serving.export_task_model import export_task_model
 
 PREPROCESSING_FILE = "preprocessing.json"
@@ -21,7 +23,7 @@ TASK_TYPES = {
 def _task_preset_dir(workdir):
     """`WORKDIR/final/` of `xlnet-tf finetune`, or the directory itself when it is a task preset."""
     for candidate in (os.path.join(workdir, "final"), workdir):
-        if os.path.exists(os.path.join(candidate, TASK_FILE)):
+        if tf.io.gfile.exists(os.path.join(candidate, TASK_FILE)):
             return candidate
     raise FileNotFoundError(
         f"{workdir!r} is neither a fine-tuning work directory (no final/{TASK_FILE}) "
@@ -31,8 +33,8 @@ def _task_preset_dir(workdir):
 
 def _read_json(path):
     try:
-        with open(path) as f:
-            return json.load(f)
+        with tf.io.gfile.GFile(path, "r") as f:
+            return json.loads(f.read())
     except json.JSONDecodeError as e:
         raise ValueError(f"{path} is not valid JSON: {e}") from None
 
@@ -77,7 +79,7 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
 
     preset = _task_preset_dir(os.fspath(workdir))
     preprocessing_file = os.path.join(preset, PREPROCESSING_FILE)
-    if not os.path.exists(preprocessing_file):
+    if not tf.io.gfile.exists(preprocessing_file):
         raise FileNotFoundError(f"{preprocessing_file} is missing: the export needs the fine-tuning packing.")
     preprocessing = _read_json(preprocessing_file)
     task_class = _read_json(os.path.join(preset, TASK_FILE)).get("class_name")
@@ -109,7 +111,7 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
     preprocessor = vocabulary = None
     vocabulary_file = os.path.join(preset, VOCABULARY_FILE)
     if text_signature:
-        if not os.path.exists(vocabulary_file):
+        if not tf.io.gfile.exists(vocabulary_file):
             raise FileNotFoundError(
                 f"{vocabulary_file} is missing: the strings-in signature needs the vocabulary "
                 "(or export with text_signature=False)."
@@ -141,6 +143,6 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
         has_text_pair=task_type != "multiple_choice" and len(text_fields) > 1,
         label_names=preprocessing.get("label_names"),
         num_choices=num_choices,
-        metadata={"source": os.path.abspath(preset), "task_class": task_class, "preprocessing": preprocessing},
+        metadata={"source": os.path.abspath(preset) if "://" not in preset else preset, "task_class": task_class, "preprocessing": preprocessing},
         overwrite=overwrite,
     )

@@ -2,6 +2,8 @@
 
 import tensorflow as tf
 
+from xlnet_tf.serving.token_input_checks import check_token_inputs
+
 TASKS = ("classification", "regression", "token_classification", "span", "multiple_choice")
 TOKEN_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 # U+FFFD, the Unicode replacement character.
@@ -17,6 +19,21 @@ def _pick(outputs, key):
             )
         return outputs[key]
     return outputs
+
+
+def _model_vocabulary_size(model):
+    """The number of rows of the model's token embedding, or None when unknown."""
+    for owner in (getattr(model, "backbone", None), model):
+        size = getattr(getattr(owner, "config", None), "vocabulary_size", None)
+        if isinstance(size, int) and not isinstance(size, bool):
+            return size
+    # Functional stand-ins: the first embedding layer in topological order reads token_ids.
+    import keras
+
+    for layer in model._flatten_layers(include_self=False):
+        if isinstance(layer, keras.layers.Embedding):
+            return int(layer.input_dim)
+    return None
 
 
 class TaskServingModule(tf.Module):
@@ -36,6 +53,12 @@ class TaskServingModule(tf.Module):
     text longer than the sequence length is truncated by the packer's documented
     rule, and a batch of mixed lengths is padded per row. A `text_pair` whose batch
     size differs from `text` is rejected with an `InvalidArgumentError` naming both.
+
+    Input checks in both functions (`check_token_inputs`, before the model):
+    every input has rank 2 (`[B, C, L]` for multiple choice) and length `L`,
+    `segment_ids` / `padding_mask` the shape of `token_ids`, `token_ids` in
+    `[0, vocabulary_size)`, `segment_ids` in `[0, 4]`, `padding_mask` 0 or 1;
+    anything else is an `InvalidArgumentError` naming the input.
 
     Multiple choice (`task="multiple_choice"`): `serve_token_ids` takes `[B, C, L]`
     ids (C = `num_choices`, static) and `serve_text` takes `context` `[B]` and
@@ -63,6 +86,10 @@ class TaskServingModule(tf.Module):
         output_key: which key of a dict-returning model holds the logits.
         num_choices: int, the static number of choices `C`; required for (and
             only used by) `task="multiple_choice"`.
+        vocabulary_size: int, the size of the model's token embedding, the
+            exclusive upper bound of `token_ids`; by default read from the model
+            (`model.backbone.config`, or its first `Embedding` layer), else
+            `len(vocabulary)`.
         name: module name.
 
     Example:
@@ -86,6 +113,7 @@ class TaskServingModule(tf.Module):
         label_names=None,
         output_key="logits",
         num_choices=None,
+        vocabulary_size=None,
         name=None,
     ):
         super().__init__(name=name)
@@ -109,6 +137,11 @@ class TaskServingModule(tf.Module):
         self.has_text_pair = bool(has_text_pair)
         self.output_key = output_key
         self.num_choices = num_choices if task == "multiple_choice" else None
+        if vocabulary_size is None:
+            vocabulary_size = _model_vocabulary_size(model)
+        if vocabulary_size is None and vocabulary is not None:
+            vocabulary_size = len(vocabulary)
+        self.vocabulary_size = vocabulary_size
         self._preprocessor = preprocessor
         self.label_names = list(label_names) if label_names else None
         self._label_table = (
@@ -164,7 +197,7 @@ class TaskServingModule(tf.Module):
 
     def _serve_token_ids(self, token_ids, segment_ids, padding_mask):
         features = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
-        return self._predict(features)
+        return self._predict(self._checked(features))
 
     def _serve_text(self, text):
         text = self._sanitize(text)
@@ -219,7 +252,7 @@ class TaskServingModule(tf.Module):
             key: tf.reshape(value, [batch, self.num_choices, self.sequence_length])  # [B, C, L]
             for key, value in rows.items()
         }
-        return self._predict(features)
+        return self._predict(self._checked(features))
 
     def _serve_span(self, context, question):
         check = tf.debugging.assert_equal(
@@ -230,7 +263,9 @@ class TaskServingModule(tf.Module):
         with tf.control_dependencies([check]):
             context = self._sanitize(context)
             question = self._sanitize(question)
-        return self._preprocessor.answer(self._call_model, context, question)
+        # The decoder calls the model on its windows; the ids the tokenizer made are checked too.
+        return self._preprocessor.answer(
+            lambda features: self._call_model(self._checked(features)), context, question)
 
     # -- pieces ------------------------------------------------------------------------
 
@@ -246,6 +281,12 @@ class TaskServingModule(tf.Module):
             replacement_char=REPLACEMENT_CHARACTER,
         )
 
+    def _checked(self, features):
+        """`features` gated by the shape and range checks of `check_token_inputs`."""
+        shape = [None, self.sequence_length] if self.num_choices is None else [
+            None, self.num_choices, self.sequence_length]
+        return check_token_inputs(features, shape=shape, vocabulary_size=self.vocabulary_size)
+
     def _preprocess(self, *texts):
         features = self._preprocessor(*texts)
         missing = [k for k in TOKEN_INPUTS if k not in features]
@@ -258,7 +299,9 @@ class TaskServingModule(tf.Module):
             # A static [B, L] shape keeps one compiled model graph for every request.
             value = tf.ensure_shape(value, [None, self.sequence_length])
             out[key] = tf.reshape(value, [batch, self.sequence_length])  # [B, L]
-        return out
+        # Ids from the tokenizer are checked as well: a vocabulary larger than the
+        # model's embedding would otherwise be read as other rows (or zeros on GPU).
+        return out if self.num_choices is not None else self._checked(out)
 
     def _predict(self, features):
         outputs = self._call_model(features)

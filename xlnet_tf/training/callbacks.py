@@ -5,14 +5,16 @@ steps over an endless record stream; `first_epoch_step(epoch)` turns Keras'
 epoch/batch counters into global steps.
 """
 
-import glob
 import json
 import os
 import time
 import warnings
+import zipfile
 
 import keras
 import tensorflow as tf
+
+from xlnet_tf.storage import atomic_files
 
 
 class JsonlMetricsLogger(keras.callbacks.Callback):
@@ -75,7 +77,9 @@ class JsonlMetricsLogger(keras.callbacks.Callback):
         if elapsed > 0 and self._last_step is not None:
             record["examples_per_second"] = (step - self._last_step) * self.global_batch_size / elapsed
         record["time"] = now
-        with open(self.path, "a") as f:
+        # One short append per line; a kill mid-line leaves a fragment that the next
+        # run's `truncate_jsonl` drops.
+        with tf.io.gfile.GFile(self.path, "a") as f:
             f.write(json.dumps(record) + "\n")
         self._last_step, self._last_time = step, now
 
@@ -92,15 +96,31 @@ def optimizer_step(epoch, batch, steps_per_epoch, micro_batches_per_step=1):
 
 
 def truncate_jsonl(path, max_step):
-    """Drops the lines of a metrics file whose step is past `max_step`."""
-    if not os.path.exists(path):
+    """Drops the lines of a metrics file whose step is past `max_step`, and unreadable lines.
+
+    An unreadable line is what a run killed mid-append leaves (a fragment without
+    its newline); it is dropped with a warning naming the file and line. The file
+    is rewritten atomically, so a kill here loses nothing.
+    """
+    if not tf.io.gfile.exists(path):
         return
-    with open(path) as f:
-        lines = [line for line in f if line.strip()]
-    kept = [line for line in lines if json.loads(line).get("step", 0) <= max_step]
+    with tf.io.gfile.GFile(path, "r") as f:
+        lines = [line for line in f.read().splitlines() if line.strip()]
+    kept, dropped = [], []
+    for number, line in enumerate(lines, 1):
+        try:
+            record = json.loads(line)
+            step = record.get("step", 0) if isinstance(record, dict) else None
+        except ValueError:
+            step = None
+        if step is None:
+            dropped.append(number)
+        elif step <= max_step:
+            kept.append(line)
+    if dropped:
+        warnings.warn(f"{path}: dropped unreadable line(s) {dropped} (left by an interrupted write).")
     if len(kept) != len(lines):
-        with open(path, "w") as f:
-            f.writelines(kept)
+        atomic_files.write_text(path, "".join(line + "\n" for line in kept))
 
 
 class TensorBoardScalars(keras.callbacks.Callback):
@@ -170,15 +190,15 @@ class RecurrenceMemoryState(keras.callbacks.Callback):
 
     At each epoch end it writes this process's per-replica memories to
     `backup_dir/recurrence_memory-{worker}-epoch-{N}.npz` (N = epochs done),
-    keeping the newest two like BackupAndRestore's double checkpoint. Put it
-    before `BackupAndRestore` in the callback list: then a memory file exists
+    keeping the newest two like RunBackup's double checkpoint. Put it
+    before `RunBackup` in the callback list: then a memory file exists
     for every epoch a backup exists for. At train begin it restores the file of
     the epoch training resumes from; a fresh run starts from zeros. A resumed
     run whose memory file is missing or does not fit (e.g. another replica
     count) warns, naming the file and the reason, and starts from zeros.
 
     Args:
-        backup_dir: the BackupAndRestore directory.
+        backup_dir: the RunBackup directory.
         first_epoch: epochs already done (0 for a fresh run).
         first_step: `fit` batches (micro-batches) already done; the memory's step
             counter is aligned with it so data-epoch resets stay on schedule.
@@ -213,9 +233,12 @@ class RecurrenceMemoryState(keras.callbacks.Callback):
             return
         try:
             step = memory.restore(path)
-        except (ValueError, OSError) as error:
+        except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile,
+                tf.errors.OpError) as error:
+            # A damaged file (e.g. from a full disk) only costs the memory, never the run.
             self.model.reset_recurrence_memory(step=self.first_step)
-            warnings.warn(f"Recurrence memory not restored: {error} It starts from zeros.")
+            reason = str(error) if str(path) in str(error) else f"{path}: {error}"
+            warnings.warn(f"Recurrence memory not restored: {reason} It starts from zeros.")
             return
         if step != self.first_step:
             self.model.reset_recurrence_memory(step=self.first_step)
@@ -241,8 +264,15 @@ class RecurrenceMemoryState(keras.callbacks.Callback):
 class WeightsCheckpoint(keras.callbacks.Callback):
     """Saves the model (and optimizer) state to `directory/ckpt-{step:08d}.weights.h5` each epoch.
 
-    Keeps the newest `keep` files. These are the checkpoints `xlnet-tf export`
-    reads; resuming uses the separate BackupAndRestore directory.
+    Keeps the newest `keep` files. Each file is written atomically (a kill leaves
+    the previous checkpoints and no partial file) and records its step as the
+    HDF5 attribute `step`. These are the checkpoints `xlnet-tf export` reads
+    (`latest_readable_checkpoint`); resuming uses the separate backup directory.
+
+    Args:
+        directory: the checkpoint directory (any `tf.io.gfile` path).
+        steps_per_epoch: optimizer steps per Keras epoch.
+        keep: how many of the newest checkpoints to keep (0: all).
     """
 
     def __init__(self, directory, *, steps_per_epoch, keep=3):
@@ -252,13 +282,34 @@ class WeightsCheckpoint(keras.callbacks.Callback):
         self.keep = keep
 
     def on_epoch_end(self, epoch, logs=None):
-        os.makedirs(self.directory, exist_ok=True)
         step = (epoch + 1) * self.steps_per_epoch
-        self.model.save_weights(os.path.join(self.directory, f"ckpt-{step:08d}.weights.h5"))
+        atomic_files.save_weights(self.model,
+                                  os.path.join(self.directory, f"ckpt-{step:08d}.weights.h5"),
+                                  attributes={"step": int(step)})
         for old in list_checkpoints(self.directory)[:-self.keep] if self.keep > 0 else []:
-            os.remove(old)
+            tf.io.gfile.remove(old)
 
 
 def list_checkpoints(directory):
-    """`ckpt-*.weights.h5` files of `directory`, oldest first."""
-    return sorted(glob.glob(os.path.join(directory, "ckpt-*.weights.h5")))
+    """`ckpt-*.weights.h5` files of `directory` (any `tf.io.gfile` path), oldest first.
+
+    Temporaries of unfinished writes (`.tmp-*`) are never listed.
+    """
+    if not tf.io.gfile.isdir(directory):
+        return []
+    return sorted(tf.io.gfile.glob(os.path.join(directory, "ckpt-*.weights.h5")))
+
+
+def latest_readable_checkpoint(directory):
+    """The newest checkpoint of `directory` that passes the HDF5 integrity check, or None.
+
+    Each newer one that fails (e.g. truncated by a full disk or a copy cut
+    short) is skipped with a one-line warning naming it.
+    """
+    for path in reversed(list_checkpoints(directory)):
+        problem = atomic_files.weights_file_problem(path)
+        if problem is None:
+            return path
+        warnings.warn(f"Skipping unreadable checkpoint {path} ({problem}); using an older one.",
+                      stacklevel=2)
+    return None

@@ -9,24 +9,27 @@ built. The work directory afterwards holds:
     metrics.jsonl    one JSON object per logged step (step, loss, accuracy, learning_rate, ...)
     logs/            TensorBoard event files
     checkpoints/     ckpt-{step}.weights.h5, the newest `keep_checkpoints`
-    backup/          keras BackupAndRestore state (resume after any interruption)
+    backup/          RunBackup state (resume after any interruption, even mid-write)
+    RUN_LOCK         while a run is active: who holds the work directory (one run at a time)
     export/          preset/ and saved_model/ (see `xlnet_tf.export`)
 
-Resuming: run the same command again. BackupAndRestore restores weights,
+Every file is written atomically (`xlnet_tf.storage.atomic_files`).
+
+Resuming: run the same command again. RunBackup restores weights,
 optimizer state and the epoch; the input pipeline is rebuilt deterministically
 and opens every row at the resumed step (`first_step`), so training continues at the same data
 position. Each replica's recurrence memory is saved next to every backup and restored
 with it (`RecurrenceMemoryState`).
 """
 
+import contextlib
 import hashlib
-import json
 import logging
 import os
 
-import yaml
-
 from xlnet_tf.config import ConfigError
+from xlnet_tf.storage.run_config_file import read_run_config, write_run_config
+from xlnet_tf.storage.run_lock import RunLock
 from xlnet_tf.training.run_config import RunConfig, run_config_from_dict
 
 _log = logging.getLogger(__name__)
@@ -71,6 +74,51 @@ def check_records(config: RunConfig):
     return records
 
 
+def _sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def check_init_from(config: RunConfig, records):
+    """Refuses a `training.init_from` preset whose model or vocabulary differs from the run's.
+
+    Same-size vocabularies with different pieces would train without complaint
+    (every id silently meaning another piece), so the preset's `spiece.model`
+    is compared with the vocabulary recorded in the records' manifest (sha256).
+    """
+    init = config.training.init_from
+    if not init:
+        return
+    if not os.path.isdir(init):
+        raise ConfigError(f"training.init_from: preset directory not found: {init}")
+    config_path = os.path.join(init, "config.json")
+    if not os.path.isfile(config_path):
+        raise ConfigError(f"training.init_from: {init} has no config.json (is it a preset directory?).")
+    from xlnet_tf.config import XLNetConfig
+
+    try:
+        preset = XLNetConfig.from_json(config_path)
+    except (ValueError, TypeError, OSError) as e:
+        raise ConfigError(f"training.init_from: cannot read {config_path}: {e}") from e
+    if preset.vocabulary_size != config.model.vocabulary_size:
+        raise ConfigError(f"Vocabulary mismatch: training.init_from {init} has a vocabulary of "
+                          f"{preset.vocabulary_size} pieces, but model.vocabulary_size is "
+                          f"{config.model.vocabulary_size}.")
+    vocabulary = os.path.join(init, "spiece.model")
+    expected = records.vocabulary.get("sha256")
+    if expected and os.path.isfile(vocabulary):
+        digest = _sha256(vocabulary)
+        if digest != expected:
+            raise ConfigError(
+                f"Vocabulary mismatch: training.init_from {init} was trained with {vocabulary} "
+                f"(sha256 {digest[:12]}...), but the records of {config.data.train_files!r} were "
+                f"made with another vocabulary (sha256 {expected[:12]}...) of the same size; its "
+                "ids would mean other pieces. Prepare the records with the preset's spiece.model.")
+    elif expected:
+        _log.warning("training.init_from %s has no spiece.model; cannot check that it matches the "
+                     "records' vocabulary.", init)
+
+
 def _vocabulary_file(config, records):
     if config.data.vocabulary:
         return config.data.vocabulary
@@ -82,11 +130,9 @@ def _vocabulary_file(config, records):
 
 def check_workdir(config: RunConfig, workdir: str):
     """Refuses to resume a work directory whose earlier run had a different config."""
-    path = os.path.join(workdir, "config.yaml")
-    if not os.path.exists(path):
+    previous = read_run_config(workdir)  # None: no earlier run, or a damaged file (warned).
+    if previous is None:
         return
-    with open(path) as f:
-        previous = yaml.safe_load(f) or {}
     current = config.to_dict()
     # Verbosity and where the data lives may change between attempts; the rest may not.
     ignore = {("training", "verbose"), ("data", "train_files"), ("data", "vocabulary"),
@@ -103,31 +149,23 @@ def check_workdir(config: RunConfig, workdir: str):
 
 
 def backup_epoch(backup_dir: str) -> int:
-    """The epoch BackupAndRestore will restore from `backup_dir` (0 when none).
+    """The epoch the run's `RunBackup` will restore from `backup_dir` (0 when none).
 
-    Mirrors the callback's fallback: when the latest weights file is unreadable
-    (killed mid-write) it restores the previous backup, so the data position
-    must come from the previous metadata too.
+    The same choice as the callback's (`xlnet_tf.training.run_backup.select_backup`),
+    so the data position always matches the restored weights.
     """
-    import h5py
+    from xlnet_tf.training.run_backup import backup_epoch as restored_epoch
 
-    weights = os.path.join(backup_dir, "latest.weights.h5")
-    path = os.path.join(backup_dir, "training_metadata.json")
-    if os.path.exists(weights):
-        try:
-            with h5py.File(weights, "r"):
-                pass
-        except OSError:
-            path += ".bkp"
-    if not os.path.exists(path):
-        return 0
-    with open(path) as f:
-        return int(json.load(f).get("epoch", 0))
+    return restored_epoch(backup_dir)
 
 
 def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, export=True,
                     extra_callbacks=()) -> dict:
     """Pretrains (or resumes) the run described by `config` in `workdir`.
+
+    The chief holds `workdir/RUN_LOCK` (`xlnet_tf.storage.run_lock.RunLock`) from
+    the first write to the end, also when the run fails: a second run on the same
+    work directory gets a `RunLockedError` naming this one.
 
     Args:
         config: a validated `RunConfig`.
@@ -139,6 +177,13 @@ def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, export=Tr
     Returns:
         A summary dict: final logs, steps, replicas, export paths.
     """
+    with contextlib.ExitStack() as run_scope:
+        return _run_pretraining(config, workdir, run_scope, strategy=strategy, export=export,
+                                extra_callbacks=extra_callbacks)
+
+
+def _run_pretraining(config, workdir, run_scope, *, strategy, export, extra_callbacks):
+    """`run_pretraining`; `run_scope` (an ExitStack) releases the run lock when the run ends."""
     import keras
     import tensorflow as tf
 
@@ -147,10 +192,12 @@ def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, export=Tr
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
     from xlnet_tf.training import callbacks as run_callbacks
     from xlnet_tf.training.optimizer import create_optimizer
+    from xlnet_tf.training.run_backup import RunBackup
     from xlnet_tf.training.strategy import resolve_batch_sizes, resolve_strategy, task_info
 
     config = run_config_from_dict(config.to_dict())  # Re-validate whatever the caller built.
     records = check_records(config)
+    check_init_from(config, records)
     check_workdir(config, workdir)
     t, d, m = config.training, config.data, config.model
     if strategy is None:
@@ -170,10 +217,10 @@ def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, export=Tr
         input_context=tf.distribute.InputContext(1, 0, replicas))
     _, task_id, is_chief = task_info()
 
-    os.makedirs(workdir, exist_ok=True)
+    # Before the first write: a second run on this work directory stops here, naming this one.
+    run_scope.enter_context(RunLock(workdir, enabled=is_chief))
     if is_chief:
-        with open(os.path.join(workdir, "config.yaml"), "w") as f:
-            f.write(config.to_yaml())
+        write_run_config(workdir, config.to_yaml())
     backup_dir = os.path.join(workdir, BACKUP_DIR)
     if not is_chief:
         backup_dir = os.path.join(backup_dir, f"worker-{task_id}")
@@ -224,13 +271,12 @@ def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, export=Tr
 
     # ---------------------------------------------------------------- callbacks
     callbacks = [
-        # Before BackupAndRestore, so every backed-up epoch has its memory file.
+        # Before RunBackup, so every backed-up epoch has its memory file.
         run_callbacks.RecurrenceMemoryState(backup_dir, first_epoch=first_epoch,
                                             first_step=consumed,
                                             each_epoch=t.reset_memory_each_epoch,
                                             worker=task_id or 0),
-        keras.callbacks.BackupAndRestore(backup_dir, save_freq="epoch", delete_checkpoint=False,
-                                         double_checkpoint=True),
+        RunBackup(backup_dir, save_freq="epoch", delete_checkpoint=False, double_checkpoint=True),
     ]
     if is_chief:
         callbacks += [

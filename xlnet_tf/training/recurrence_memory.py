@@ -96,10 +96,9 @@ class RecurrenceMemory:
         buffer = io.BytesIO()  # np.savez seeks, which GFile (gs://) writers cannot.
         np.savez(buffer, step=np.int64(step), shape=np.asarray(self.shape, np.int64),
                  **{f"replica_{i}": value for i, value in enumerate(values)})
-        temporary = path + ".tmp"
-        with tf.io.gfile.GFile(temporary, "wb") as f:
-            f.write(buffer.getvalue())
-        tf.io.gfile.rename(temporary, path, overwrite=True)
+        from xlnet_tf.storage import atomic_files
+
+        atomic_files.write_bytes(path, buffer.getvalue())
 
     def restore(self, path):
         """Loads what `save()` wrote; raises ValueError naming the mismatch when it cannot.

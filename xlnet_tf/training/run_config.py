@@ -12,6 +12,7 @@ Example:
 """
 
 import dataclasses
+import math
 import re
 import typing
 from typing import Any, Mapping, Optional, Sequence
@@ -19,6 +20,7 @@ from typing import Any, Mapping, Optional, Sequence
 import yaml
 
 from xlnet_tf.config import ConfigError, XLNetConfig
+from xlnet_tf.data.pretraining_sizes import check_pretraining_sizes
 
 MIXED_PRECISION = ("float32", "mixed_bfloat16", "mixed_float16")
 
@@ -55,6 +57,39 @@ class OptimizerSection:
     beta_1: float = 0.9
     beta_2: float = 0.999
     clip_norm: float = 1.0
+
+
+def validate_optimizer(optimizer, section: str = "optimizer") -> None:
+    """Range checks shared by pretraining and fine-tuning; raises `ConfigError` naming the key.
+
+    A learning rate must be a positive finite number (a negative one ascends the
+    loss, NaN poisons the weights); the other values get the ranges AdamW and
+    the schedule accept.
+    """
+    def bad(key, rule):
+        value = getattr(optimizer, key)
+        return ConfigError(f"{section}.{key} must be {rule}, got {value!r}.")
+
+    def finite(key):
+        return math.isfinite(getattr(optimizer, key))
+
+    if not (finite("learning_rate") and optimizer.learning_rate > 0):
+        raise bad("learning_rate", "a positive finite number (e.g. 1e-4)")
+    if not (finite("end_learning_rate") and optimizer.end_learning_rate >= 0):
+        raise bad("end_learning_rate", "a finite number >= 0")
+    if optimizer.warmup_steps < 0:
+        raise bad("warmup_steps", ">= 0")
+    if not (finite("decay_power") and optimizer.decay_power > 0):
+        raise bad("decay_power", "a positive finite number")
+    if not (finite("weight_decay") and optimizer.weight_decay >= 0):
+        raise bad("weight_decay", "a finite number >= 0")
+    if not (finite("adam_epsilon") and optimizer.adam_epsilon > 0):
+        raise bad("adam_epsilon", "a positive finite number")
+    for key in ("beta_1", "beta_2"):
+        if not (finite(key) and 0 <= getattr(optimizer, key) < 1):
+            raise bad(key, "in [0, 1)")
+    if not (finite("clip_norm") and optimizer.clip_norm >= 0):
+        raise bad("clip_norm", "a finite number >= 0 (0 = no clipping)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,6 +173,20 @@ class RunConfig:
         if self.optimizer.warmup_steps > t.train_steps:
             raise ConfigError(f"optimizer.warmup_steps ({self.optimizer.warmup_steps}) exceeds "
                               f"training.train_steps ({t.train_steps}).")
+        validate_optimizer(self.optimizer)
+        # The reader's own rules, here so that a run stops before it writes config.yaml.
+        batch_name, batch = ("training.per_replica_batch_size", t.per_replica_batch_size)
+        if batch is None:
+            batch_name, batch = ("training.global_batch_size", t.global_batch_size)
+        try:
+            check_pretraining_sizes(
+                seq_length=d.seq_length, reuse_length=m.reuse_length, num_predict=d.num_predict,
+                perm_size=d.perm_size, batch_size=batch, bi_data=m.bi_data,
+                names={"seq_length": "data.seq_length", "reuse_length": "model.reuse_length",
+                       "num_predict": "data.num_predict", "perm_size": "data.perm_size",
+                       "batch_size": batch_name, "bi_data": "model.bi_data"})
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
         return self
 
 

@@ -1,0 +1,125 @@
+"""What the package declares and ships: dependencies by need, configs as package data."""
+
+import ast
+import configparser
+import os
+import re
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Import name -> distribution name, for every third-party module the package imports.
+DISTRIBUTIONS = {
+    "tensorflow": "tensorflow", "tensorflow_text": "tensorflow-text", "keras": "keras",
+    "keras_hub": "keras-hub", "tensorflow_datasets": "tensorflow-datasets",
+    "sentencepiece": "sentencepiece", "h5py": "h5py", "yaml": "pyyaml", "safetensors": "safetensors",
+    "numpy": "numpy", "apache_beam": "apache-beam", "torch": "torch", "transformers": "transformers",
+}
+
+
+def _setup_cfg():
+    parser = configparser.ConfigParser()
+    parser.read(os.path.join(REPO, "setup.cfg"))
+    return parser
+
+
+def _names(block):
+    return {re.split(r"[<>=!~ ;\[]", line.strip(), maxsplit=1)[0].lower()
+            for line in block.strip().splitlines() if line.strip() and not line.strip().startswith("#")}
+
+
+def _requirements():
+    parser = _setup_cfg()
+    extras = {name: _names(parser["options.extras_require"][name])
+              for name in parser["options.extras_require"]}
+    return _names(parser["options"]["install_requires"]), extras
+
+
+def _imported_modules(folder):
+    """Top-level names of every absolute import under `folder`, with one file that imports each."""
+    found = {}
+    for root, _, files in os.walk(os.path.join(REPO, folder)):
+        for name in files:
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(root, name)
+            for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+                if isinstance(node, ast.Import):
+                    modules = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    modules = [node.module]
+                else:
+                    continue
+                for module in modules:
+                    found.setdefault(module.split(".")[0], path)
+    return found
+
+
+def test_core_install_has_no_beam_and_the_beam_and_test_extras_do():
+    core, extras = _requirements()
+    assert "apache-beam" not in core
+    assert "apache-beam" in extras["beam"] and "apache-beam" in extras["test"]
+    assert {"pytest", "pytest-xdist"} <= extras["test"]
+
+
+def test_every_imported_distribution_is_declared_and_every_declared_one_imported():
+    core, extras = _requirements()
+    imported = {**_imported_modules("xlnet_tf"), **_imported_modules("pipelines")}
+    own = {"xlnet_tf", "pipelines"}
+    third_party = {m: p for m, p in imported.items()
+                   if m not in sys.stdlib_module_names and m not in own and not m.startswith("_")}
+    unknown = {m: p for m, p in third_party.items() if m not in DISTRIBUTIONS}
+    assert not unknown, f"add these imports to DISTRIBUTIONS and setup.cfg: {unknown}"
+    declared = core | extras["beam"] | extras["test"]
+    undeclared = {m: p for m, p in third_party.items() if DISTRIBUTIONS[m] not in declared}
+    assert not undeclared, f"imported but not declared in setup.cfg: {undeclared}"
+    used = {DISTRIBUTIONS[m] for m in third_party}
+    assert core - used == set(), f"declared in install_requires but never imported: {core - used}"
+    # Beam is only needed by the Beam jobs (and the quick start, which runs one).
+    assert imported["apache_beam"].startswith(os.path.join(REPO, "pipelines"))
+
+
+def test_supported_versions_match_the_readme():
+    options = _setup_cfg()["options"]
+    assert options["python_requires"] == ">=3.11,<3.14"
+    requires = options["install_requires"]
+    assert "tensorflow>=2.20,<2.22" in requires and "tensorflow-text>=2.20.1,<2.22" in requires
+    classifiers = _setup_cfg()["metadata"]["classifiers"]
+    readme = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
+    for version in ("3.11", "3.12", "3.13"):
+        assert f"Programming Language :: Python :: {version}" in classifiers
+        assert f"| {version} |" in readme
+
+
+@pytest.mark.slow
+def test_wheel_ships_the_configs_and_names_work_after_a_normal_install(tmp_path):
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "--quiet", "-w", str(wheels), REPO], check=True, cwd=tmp_path, timeout=300,
+                   capture_output=True)
+    (wheel,) = wheels.glob("xlnet_tf-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for kind, folder in (("pretrain", "pretrain"), ("finetune", "finetune")):
+        expected = {f"xlnet_tf/configs/{folder}/{f}" for f in os.listdir(os.path.join(REPO, "configs", kind))}
+        assert expected <= names, expected - names
+    assert "xlnet_tf/resources/pretrain_tiny.yaml" in names
+    # A normal (non-editable) install, used from a directory without configs/.
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target",
+                    str(target), str(wheel)], check=True, timeout=300, capture_output=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    script = ("import sys; sys.path.insert(0, sys.argv[1]); import xlnet_tf.cli as c; "
+              "print(c.__file__); sys.exit(c.main(['configs']))")
+    result = subprocess.run([sys.executable, "-c", script, str(target)], cwd=elsewhere,
+                            capture_output=True, text=True, timeout=120,
+                            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == str(target / "xlnet_tf" / "cli.py")
+    assert lines[-1] == f"Files: {target / 'xlnet_tf' / 'configs'}"
+    assert any(line.startswith("  glue_mrpc ") for line in lines)

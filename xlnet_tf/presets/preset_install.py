@@ -1,0 +1,128 @@
+"""`download_preset`: first use of a named preset, downloaded, checked, converted and cached."""
+
+import datetime
+import logging
+import os
+import shutil
+
+from xlnet_tf.presets import preset_cache
+from xlnet_tf.presets.preset_archive import extract_zip, find_release_folder
+from xlnet_tf.presets.preset_download import download_file
+from xlnet_tf.presets.preset_error import PresetError
+from xlnet_tf.presets.preset_registry import get_preset_spec
+from xlnet_tf.storage import atomic_files
+
+_log = logging.getLogger(__name__)
+_WORK_SUFFIX = ".download"
+
+
+def download_preset(name, force=False, progress=None):
+    """Returns the cache directory of preset `name`, downloading and converting it on first use.
+
+    Under a per-preset lock (so simultaneous first uses by several processes
+    download once): the files are downloaded into a temporary work folder and
+    each is checked (`download_file`); a release zip is unpacked with its
+    CRC-32s checked; the strict converter (`convert_tf1_checkpoint` or
+    `convert_transformers_checkpoint`) builds the model; the preset
+    (`config.json`, `model.weights.h5`, `lm_head.weights.h5`, `spiece.model`)
+    and `preset_manifest.json` (url, size, sha256, md5 and checks of every
+    download) are written into a temporary directory that is then renamed to
+    `<cache>/presets/NAME`. Any failure leaves no entry, and the work folder is
+    removed; temporaries of a killed earlier attempt are removed first.
+
+    Args:
+        name: a registered preset name (`xlnet-tf presets`).
+        force: download and convert again even when cached (the entry is replaced atomically).
+        progress: optional callable `(file_name, received_bytes, total_bytes_or_None)`.
+
+    Returns:
+        The preset directory.
+
+    Raises:
+        PresetError: unknown name, failed download or check, or failed conversion.
+
+    Example:
+    >>> directory = download_preset("xlnet_base_cased")  # doctest: +SKIP
+    >>> XLNetPretrainer.from_preset(directory)  # doctest: +SKIP
+    """
+    spec = get_preset_spec(name)
+    entry = preset_cache.preset_cache_dir(name)
+    if not force and preset_cache.is_cached(name):
+        return entry
+    with preset_cache.preset_lock(name):
+        if not force and preset_cache.is_cached(name):
+            return entry  # Another process finished it while we waited.
+        # Under the lock every temporary of this preset belongs to a dead attempt.
+        atomic_files.remove_stale_temporaries(entry)
+        work_name = os.path.join(preset_cache.presets_dir(), name + _WORK_SUFFIX)
+        atomic_files.remove_stale_temporaries(work_name)
+        if os.path.isdir(entry) and not preset_cache.is_cached(name):
+            shutil.rmtree(entry)  # Not written by this code (no manifest): never trusted.
+        work = atomic_files.temporary_path(work_name)
+        os.makedirs(work)
+        try:
+            records = _download_all(spec, work, progress)
+            pretrainer, vocabulary, converted_from = _convert(spec, work, records)
+            manifest = {
+                "name": spec.name, "source": spec.source, "location": spec.location,
+                "revision": spec.revision if spec.source == "hf" else None,
+                "files": [r.to_json() for r in records],
+                "converted_from": converted_from,
+                "xlnet_tf_version": _version(),
+                "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            }
+
+            def build(directory):
+                from xlnet_tf.convert.cli import write_preset
+
+                write_preset(pretrainer, directory, vocabulary)
+                atomic_files.write_json(os.path.join(directory, preset_cache.MANIFEST_FILE), manifest)
+
+            atomic_files.replace_directory(build, entry)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    _log.info("Cached preset %s in %s", name, entry)
+    return entry
+
+
+def _version():
+    import xlnet_tf
+
+    return xlnet_tf.__version__
+
+
+def _download_all(spec, work, progress):
+    records = []
+    for preset_file in spec.files:
+        report = None if progress is None else (
+            lambda received, total, file_name=preset_file.name: progress(file_name, received, total))
+        records.append(download_file(spec.file_url(preset_file.name), os.path.join(work, preset_file.name),
+                                     expected_size=preset_file.size, expected_sha256=preset_file.sha256,
+                                     hugging_face=spec.source == "hf", progress=report))
+    return records
+
+
+def _convert(spec, work, records):
+    """Runs the strict converter on the checked downloads; returns `(pretrainer, vocabulary, relative_source)`."""
+    from xlnet_tf.convert.conversion_error import ConversionError
+
+    try:
+        if spec.source == "tf1_release":
+            from xlnet_tf.convert.tf1_checkpoint import convert_tf1_checkpoint
+
+            archive = records[0].path
+            extracted = os.path.join(work, "extracted")
+            extract_zip(archive, extracted)
+            os.remove(archive)  # Halves the peak disk use for the large release.
+            folder = find_release_folder(extracted, os.path.basename(archive))
+            pretrainer, _, vocabulary = convert_tf1_checkpoint(folder)
+            return pretrainer, vocabulary, os.path.relpath(folder, extracted)
+        from xlnet_tf.convert.transformers_checkpoint import convert_transformers_checkpoint
+
+        pretrainer, _, vocabulary = convert_transformers_checkpoint(work)
+        return pretrainer, vocabulary, "."
+    except (ConversionError, ValueError, FileNotFoundError) as e:
+        if isinstance(e, PresetError):
+            raise
+        raise PresetError(f"Preset {spec.name!r}: the downloaded files passed their checks but do not "
+                          f"convert: {e}") from e

@@ -1,0 +1,77 @@
+"""`xlnet-tf presets`: list the named presets, or download (and convert) one."""
+
+import argparse
+import sys
+
+from xlnet_tf.presets import preset_cache
+from xlnet_tf.presets.preset_error import PresetError
+from xlnet_tf.presets import preset_registry
+from xlnet_tf.presets.preset_registry import HF_BASE_URL_ENV, RELEASE_BASE_URL_ENV
+
+
+def _parser():
+    parser = argparse.ArgumentParser(
+        prog="xlnet-tf presets",
+        description="List the named presets (name, source, approximate download size, cached or not), or "
+                    "download, check, convert and cache one with --download. Cache: "
+                    f"${preset_cache.HOME_ENV}/presets (default ~/.cache/xlnet_tf/presets). Sources: "
+                    f"${RELEASE_BASE_URL_ENV} and ${HF_BASE_URL_ENV} (or $HF_ENDPOINT) replace the "
+                    "base URLs (mirrors).")
+    parser.add_argument("--download", metavar="NAME", action="append", default=[],
+                        help="download, check, convert and cache this preset (repeatable); prints its directory.")
+    parser.add_argument("--force", action="store_true",
+                        help="with --download: download and convert again even when cached.")
+    return parser
+
+
+def format_table():
+    """The listing printed by `xlnet-tf presets` (one line per preset plus a header)."""
+    rows = [("NAME", "SOURCE", "SIZE", "CACHED", "DESCRIPTION")]
+    for spec in preset_registry.PRESETS.values():
+        rows.append((spec.name, spec.source_label, spec.approximate_size,
+                     "yes" if preset_cache.is_cached(spec.name) else "no", spec.description))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row[:4], widths)) + "  " + row[4]
+             for row in rows]
+    lines.append(f"cache: {preset_cache.presets_dir()} (sizes are approximate downloads)")
+    return "\n".join(lines)
+
+
+class _Progress:
+    """Prints a line per 10% of each file to stderr."""
+
+    def __init__(self):
+        self._shown = {}
+
+    def __call__(self, file_name, received, total):
+        if not total:
+            return
+        step = int(10 * received / total)
+        if step > self._shown.get(file_name, -1):
+            self._shown[file_name] = step
+            print(f"  {file_name}: {received / 1e6:.1f} / {total / 1e6:.1f} MB", file=sys.stderr)
+
+
+def main(argv=None):
+    """Entry point of `xlnet-tf presets`; returns the exit code."""
+    args = _parser().parse_args(argv)
+    if args.force and not args.download:
+        print("xlnet-tf presets: --force applies to --download only.", file=sys.stderr)
+        return 2
+    if not args.download:
+        print(format_table())
+        return 0
+    from xlnet_tf.presets.preset_install import download_preset
+
+    for name in args.download:
+        try:
+            directory = download_preset(name, force=args.force, progress=_Progress())
+        except PresetError as e:
+            print(f"xlnet-tf presets: {e}", file=sys.stderr)
+            return 1
+        print(f"{name}: {directory}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""`check_token_inputs`: in-graph validation of the ids a serving signature receives."""
+
+import tensorflow as tf
+
+# Segment ids of the packer (A 0, B 1, <cls> 2, padding 4) and the original SEG_ID_* range.
+MAX_SEGMENT_ID = 4
+INPUT_ORDER = ("token_ids", "segment_ids", "padding_mask")
+
+
+def _shape_text(shape):
+    return "[" + ", ".join("batch" if d is None else str(d) for d in shape) + "]"
+
+
+def _assert(condition, *data):
+    # `tf.Assert` on a condition computed from runtime shapes: unlike the
+    # `tf.debugging.assert_*` helpers it is never resolved at trace time from
+    # the signature's static shape, which a serving request need not honour.
+    return tf.Assert(condition, list(data), summarize=8)
+
+
+def check_token_inputs(features, *, shape, vocabulary_size=None):
+    """Returns `features` gated by assertions on their shapes and values.
+
+    A SavedModel signature does not enforce its input shapes when TensorFlow
+    Serving (or `loaded.signatures[...]`) feeds it, and an id outside the
+    embedding table is either read as another row (negative ids) or, on GPU,
+    silently gives zeros. These checks run before the model, in three stages
+    (each gated on the previous one, so a later check never fails on a shape
+    the earlier one rejects):
+
+    1. every input has the rank of `shape` and `token_ids` its static sizes;
+    2. `segment_ids` and `padding_mask` have the shape of `token_ids`;
+    3. `token_ids` in `[0, vocabulary_size)`, `segment_ids` in `[0, 4]`,
+       `padding_mask` in `{0, 1}`.
+
+    A failure is an `InvalidArgumentError` (TF Serving: `INVALID_ARGUMENT`)
+    whose message names the input, the expectation and what was received.
+    Only core ops are used (`Assert` has a host kernel, so the checks also run
+    when the model is placed on a GPU or TPU host).
+
+    Args:
+        features: dict with int `token_ids`, `segment_ids`, `padding_mask`
+            (keys that are absent are not checked).
+        shape: the expected shape, `None` for dynamic axes, e.g. `[None, 128]`.
+        vocabulary_size: int, the size of the embedding table; None skips the
+            upper bound of `token_ids`.
+
+    Returns:
+        A dict with the same keys; each tensor only becomes available after
+        every check passed.
+
+    Example:
+
+    ```python
+    features = check_token_inputs(features, shape=[None, 128], vocabulary_size=32000)
+    ```
+    """
+    shape = list(shape)
+    expected = _shape_text(shape)
+    names = [k for k in INPUT_ORDER if k in features]
+    tensors = {k: features[k] for k in names}
+
+    stage_1 = []
+    for name in names:
+        actual = tf.shape(tensors[name])  # [rank]
+        # Counted from the runtime shape's values: `tf.size` or `tf.rank` would be
+        # folded to the signature's static rank, which a request need not have.
+        rank = tf.reduce_sum(tf.cast(actual >= 0, tf.int32))
+        rank_ok = tf.equal(rank, len(shape))
+        stage_1.append(_assert(rank_ok, f"{name} must have rank {len(shape)}, shape {expected}; got shape",
+                               actual))
+    static = [(axis, size) for axis, size in enumerate(shape) if size is not None]
+    if static and "token_ids" in tensors:
+        # Gated on the rank checks: indexing the shape of a lower-rank input would fail first.
+        with tf.control_dependencies(stage_1):
+            actual = tf.shape(tensors["token_ids"])  # [rank]
+            sizes_ok = tf.reduce_all([tf.equal(actual[axis], size) for axis, size in static])
+            stage_1.append(_assert(
+                sizes_ok, f"token_ids must have shape {expected} (the exported sequence length); got shape",
+                actual))
+
+    stage_2 = []
+    with tf.control_dependencies(stage_1):
+        reference = tf.shape(tensors[names[0]])  # [rank]
+        for name in names[1:]:
+            actual = tf.shape(tensors[name])  # [rank]
+            stage_2.append(_assert(
+                tf.reduce_all(tf.equal(actual, reference)),
+                f"{name} must have the shape of {names[0]}", reference, "; got shape", actual))
+
+    stage_3 = []
+    with tf.control_dependencies(stage_1 + stage_2):
+        for name in names:
+            values = tf.reshape(tf.cast(tensors[name], tf.int64), [-1])  # [N]
+            low, high = 0, {"token_ids": vocabulary_size, "segment_ids": MAX_SEGMENT_ID + 1,
+                            "padding_mask": 2}[name]
+            in_range = values >= low
+            if high is not None:
+                in_range = tf.logical_and(in_range, values < high)
+            allowed = {"token_ids": f"in [0, {vocabulary_size}) (the vocabulary size)"
+                       if vocabulary_size is not None else "non-negative",
+                       "segment_ids": f"in [0, {MAX_SEGMENT_ID}]",
+                       "padding_mask": "0 or 1"}[name]
+            # The offending values themselves, not the whole tensor, go into the message.
+            bad = tf.boolean_mask(values, tf.logical_not(in_range))  # [K]
+            stage_3.append(_assert(tf.reduce_all(in_range), f"{name} values must be {allowed}; got",
+                                   bad))
+
+    with tf.control_dependencies(stage_1 + stage_2 + stage_3):
+        return {k: tf.identity(v) for k, v in features.items()}

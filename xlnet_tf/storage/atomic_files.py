@@ -1,0 +1,365 @@
+"""Atomic writes for every file a run leaves behind, on any `tf.io.gfile` filesystem.
+
+A reader (a resumed run, `xlnet-tf export`, TF Serving) must never see a
+half-written file: each function here writes to a temporary sibling named
+`.tmp-<uuid>-<basename>` in the target's directory, flushes it, then renames it
+over the target. A writer killed mid-write leaves only such a temporary, which
+no reader looks at (the name starts with `.tmp-`) and which the next write of
+the same target removes. Paths go through `tf.io.gfile`, so local directories,
+`gs://` buckets and TensorFlow's in-memory `ram://` filesystem all work; rename
+with overwrite works on all three (object stores emulate it by copy + delete,
+which still never exposes a partial object under the target name). Local
+paths use `os` directly (no TensorFlow import: the vocabulary trainer stays light).
+"""
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import uuid
+
+_log = logging.getLogger(__name__)
+
+TEMP_PREFIX = ".tmp-"
+_WEIGHTS_SUFFIX = ".weights.h5"
+
+
+class _LocalFiles:
+    """The subset of `tf.io.gfile` used here, for plain local paths."""
+
+    exists = staticmethod(os.path.exists)
+    isdir = staticmethod(os.path.isdir)
+    listdir = staticmethod(os.listdir)
+    remove = staticmethod(os.remove)
+    rmtree = staticmethod(shutil.rmtree)
+    GFile = staticmethod(open)
+
+    @staticmethod
+    def makedirs(path):
+        os.makedirs(path, exist_ok=True)
+
+    @staticmethod
+    def copy(source, target, overwrite=False):
+        shutil.copyfile(source, target)
+
+
+def _files(path):
+    """`os`-based helpers for local paths, `tf.io.gfile` for every other filesystem."""
+    if is_local(path):
+        return _LocalFiles
+    import tensorflow as tf
+
+    return tf.io.gfile
+
+
+def _not_found_errors():
+    import tensorflow as tf
+
+    return (FileNotFoundError, tf.errors.NotFoundError)
+
+
+def is_local(path):
+    """Whether `path` is a plain local path (no `scheme://`)."""
+    return "://" not in str(path)
+
+
+def is_temporary(path):
+    """Whether `path` names a temporary file of an unfinished (or killed) atomic write."""
+    return os.path.basename(str(path).rstrip("/")).startswith(TEMP_PREFIX)
+
+
+def temporary_path(path):
+    """A fresh temporary sibling of `path`: same directory, `.tmp-<uuid>-<basename>`."""
+    path = str(path).rstrip("/")
+    directory, name = os.path.split(path)
+    return os.path.join(directory, f"{TEMP_PREFIX}{uuid.uuid4().hex}-{name}")
+
+
+def remove_stale_temporaries(path):
+    """Removes temporaries of `path` left by a killed writer; returns the removed paths.
+
+    Only names of the form `.tmp-<32 hex>-<basename of path>` in the same
+    directory are touched, so other files' temporaries are left alone.
+    """
+    path = str(path).rstrip("/")
+    directory, name = os.path.split(path)
+    directory = directory or "."
+    files = _files(directory)
+    if not files.isdir(directory):
+        return []
+    removed = []
+    for entry in files.listdir(directory):
+        entry = entry.rstrip("/")
+        if not (entry.startswith(TEMP_PREFIX) and entry.endswith("-" + name)):
+            continue
+        middle = entry[len(TEMP_PREFIX):-len(name) - 1]
+        if len(middle) != 32:
+            continue
+        stale = os.path.join(directory, entry)
+        try:
+            if files.isdir(stale):
+                files.rmtree(stale)
+            else:
+                files.remove(stale)
+            removed.append(stale)
+        except OSError if is_local(stale) else _not_found_errors():
+            pass  # Removed by someone else meanwhile.
+    if removed:
+        _log.info("Removed temporaries of an interrupted write: %s", ", ".join(removed))
+    return removed
+
+
+def _prepare(path):
+    path = str(path)
+    directory = os.path.dirname(path)
+    if directory:
+        _files(directory).makedirs(directory)
+    remove_stale_temporaries(path)
+    return path
+
+
+def _fsync_local(path):
+    # Durable before the rename, so a power cut cannot leave the new name with no data.
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _discard(temporary):
+    files = _files(temporary)
+    with contextlib.suppress(Exception):  # Best effort: a leftover temporary is harmless.
+        if files.isdir(temporary):
+            files.rmtree(temporary)
+        elif files.exists(temporary):
+            files.remove(temporary)
+
+
+def _commit(temporary, path):
+    if is_local(path):
+        _fsync_local(temporary)
+        os.replace(temporary, path)
+    else:
+        import tensorflow as tf
+
+        tf.io.gfile.rename(temporary, path, overwrite=True)
+
+
+def write_bytes(path, data):
+    """Writes `data` to `path` atomically; returns `path`.
+
+    Args:
+        path: target file (local, `gs://`, `ram://`, ...); parent directories are created.
+        data: `bytes`.
+
+    Returns:
+        `path`.
+
+    Example:
+    >>> write_bytes("ram://doc/atomic.bin", b"abc")
+    'ram://doc/atomic.bin'
+    """
+    path = _prepare(path)
+    temporary = temporary_path(path)
+    try:
+        with _files(temporary).GFile(temporary, "wb") as f:
+            f.write(data)
+            f.flush()
+        _commit(temporary, path)
+    except BaseException:
+        _discard(temporary)
+        raise
+    return path
+
+
+def write_text(path, text):
+    """Writes `text` (UTF-8) to `path` atomically; returns `path`."""
+    return write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path, obj, *, indent=2, sort_keys=True):
+    """Writes `obj` as JSON (with a final newline) to `path` atomically; returns `path`."""
+    return write_text(path, json.dumps(obj, indent=indent, sort_keys=sort_keys) + "\n")
+
+
+def read_text(path):
+    """The text of `path`, read through `tf.io.gfile`."""
+    with _files(str(path)).GFile(str(path), "r") as f:
+        return f.read()
+
+
+def read_json(path):
+    """The JSON value in `path`, read through `tf.io.gfile`."""
+    return json.loads(read_text(path))
+
+
+def save_weights(model, path, *, attributes=None, **kwargs):
+    """`model.save_weights(path)`, atomically.
+
+    Keras writes `.weights.h5` files in place (and for remote paths writes a
+    local file, then copies it); a kill mid-write leaves a truncated HDF5 file
+    under the real name. Here Keras writes `.tmp-<uuid>-<name>.weights.h5`
+    (the name still ends in `.weights.h5`, which Keras requires) and the
+    finished file is renamed over `path`.
+
+    Args:
+        model: a built Keras model (or layer).
+        path: target, ending in `.weights.h5`.
+        attributes: optional dict stored as HDF5 attributes of the file's root
+            (e.g. the epoch of a backup); Keras ignores them when loading. Read
+            them back with `weights_file_attributes`.
+        **kwargs: passed to `model.save_weights`.
+
+    Returns:
+        `path`.
+    """
+    path = str(path)
+    if not path.endswith(_WEIGHTS_SUFFIX):
+        raise ValueError(f"Weights file name must end in {_WEIGHTS_SUFFIX!r}: {path}")
+    path = _prepare(path)
+    if attributes and not is_local(path):
+        # h5py edits local files only: write and annotate locally, then copy over atomically.
+        local_dir = tempfile.mkdtemp(prefix="xlnet-weights-")
+        try:
+            local = save_weights(model, os.path.join(local_dir, os.path.basename(path)),
+                                 attributes=attributes, **kwargs)
+            return copy_file(local, path)
+        finally:
+            shutil.rmtree(local_dir, ignore_errors=True)
+    temporary = temporary_path(path)
+    try:
+        model.save_weights(temporary, **kwargs)
+        if attributes:
+            import h5py
+
+            with h5py.File(temporary, "a") as f:
+                for key, value in attributes.items():
+                    f.attrs[key] = value
+        _commit(temporary, path)
+    except BaseException:
+        _discard(temporary)
+        raise
+    return path
+
+
+def weights_file_attributes(path):
+    """The root attributes of the HDF5 file `path` (what `save_weights(attributes=)` stored)."""
+    import h5py
+    import tensorflow as tf
+
+    with tf.io.gfile.GFile(str(path), "rb") as raw, h5py.File(raw, "r") as h5:
+        return {key: (value.item() if hasattr(value, "item") else value)
+                for key, value in h5.attrs.items()}
+
+
+def copy_file(source, target):
+    """Copies `source` to `target` atomically (the target is complete or untouched); returns `target`."""
+    target = _prepare(target)
+    temporary = temporary_path(target)
+    try:
+        if is_local(source) and is_local(target):
+            shutil.copyfile(source, temporary)
+        else:
+            import tensorflow as tf
+
+            tf.io.gfile.copy(str(source), temporary, overwrite=True)
+        _commit(temporary, target)
+    except BaseException:
+        _discard(temporary)
+        raise
+    return target
+
+
+def _move_directory(source, target):
+    """Renames directory `source` to `target` (which must not exist).
+
+    Local: one `os.rename`, atomic. Elsewhere a directory is a set of objects
+    (`gs://`, and `ram://`, whose rename moves no children): each file is
+    renamed on its own, each arriving complete.
+    """
+    if is_local(source):
+        os.rename(source, target)
+        return
+    import tensorflow as tf
+
+    for directory, _, files in tf.io.gfile.walk(source):
+        relative = os.path.relpath(directory, source) if directory != source else ""
+        destination = os.path.join(target, relative) if relative else target
+        tf.io.gfile.makedirs(destination)
+        for name in files:
+            tf.io.gfile.rename(os.path.join(directory, name), os.path.join(destination, name),
+                               overwrite=True)
+    tf.io.gfile.rmtree(source)
+
+
+def replace_directory(build, path):
+    """Builds a directory under a temporary sibling name, then renames it to `path`.
+
+    `build(temporary_dir)` writes the whole directory (e.g. a SavedModel). An
+    existing `path` is moved aside first and removed after the rename. Locally
+    a kill at any point leaves the old complete directory, the new complete
+    one, or (between the two renames, a moment) the old one under a `.tmp-`
+    name, never a partial directory under `path`. On object stores (`gs://`)
+    directories are renamed file by file: every file arrives complete, the set
+    is complete when this function returns.
+
+    Args:
+        build: a callable taking the temporary directory path.
+        path: the final directory.
+
+    Returns:
+        `path`.
+    """
+    path = _prepare(str(path).rstrip("/"))
+    temporary = temporary_path(path)
+    try:
+        build(temporary)
+        if _files(path).exists(path):
+            previous = temporary_path(path)
+            _move_directory(path, previous)
+            _move_directory(temporary, path)
+            _discard(previous)
+        else:
+            _move_directory(temporary, path)
+    except BaseException:
+        _discard(temporary)
+        raise
+    return path
+
+
+def weights_file_problem(path):
+    """Why the HDF5 file `path` is unreadable, or None when it reads back completely.
+
+    Opens the file through `tf.io.gfile` (any filesystem) with h5py, which
+    detects truncation against the size recorded in the superblock, then reads
+    every dataset, which catches damage inside the file.
+
+    Returns:
+        None, or a one-line reason such as "truncated file: eof = 100, ...".
+    """
+    import h5py
+    import tensorflow as tf
+
+    path = str(path)
+    if not tf.io.gfile.exists(path):
+        return "file not found"
+    try:
+        with tf.io.gfile.GFile(path, "rb") as raw, h5py.File(raw, "r") as h5:
+
+            def read(name, item):
+                if isinstance(item, h5py.Dataset):
+                    item[()]
+
+            h5.visititems(read)
+        return None
+    except (OSError, KeyError, ValueError, RuntimeError, tf.errors.OpError) as error:
+        reason = str(error).replace("Unable to synchronously open file ", "").strip()
+        return reason.strip("()") or type(error).__name__
+
+
+def weights_file_is_readable(path):
+    """Whether the HDF5 (`.weights.h5`) file `path` exists and reads back completely."""
+    return weights_file_problem(path) is None
