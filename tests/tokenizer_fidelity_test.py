@@ -217,3 +217,19 @@ def test_offsets_of_split_pieces_point_at_their_text(comma_vocabulary):
     one = offsets.tokenize_with_offsets(tf.constant(texts[3]))
     assert [x.numpy().tolist() for x in one] == [ids[3].numpy().tolist(), starts[3].numpy().tolist(),
                                                  ends[3].numpy().tolist()]
+
+
+def test_squad_passages_use_the_split_pieces_and_answers_keep_exact_offsets(comma_vocabulary):
+    from xlnet_tf.preprocessing.xlnet_squad_preprocessor import XLNetSquadPreprocessor
+
+    sp = spm.SentencePieceProcessor(model_file=comma_vocabulary)
+    context = "the market rose in 1990, to about 12,500, people"
+    pre = XLNetSquadPreprocessor(XLNetTokenizer(comma_vocabulary), sequence_length=64, max_query_length=8)
+    out = pre(tf.constant(context), tf.constant("which year?"), answer_start=context.index("1990"),
+              answer_text=tf.constant("1990"))
+    passage = [sp.PieceToId(p) for p in reference_pieces(sp, context)]
+    ids = out["token_ids"][0].numpy().tolist()
+    assert ids[ids.index(4) - len(passage):ids.index(4)] == passage  # P <sep> Q <sep> <cls>, left padded
+    start, end = int(out["start_positions"][0]), int(out["end_positions"][0])
+    first, last = int(out["piece_start_bytes"][0, start]), int(out["piece_end_bytes"][0, end])
+    assert context.encode("utf-8")[first:last].decode("utf-8").strip() == "1990"

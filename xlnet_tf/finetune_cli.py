@@ -13,8 +13,8 @@ import argparse
 import os
 import sys
 
-from xlnet_tf.run_arguments import (add_run_arguments, check_workdir, config_files, print_config,
-                                    run_overrides)
+from xlnet_tf.run_arguments import (UnknownConfigError, add_run_arguments, check_workdir, config_files,
+                                    print_config, run_overrides)
 
 
 def _parser():
@@ -34,7 +34,11 @@ def main(argv=None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     check_workdir(args, parser)
-    files = config_files(args, "finetune", parser)
+    try:
+        files = config_files(args, "finetune")
+    except UnknownConfigError as e:
+        print(f"xlnet-tf finetune: {e}", file=sys.stderr)
+        return 2
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     from xlnet_tf.config import ConfigError
     from xlnet_tf.finetuning.config import load_finetune_config

@@ -12,8 +12,8 @@ import argparse
 import os
 import sys
 
-from xlnet_tf.run_arguments import (add_run_arguments, check_workdir, config_files, print_config,
-                                    run_overrides)
+from xlnet_tf.run_arguments import (UnknownConfigError, add_run_arguments, check_workdir, config_files,
+                                    print_config, run_overrides)
 
 
 def _parser():
@@ -30,7 +30,11 @@ def main(argv=None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     check_workdir(args, parser)
-    files = config_files(args, "pretrain", parser)
+    try:
+        files = config_files(args, "pretrain")
+    except UnknownConfigError as e:
+        print(f"xlnet-tf pretrain: {e}", file=sys.stderr)
+        return 2
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     from xlnet_tf.config import ConfigError
     from xlnet_tf.training.run_config import load_run_config

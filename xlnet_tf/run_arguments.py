@@ -91,10 +91,10 @@ def resolve_config(value, kind):
     if not looks_like_path and value in names:
         return os.path.join(shipped_config_dir(), kind, value + ".yaml")
     if looks_like_path:
-        raise UnknownConfigError(f"--config {value}: file not found (give a YAML path, or a name "
+        raise UnknownConfigError(f"Config file not found: {value} (give a YAML path, or a name "
                                  f"without a path: {known}).")
-    raise UnknownConfigError(f"--config {value}: unknown config name ({known}; or give a path to a "
-                             "YAML file).")
+    raise UnknownConfigError(f"Unknown config name {value!r} ({known}; or give a path to a YAML "
+                             "file).")
 
 
 def add_run_arguments(parser, config_help, kind):
@@ -121,12 +121,9 @@ def add_run_arguments(parser, config_help, kind):
                         help="print the resolved config (every key --set accepts) and exit")
 
 
-def config_files(args, kind, parser):
-    """The YAML paths of `args.config`; an unknown name or missing file ends via `parser.error`."""
-    try:
-        return [resolve_config(value, kind) for value in args.config]
-    except UnknownConfigError as e:
-        parser.error(str(e))
+def config_files(args, kind):
+    """The YAML paths of `args.config` (see `resolve_config`); raises `UnknownConfigError`."""
+    return [resolve_config(value, kind) for value in args.config]
 
 
 def check_workdir(args, parser):

@@ -33,7 +33,6 @@ model's training outputs.
 
 import csv
 import json
-import os
 
 import numpy as np
 import tensorflow as tf
@@ -549,5 +548,5 @@ def has_text_pair(task):
     fields = list(task.text_fields or ["text", "text_pair"])
     if len(fields) < 2 or not path or task.type not in ("classification", "regression"):
         return False
-    return os.path.exists(path) and any(
+    return tf.io.gfile.exists(path) and any(
         row.get(fields[1]) is not None for _, row in _read_rows(path))

@@ -70,9 +70,16 @@ def compile_arguments(task):
             "metrics": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}
 
 
+def _exists(path):
+    # Through gfile: the preset and work directory may be on gs:// or ram://.
+    import tensorflow as tf
+
+    return tf.io.gfile.exists(path)
+
+
 def _resolve_vocabulary(init_preset):
     path = os.path.join(init_preset, "spiece.model")
-    if not os.path.exists(path):
+    if not _exists(path):
         raise ConfigError(f"The initial preset {init_preset} has no spiece.model; fine-tuning "
                           "tokenizes text with the preset's vocabulary.")
     return path
@@ -100,7 +107,7 @@ def _init_adjustments(init, explicit):
     from xlnet_tf.config import XLNetConfig
     from xlnet_tf.models.xlnet_task import finetuning_adjustments
 
-    if os.path.exists(os.path.join(init, "task.json")):
+    if _exists(os.path.join(init, "task.json")):
         return {}
     preset_config = XLNetConfig.from_json(os.path.join(init, "config.json"))
     return {k: {"preset": old, "finetune": new}
@@ -173,7 +180,7 @@ def _run_finetuning(config, workdir, run_scope, *, strategy):
     init = t.init_from
     if not init:
         raise ConfigError("No initial model: pass --init PRESET_DIR (or set training.init_from).")
-    if not os.path.isdir(init):
+    if not tf.io.gfile.isdir(init):
         raise ConfigError(f"Initial preset directory not found: {init}")
     vocabulary = _resolve_vocabulary(init)
     task = config.task
@@ -231,7 +238,7 @@ def _run_finetuning(config, workdir, run_scope, *, strategy):
     dtype = None if t.mixed_precision == "float32" else t.mixed_precision
     with strategy.scope():
         keras.utils.set_random_seed(t.seed)
-        if os.path.exists(os.path.join(init, "task.json")):
+        if _exists(os.path.join(init, "task.json")):
             from xlnet_tf.models.xlnet_task import load_task_preset
 
             model = load_task_preset(init)

@@ -36,6 +36,32 @@ def preset_file(preset_dir, filename, required=True):
     return path
 
 
+def exists(path):
+    """Whether `path` exists, on any `tf.io.gfile` filesystem (local, `gs://`, `ram://`)."""
+    return _gfile().exists(str(path))
+
+
+def read_json(path):
+    """The JSON value of a preset file, read through `tf.io.gfile`; a clear error when it is not JSON."""
+    import json
+
+    with _gfile().GFile(str(path), "r") as f:
+        text = f.read()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not valid JSON: {error}") from error
+
+
+def read_arrays(path):
+    """The named arrays of an HDF5 file written by `write_arrays`, read through `tf.io.gfile`."""
+    import h5py
+    import numpy as np
+
+    with _gfile().GFile(str(path), "rb") as raw, h5py.File(io.BytesIO(raw.read()), "r") as f:
+        return {name: np.asarray(f[name]) for name in f.keys()}
+
+
 def make_preset_dir(preset_dir):
     """Creates `preset_dir` (and parents) if needed; returns it."""
     _gfile().makedirs(preset_dir)

@@ -289,8 +289,10 @@ class XLNetBackbone(keras.Model):
     def _draw_dropout_seed(self):
         """One stateless `[2]` seed per call from an existing dropout generator, or None.
 
-        Reusing a generator the model already has keeps the saved variables
-        the same with and without rematerialization.
+        Only for a rematerialized training call without a step seed (a call
+        outside `fit`); under `fit` the train step's seed is used. Reusing a
+        generator the model already has keeps the saved variables the same with
+        and without rematerialization.
         """
         dropouts = [self.embedding_dropout]
         if self.blocks:

@@ -3,7 +3,6 @@
 import os
 import warnings
 
-import h5py
 import keras
 import numpy as np
 import tensorflow as tf
@@ -320,9 +319,11 @@ class XLNetPretrainer(keras.Model):
             preset_dir, dtype=dtype, load_weights=load_weights, **config_overrides)
         pretrainer = cls(backbone)
         head_path = os.path.join(preset_dir, preset_io.LM_HEAD_FILE)
-        if load_weights and os.path.exists(head_path):
-            with h5py.File(head_path, "r") as f:
-                bias = np.asarray(f["lm_bias"])
+        if load_weights and preset_io.exists(head_path):
+            arrays = preset_io.read_arrays(head_path)  # through gfile: the preset may be on gs:// or ram://
+            if "lm_bias" not in arrays:
+                raise ValueError(f"{head_path} has no 'lm_bias' dataset (found {sorted(arrays)}).")
+            bias = arrays["lm_bias"]
             if bias.shape != tuple(pretrainer.lm_bias.shape):
                 raise ValueError(f"{head_path}: lm_bias has shape {bias.shape}, the model expects "
                                  f"{tuple(pretrainer.lm_bias.shape)}.")

@@ -14,7 +14,6 @@ A plain backbone preset (`config.json` + `model.weights.h5`) is also accepted by
 `from_preset`: the backbone weights are loaded and a freshly initialised head is built.
 """
 
-import json
 import os
 import re
 
@@ -203,10 +202,11 @@ class XLNetTask(keras.Model):
         Returns:
             A built task model.
         """
+        from xlnet_tf.models import preset_io
+
         task_file = os.path.join(preset, TASK_CONFIG_FILE)
-        if os.path.exists(task_file):
-            with open(task_file) as f:
-                saved = json.load(f)
+        if preset_io.exists(task_file):
+            saved = preset_io.read_json(task_file)
             if saved.get("class_name") != cls.__name__:
                 raise ValueError(f"{task_file} holds a {saved.get('class_name')!r}, "
                                  f"not a {cls.__name__}; use load_task_preset().")
@@ -215,7 +215,7 @@ class XLNetTask(keras.Model):
         from xlnet_tf.config import XLNetConfig
         from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 
-        if not os.path.exists(os.path.join(preset, BACKBONE_CONFIG_FILE)):
+        if not preset_io.exists(os.path.join(preset, BACKBONE_CONFIG_FILE)):
             raise FileNotFoundError(
                 f"{preset} is not a preset directory: no {BACKBONE_CONFIG_FILE} or {TASK_CONFIG_FILE}.")
         backbone_config = XLNetConfig.from_json(os.path.join(preset, BACKBONE_CONFIG_FILE))
@@ -281,11 +281,12 @@ def load_task_preset(preset, load_weights=True, **overrides):
     from xlnet_tf.config import XLNetConfig
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 
+    from xlnet_tf.models import preset_io
+
     task_file = os.path.join(preset, TASK_CONFIG_FILE)
-    if not os.path.exists(task_file):
+    if not preset_io.exists(task_file):
         raise FileNotFoundError(f"No {TASK_CONFIG_FILE} in {preset}: not a task preset directory.")
-    with open(task_file) as f:
-        saved = json.load(f)
+    saved = preset_io.read_json(task_file)
     if saved.get("format") != TASK_PRESET_FORMAT:
         raise ValueError(f"{task_file}: format {saved.get('format')!r}, expected {TASK_PRESET_FORMAT!r}.")
     classes = task_classes()
@@ -305,7 +306,7 @@ def load_task_preset(preset, load_weights=True, **overrides):
     model.build_with_dummy_inputs()
     if load_weights:
         weights = os.path.join(preset, TASK_WEIGHTS_FILE)
-        if not os.path.exists(weights):
+        if not preset_io.exists(weights):
             raise FileNotFoundError(f"Task weights not found: {weights}")
         model.load_weights(weights)
     return model

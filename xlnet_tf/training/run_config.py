@@ -276,13 +276,26 @@ def parse_override(text: str) -> dict:
     return {parts[0]: {parts[1]: value}}
 
 
+def _read_text(path) -> str:
+    """A config file's text: local paths with `open` (no TensorFlow import), others through `tf.io.gfile`."""
+    path = str(path)
+    if "://" not in path:
+        with open(path) as f:
+            return f.read()
+    import tensorflow as tf
+
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(path)
+    with tf.io.gfile.GFile(path, "r") as f:
+        return f.read()
+
+
 def merge_config_sources(files: Sequence[str], overrides: Sequence[str] = ()) -> dict:
     """Merges sparse YAML files in order, then `section.key=value` overrides, into one nested dict."""
     merged: dict = {}
     for path in files:
         try:
-            with open(path) as f:
-                values = yaml.safe_load(f) or {}
+            values = yaml.safe_load(_read_text(path)) or {}
         except FileNotFoundError as e:
             raise ConfigError(f"Config file not found: {path}") from e
         except yaml.YAMLError as e:

@@ -1,0 +1,492 @@
+"""How fast pretraining learns, measured against exact entropies and against Hugging Face's PLM.
+
+A synthetic language with known answers: a sparse first-order Markov chain over made-up
+words, each spelled in several pieces of a small SentencePiece vocabulary. Because the
+chain is first order, a masked word depends on the rest of the text only through its two
+neighbours, so the best possible score of a masked middle word is exactly
+`H(W_t | W_{t-1}, W_{t+1})`, computed from the chain.
+
+The run:
+1. writes a training corpus and a held-out corpus from the chain;
+2. trains the vocabulary with `xlnet_tf.tokenizer_training` (what `xlnet-tf vocab` runs) and
+   prepares records with the Beam job `pipelines/pretraining_data.py` (`--fast-records`:
+   the tests' `write_records`);
+3. pretrains with `run_pretraining` and the tiny config (`--set` overrides it);
+4. trains Hugging Face's `XLNetLMHeadModel` on the same examples (our reader's token ids and
+   segment ids, each batch masked by `DataCollatorForPermutationLanguageModeling`), same
+   sizes, steps, optimizer and schedule;
+5. scores held-out text: one masked word per window, nats per word by the chain rule over its
+   pieces (left-to-right factorization order through perm_mask / target_mapping, every other
+   token visible) and with its pieces predicted independently, next to the exact bound.
+
+    python benchmarks/learning_benchmark.py                  # ours + HF, tiny config, 800 steps
+    python benchmarks/learning_benchmark.py --steps 200 --no-hf --set optimizer.learning_rate=2e-3
+
+Prints a table; `--output FILE` also writes it.
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+
+SYLLABLES = ("ka", "lo", "mi", "nu", "pe", "ri", "so", "tu", "ve", "za")
+
+
+# ---------------------------------------------------------------- the language
+
+class MarkovLanguage:
+    """A sparse first-order Markov chain over made-up words, with its exact entropies.
+
+    Args:
+        num_words: size of the word inventory.
+        successors: words that may follow each word.
+        seed: decides spellings, successor sets and probabilities.
+
+    Example:
+    >>> language = MarkovLanguage(num_words=12, successors=3, seed=0)
+    >>> bounds = language.entropies()
+    >>> bounds["both_sides"] < bounds["left"] < bounds["unigram"]
+    True
+    """
+
+    def __init__(self, num_words=32, successors=4, seed=0):
+        rng = np.random.default_rng(seed)
+        words = set()
+        while len(words) < num_words:
+            size = rng.integers(2, 4)  # 2-3 syllables: several pieces per word
+            words.add("".join(rng.choice(SYLLABLES, size)))
+        self.words = sorted(words)
+        self.transition = np.zeros((num_words, num_words))
+        for a in range(num_words):
+            nxt = rng.choice(num_words, successors, replace=False)
+            self.transition[a, nxt] = rng.dirichlet(np.full(successors, 1.0))
+        stationary = np.full(num_words, 1.0 / num_words)
+        for _ in range(2000):
+            stationary = stationary @ self.transition
+        self.stationary = stationary / stationary.sum()
+
+    def middle_posterior(self, left, right):
+        """`p(W_t | W_{t-1}=left, W_{t+1}=right)` over the word inventory."""
+        joint = self.transition[left] * self.transition[:, right]
+        return joint / joint.sum()
+
+    def entropies(self):
+        """Exact entropies in nats per word: both neighbours, left only, none."""
+        pi, p = self.stationary, self.transition
+        both = 0.0
+        for a in range(len(pi)):
+            for c in range(len(pi)):
+                joint = pi[a] * p[a] * p[:, c]  # [W]: P(a, b, c) over b
+                total = joint.sum()
+                if total > 0:
+                    posterior = joint[joint > 0] / total
+                    both -= (joint[joint > 0] * np.log(posterior)).sum()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            row = np.where(p > 0, p * np.log(p), 0.0).sum(axis=1)
+        left = -(pi * row).sum()
+        unigram = -(pi[pi > 0] * np.log(pi[pi > 0])).sum()
+        return {"both_sides": float(both), "left": float(left), "unigram": float(unigram)}
+
+    def sample(self, num_words, rng):
+        """A stream of word indices of the chain, started from its stationary distribution."""
+        out = np.empty(num_words, np.int64)
+        out[0] = rng.choice(len(self.words), p=self.stationary)
+        cumulative = np.cumsum(self.transition, axis=1)
+        draws = rng.random(num_words)
+        for t in range(1, num_words):
+            out[t] = min(np.searchsorted(cumulative[out[t - 1]], draws[t]), len(self.words) - 1)
+        return out
+
+    def write_text(self, path, stream, words_per_line=12, lines_per_document=40):
+        """One sentence per line, a blank line between documents (the corpus convention)."""
+        with open(path, "w") as f:
+            for i in range(0, len(stream), words_per_line):
+                f.write(" ".join(self.words[w] for w in stream[i:i + words_per_line]) + "\n")
+                if (i // words_per_line + 1) % lines_per_document == 0:
+                    f.write("\n")
+
+
+# ---------------------------------------------------------------- data
+
+def build_data(directory, language, *, train_words, vocab_size, seed, fast_records=False):
+    """Corpus, vocabulary and records; returns (records_dir, spiece_path, piece ids per word)."""
+    import sentencepiece as spm
+
+    from xlnet_tf.tokenizer_training import train_vocabulary
+
+    os.makedirs(directory, exist_ok=True)
+    rng = np.random.default_rng(seed + 1)
+    stream = language.sample(train_words, rng)
+    corpus = os.path.join(directory, "train.txt")
+    language.write_text(corpus, stream)
+    vocabulary = os.path.join(directory, "spiece.model")
+    train_vocabulary(corpus, vocab_size, vocabulary, character_coverage=1.0, num_threads=1,
+                     seed=seed)
+    processor = spm.SentencePieceProcessor(model_file=vocabulary)
+    spellings = [processor.encode(w) for w in language.words]
+    records = os.path.join(directory, "records")
+    if fast_records:
+        from tests.training.helpers import write_records
+
+        tokens = [t for w in stream for t in spellings[w]]
+        write_records(records, tokens, vocabulary_size=vocab_size, chunk_length=512,
+                      sentence_length=40, vocabulary=vocabulary)
+    else:
+        from pipelines.pretraining_data import main as prepare_main
+
+        code = prepare_main(["--input", corpus, "--output_dir", records, "--vocab", vocabulary,
+                             "--num_shards", "1", "--chunk_length", "512", "--overwrite"])
+        if code:
+            raise RuntimeError(f"prepare-pretraining failed with exit code {code}")
+    return records, vocabulary, spellings
+
+
+def piece_statistics(language, spellings):
+    """Mean pieces per word and the token-level entropies of the stream (nats per token)."""
+    pi = language.stationary
+    mean_pieces = float(sum(pi[w] * len(s) for w, s in enumerate(spellings)))
+    counts = {}
+    for w, s in enumerate(spellings):
+        for t in s:
+            counts[t] = counts.get(t, 0.0) + pi[w]
+    p = np.array(list(counts.values()))
+    p = p / p.sum()
+    bounds = language.entropies()
+    return {"mean_pieces": mean_pieces,
+            "token_unigram": float(-(p * np.log(p)).sum()),
+            # Full left context: pieces are a function of the words, so the stream's
+            # entropy rate per token is the word rate spread over the word's pieces.
+            "token_rate_left": bounds["left"] / mean_pieces}
+
+
+# ---------------------------------------------------------------- evaluation
+
+def heldout_windows(language, spellings, *, seq_length, count, seed, special_ids):
+    """Held-out examples `A <sep> B <sep> <cls>` with one masked word each.
+
+    Returns a dict of numpy arrays: token_ids, segment_ids `[N, L]`, target_positions
+    `[N, K]` (the masked word's pieces, -1 padded), target_ids `[N, K]`, and the exact
+    `-log p(word | neighbours)` of each masked word.
+    """
+    rng = np.random.default_rng(seed + 7)
+    body = seq_length - 3
+    half = body // 2
+    max_pieces = max(len(s) for s in spellings)
+    out = {k: [] for k in ("token_ids", "segment_ids", "target_positions", "target_ids", "bound")}
+    while len(out["bound"]) < count:
+        stream = language.sample(body, rng)  # enough words: every word has >= 1 piece
+        tokens, word_of = [], []
+        for i, w in enumerate(stream):
+            tokens += spellings[w]
+            word_of += [i] * len(spellings[w])
+        tokens, word_of = tokens[:body], word_of[:body]
+        last_full = word_of[-1] - 1  # the last word may be cut
+        t = int(rng.integers(2, last_full - 1))
+        positions = [j for j, w in enumerate(word_of) if w == t]
+        posterior = language.middle_posterior(stream[t - 1], stream[t + 1])
+        ids = tokens[:half] + [special_ids["sep"]] + tokens[half:] + [special_ids["sep"],
+                                                                        special_ids["cls"]]
+        segments = [0] * (half + 1) + [1] * (body - half + 1) + [2]
+        shifted = [p if p < half else p + 1 for p in positions]
+        out["token_ids"].append(ids)
+        out["segment_ids"].append(segments)
+        out["target_positions"].append(shifted + [-1] * (max_pieces - len(shifted)))
+        out["target_ids"].append([ids[p] for p in shifted] + [0] * (max_pieces - len(shifted)))
+        out["bound"].append(-math.log(posterior[stream[t]]))
+    return {k: np.array(v) for k, v in out.items()}
+
+
+def scoring_inputs(windows, chain_rule, mask_id=None):
+    """perm_mask / target_mapping for scoring the masked word's pieces.
+
+    chain_rule: piece k sees the context and pieces 0..k-1 (left-to-right factorization
+    order); otherwise every piece sees only the context (independent pieces). Context
+    never sees a piece of the masked word. `mask_id` replaces the masked pieces' input ids
+    (Hugging Face's collator trains its model with `<mask>` there).
+    """
+    token_ids = windows["token_ids"].copy()
+    positions = windows["target_positions"]
+    n, length = token_ids.shape
+    k = positions.shape[1]
+    valid = positions >= 0
+    target_mapping = np.zeros((n, k, length), np.float32)
+    perm_mask = np.zeros((n, length, length), np.float32)
+    for i in range(n):
+        pos = positions[i][valid[i]]
+        target_mapping[i, np.arange(len(pos)), pos] = 1.0
+        perm_mask[i][:, pos] = 1.0  # nobody sees the masked word ...
+        if chain_rule:
+            for a, p in enumerate(pos):
+                perm_mask[i, p, pos[:a]] = 0.0  # ... except its later pieces, the earlier ones
+        if mask_id is not None:
+            token_ids[i, pos] = mask_id
+    return token_ids, perm_mask, target_mapping
+
+
+def _score(logits, windows):
+    """Nats per masked word from `[N, K, V]` logits."""
+    logits = logits - logits.max(axis=-1, keepdims=True)
+    log_probs = logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
+    picked = np.take_along_axis(log_probs, windows["target_ids"][..., None], axis=-1)[..., 0]
+    valid = windows["target_positions"] >= 0
+    return float(-(picked * valid).sum(axis=1).mean())
+
+
+def score_ours(pretrainer, windows, batch=64):
+    """(chain-rule, independent) nats per masked word of our `XLNetPretrainer`."""
+    results = []
+    for chain_rule in (True, False):
+        token_ids, perm_mask, target_mapping = scoring_inputs(windows, chain_rule)
+        logits = []
+        for s in range(0, len(token_ids), batch):
+            inputs = {"token_ids": token_ids[s:s + batch].astype("int32"),
+                      "segment_ids": windows["segment_ids"][s:s + batch].astype("int32"),
+                      "padding_mask": np.ones_like(token_ids[s:s + batch], "int32"),
+                      "perm_mask": perm_mask[s:s + batch], "target_mapping": target_mapping[s:s + batch]}
+            logits.append(np.asarray(pretrainer(inputs, training=False)["logits"]))
+        results.append(_score(np.concatenate(logits), windows))
+    return tuple(results)
+
+
+def score_hf(model, windows, mask_id, batch=64):
+    """(chain-rule, independent) nats per word of HF's model: the better of real and <mask> inputs."""
+    import torch
+
+    model.eval()
+    results = []
+    for chain_rule in (True, False):
+        best = math.inf
+        for masked_input in (None, mask_id):
+            token_ids, perm_mask, target_mapping = scoring_inputs(windows, chain_rule, masked_input)
+            logits = []
+            with torch.no_grad():
+                for s in range(0, len(token_ids), batch):
+                    out = model(input_ids=torch.tensor(token_ids[s:s + batch]),
+                                token_type_ids=torch.tensor(windows["segment_ids"][s:s + batch]),
+                                perm_mask=torch.tensor(perm_mask[s:s + batch]),
+                                target_mapping=torch.tensor(target_mapping[s:s + batch]))
+                    logits.append(out.logits.numpy())
+            best = min(best, _score(np.concatenate(logits), windows))
+        results.append(best)
+    model.train()
+    return tuple(results)
+
+
+# ---------------------------------------------------------------- training
+
+def run_config(records, vocabulary, vocab_size, steps, overrides):
+    from xlnet_tf.quickstart import TINY_CONFIG
+    from xlnet_tf.training.run_config import load_run_config
+
+    return load_run_config([TINY_CONFIG], [
+        f"data.train_files={records}", f"data.vocabulary={vocabulary}",
+        f"model.vocabulary_size={vocab_size}", f"training.train_steps={steps}",
+        "training.verbose=0", "distribution.strategy=one_device"] + list(overrides))
+
+
+def train_ours(config, workdir):
+    """`run_pretraining`; returns (trained pretrainer, per-epoch mean losses, seconds)."""
+    import keras
+
+    from xlnet_tf.training.pretraining_run import run_pretraining
+
+    class Keep(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.epoch_losses = []
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.epoch_losses.append(float(logs["loss"]))
+
+    keep = Keep()
+    start = time.time()
+    run_pretraining(config, workdir, export=False, extra_callbacks=[keep])
+    return keep.model, keep.epoch_losses, time.time() - start
+
+
+def matched_batches(config, steps):
+    """Our reader's batches (the examples both sides train on), as numpy."""
+    from xlnet_tf.data.pretraining import pretraining_dataset
+
+    d, m = config.data, config.model
+    dataset = pretraining_dataset(
+        d.train_files, seq_length=d.seq_length, reuse_length=m.reuse_length,
+        num_predict=d.num_predict, perm_size=d.perm_size,
+        batch_size=config.training.global_batch_size, bi_data=m.bi_data, seed=d.seed,
+        sentencepiece_model=d.vocabulary)
+    for batch in dataset.take(steps).as_numpy_iterator():
+        yield batch
+
+
+def train_hf(config, vocabulary, steps):
+    """HF's XLNetLMHeadModel + DataCollatorForPermutationLanguageModeling on our examples.
+
+    Returns (model, per-epoch mean losses, mean targets per sequence, seconds).
+    """
+    import torch
+    from transformers import (DataCollatorForPermutationLanguageModeling, XLNetConfig,
+                              XLNetLMHeadModel, XLNetTokenizer, get_linear_schedule_with_warmup)
+
+    torch.manual_seed(config.training.seed)
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    m, o, t = config.model, config.optimizer, config.training
+    if m.num_heads * m.head_dim != m.hidden_dim:
+        raise ValueError("HF XLNet needs num_heads * head_dim == hidden_dim.")
+    hf_config = XLNetConfig(
+        vocab_size=m.vocabulary_size, d_model=m.hidden_dim, n_layer=m.num_layers,
+        n_head=m.num_heads, d_inner=m.intermediate_dim, ff_activation=m.activation,
+        untie_r=m.untie_relative_bias, attn_type=m.attention_type, initializer_range=m.initializer_range,
+        layer_norm_eps=m.layer_norm_epsilon, dropout=m.dropout, mem_len=None, reuse_len=None,
+        bi_data=False, clamp_len=m.clamp_length, same_length=False)
+    # Attention dropout: HF has a single `dropout`; ours is set equal in the matched runs.
+    model = XLNetLMHeadModel(hf_config)
+    tokenizer = XLNetTokenizer(vocab_file=vocabulary)
+    collator = DataCollatorForPermutationLanguageModeling(
+        tokenizer=tokenizer, plm_probability=1 / 6, max_span_length=5, return_tensors="pt")
+    decay, no_decay = [], []
+    for name, parameter in model.named_parameters():
+        (no_decay if ("bias" in name or "layer_norm" in name or name.endswith(("r_w_bias",
+         "r_r_bias", "r_s_bias"))) else decay).append(parameter)
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": o.weight_decay},
+                                   {"params": no_decay, "weight_decay": 0.0}],
+                                  lr=o.learning_rate, betas=(o.beta_1, o.beta_2), eps=o.adam_epsilon)
+    schedule = get_linear_schedule_with_warmup(optimizer, o.warmup_steps, steps)
+    epoch_losses, sums, targets = [], [0.0, 0.0], []
+    start = time.time()
+    model.train()
+    for step, batch in enumerate(matched_batches(config, steps), start=1):
+        plm = collator([torch.tensor(row) for row in batch["token_ids"]])
+        out = model(input_ids=plm["input_ids"], token_type_ids=torch.tensor(batch["segment_ids"]),
+                    perm_mask=plm["perm_mask"], target_mapping=plm["target_mapping"],
+                    labels=plm["labels"])
+        optimizer.zero_grad()
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), o.clip_norm)
+        optimizer.step()
+        schedule.step()
+        count = float((plm["labels"] != -100).sum())
+        targets.append(count / len(batch["token_ids"]))
+        sums[0] += float(out.loss) * count
+        sums[1] += count
+        if step % t.steps_per_epoch == 0:
+            epoch_losses.append(sums[0] / sums[1])
+            sums = [0.0, 0.0]
+    return model, epoch_losses, float(np.mean(targets)), time.time() - start
+
+
+# ---------------------------------------------------------------- main
+
+def _parser():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=800,
+                        help="optimizer steps (the quick start's 4 CPU minutes at ~200 steps/min)")
+    parser.add_argument("--num-words", type=int, default=32)
+    parser.add_argument("--successors", type=int, default=4)
+    parser.add_argument("--vocab-size", type=int, default=48)
+    parser.add_argument("--train-words", type=int, default=200_000)
+    parser.add_argument("--eval-words", type=int, default=400, help="held-out masked words")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-hf", action="store_true", help="skip Hugging Face's run")
+    parser.add_argument("--fast-records", action="store_true",
+                        help="write records with the tests' helper instead of the Beam job")
+    parser.add_argument("--workdir", default=None)
+    parser.add_argument("--output", default=None, help="also write the table to this file")
+    parser.add_argument("--set", action="append", default=[], dest="overrides",
+                        metavar="SECTION.KEY=VALUE", help="override the tiny config")
+    return parser
+
+
+def run(args):
+    """Runs the benchmark; returns a dict of every figure."""
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    workdir = args.workdir or tempfile.mkdtemp(prefix="learning_benchmark_")
+    language = MarkovLanguage(args.num_words, args.successors, seed=args.seed)
+    records, vocabulary, spellings = build_data(
+        os.path.join(workdir, "data"), language, train_words=args.train_words,
+        vocab_size=args.vocab_size, seed=args.seed, fast_records=args.fast_records)
+    config = run_config(records, vocabulary, args.vocab_size, args.steps, args.overrides)
+    special = {"sep": 4, "cls": 3, "mask": 6}
+    windows = heldout_windows(language, spellings, seq_length=config.data.seq_length,
+                              count=args.eval_words, seed=args.seed, special_ids=special)
+    figures = {"bounds": language.entropies(), "pieces": piece_statistics(language, spellings),
+               "heldout_bound": float(windows["bound"].mean()), "steps": args.steps,
+               "config": config.to_dict()}
+    pretrainer, ours_losses, ours_seconds = train_ours(config, os.path.join(workdir, "ours"))
+    figures["ours"] = {"epoch_losses": ours_losses, "seconds": ours_seconds,
+                       "steps_per_minute": args.steps / ours_seconds * 60}
+    figures["ours"]["chain"], figures["ours"]["independent"] = score_ours(pretrainer, windows)
+    if not args.no_hf:
+        model, hf_losses, hf_targets, hf_seconds = train_hf(config, vocabulary, args.steps)
+        figures["hf"] = {"epoch_losses": hf_losses, "seconds": hf_seconds,
+                         "targets_per_sequence": hf_targets}
+        figures["hf"]["chain"], figures["hf"]["independent"] = score_hf(model, windows, special["mask"])
+    return figures
+
+
+def format_table(f):
+    b, p = f["bounds"], f["pieces"]
+    c = f["config"]
+    lines = [
+        f"language: {c['model']['vocabulary_size']} pieces, {p['mean_pieces']:.2f} pieces per word; "
+        f"exact nats per word: both neighbours {b['both_sides']:.3f} (held-out sample "
+        f"{f['heldout_bound']:.3f}), left only {b['left']:.3f}, no context {b['unigram']:.3f}",
+        f"tokens: unigram entropy {p['token_unigram']:.3f} nats, entropy rate with full left "
+        f"context {p['token_rate_left']:.3f} nats (a floor for any predicted token)",
+        f"run: {f['steps']} steps, seq {c['data']['seq_length']}, batch "
+        f"{c['training']['global_batch_size']}, num_predict {c['data']['num_predict']}, lr "
+        f"{c['optimizer']['learning_rate']:g}, warmup {c['optimizer']['warmup_steps']}, eps "
+        f"{c['optimizer']['adam_epsilon']:g}, init {c['model']['initializer_range']:g}, dropout "
+        f"{c['model']['dropout']:g}, memory {c['model']['memory_length']}, reuse "
+        f"{c['model']['reuse_length']}, bi_data {c['model']['bi_data']}, perm_size "
+        f"{c['data']['perm_size']}",
+        "",
+        "| model | masked word, chain rule (nats) | / bound | independent pieces (nats) | "
+        "train loss, last epoch (nats/token) | steps/min |",
+        "|---|---|---|---|---|---|",
+    ]
+    bound = f["heldout_bound"]
+    for name, key in (("ours", "ours"), ("HF XLNetLMHeadModel", "hf")):
+        if key not in f:
+            continue
+        r = f[key]
+        rate = f"{f['steps'] / r['seconds'] * 60:.0f}"
+        lines.append(f"| {name} | {r['chain']:.3f} | {r['chain'] / bound:.2f}x | "
+                     f"{r['independent']:.3f} | {r['epoch_losses'][-1]:.3f} | {rate} |")
+    if "hf" in f:
+        ours, hf = f["ours"]["epoch_losses"], f["hf"]["epoch_losses"]
+        per = f["config"]["training"]["steps_per_epoch"]
+        lines += ["", f"train loss per epoch of {per} steps (ours / HF, each on its own objective; "
+                  f"HF predicts {f['hf']['targets_per_sequence']:.1f} tokens per sequence, ours "
+                  f"{f['config']['data']['num_predict']}):"]
+        for i, (a, h) in enumerate(zip(ours, hf)):
+            if (i + 1) % max(1, len(ours) // 8) == 0 or i == len(ours) - 1:
+                lines.append(f"  step {(i + 1) * per:5d}: {a:.3f} / {h:.3f} = {a / h:.2f}")
+        lines.append(f"held-out chain rule ours/HF: {f['ours']['chain'] / f['hf']['chain']:.2f}")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
+    figures = run(args)
+    table = format_table(figures)
+    print(table)
+    if args.output:
+        from xlnet_tf.storage.atomic_files import write_text
+
+        write_text(args.output, table + "\n")
+        write_text(os.path.splitext(args.output)[0] + ".json", json.dumps(figures, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
