@@ -388,6 +388,19 @@ class WriteShard(beam.DoFn):
         yield json.dumps({"split": split, "shard": shard, "num_records": len(records)})
 
 
+class _WriteCounts(beam.DoFn):
+    """All shards' `(file, count)` JSON lines -> one file at `path`, written atomically through gfile."""
+
+    def __init__(self, path):
+        self._path = path
+
+    def process(self, lines):
+        from xlnet_tf.storage import atomic_files
+
+        atomic_files.write_text(self._path, "".join(line + "\n" for line in sorted(lines)))
+        yield self._path
+
+
 def build_pipeline(pipeline, settings, sources, vocab_proto):
     """Adds the job's transforms to `pipeline` (sources: list of (split, kind, location))."""
     counts_prefix = os.path.join(settings["output_dir"], "_shard_counts")
@@ -400,7 +413,9 @@ def build_pipeline(pipeline, settings, sources, vocab_proto):
         | "Encode" >> beam.ParDo(EncodeExamples(settings, vocab_proto))
         | "GroupByShard" >> beam.GroupByKey()
         | "Write" >> beam.ParDo(WriteShard(settings["output_dir"], settings["num_shards"]))
-        | "Counts" >> beam.io.WriteToText(counts_prefix, shard_name_template="")
+        # Not beam.io.WriteToText: Beam's filesystems do not know every tf.io.gfile scheme (ram://).
+        | "CollectCounts" >> beam.combiners.ToList()
+        | "Counts" >> beam.ParDo(_WriteCounts(counts_prefix))
     )
 
 
@@ -502,7 +517,7 @@ def _resolve(args):
         "tfds_text_fields": tfds_fields, "tfds_label_field": args.label_field if args.tfds else None,
         "input": list(args.input),
     }
-    vocabulary = {"file": os.path.abspath(args.vocab), "sha256": hashlib.sha256(proto).hexdigest(),
+    vocabulary = {"file": os.path.abspath(args.vocab) if "://" not in args.vocab else args.vocab, "sha256": hashlib.sha256(proto).hexdigest(),
                   "vocabulary_size": int(vocabulary_size)}
     return settings, sources, proto, vocabulary
 
@@ -603,9 +618,10 @@ def run(argv=None):
         "vocabulary": vocabulary,
         "settings": {**{k: v for k, v in settings.items() if k != "output_dir"}, "beam_args": beam_args},
     }
-    with tf.io.gfile.GFile(os.path.join(args.output_dir, MANIFEST), "w") as f:
-        json.dump(manifest, f, indent=2, sort_keys=True)
-        f.write("\n")
+    from xlnet_tf.storage import atomic_files
+
+    # Atomic: a reader sees the whole manifest or none, on any gfile filesystem.
+    atomic_files.write_json(os.path.join(args.output_dir, MANIFEST), manifest)
     return manifest
 
 

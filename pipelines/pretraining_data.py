@@ -522,8 +522,10 @@ class _WriteManifest(beam.DoFn):
             "vocabulary": self._vocabulary,
             "settings": self._settings,
         }
-        with tf.io.gfile.GFile(os.path.join(self._output_dir, MANIFEST), "w") as f:
-            f.write(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        from xlnet_tf.storage import atomic_files
+
+        # Atomic: a reader (or a resumed job) sees the whole manifest or none, on any gfile filesystem.
+        atomic_files.write_json(os.path.join(self._output_dir, MANIFEST), manifest)
         yield manifest
 
 

@@ -135,16 +135,7 @@ def export_from_checkpoint(checkpoint, run_config_path, output_dir):
     problem = atomic_files.weights_file_problem(checkpoint)
     if problem:
         raise ExportError(f"Checkpoint {checkpoint} is unreadable ({problem}).")
-    if atomic_files.is_local(run_config_path):
-        config = load_run_config([run_config_path])
-    else:  # `load_run_config` opens local files only.
-        from xlnet_tf.training.run_config import run_config_from_dict
-
-        try:
-            values = yaml.safe_load(atomic_files.read_text(run_config_path)) or {}
-        except yaml.YAMLError as e:
-            raise ExportError(f"{run_config_path} is not valid YAML: {str(e).splitlines()[0]}") from e
-        config = run_config_from_dict(values)
+    config = load_run_config([run_config_path])  # local, gs:// or ram://
     pretrainer = XLNetPretrainer(XLNetBackbone(config.model))
     try:
         pretrainer.load_weights(checkpoint, skip_mismatch=False)

@@ -73,17 +73,26 @@ def _parser():
     return parser
 
 
+def _gfile():
+    # The model and input files may be on any tf.io.gfile filesystem (gs://, ram://).
+    import tensorflow as tf
+
+    return tf.io.gfile
+
+
 def _read_metadata(model_dir):
     path = os.path.join(model_dir, METADATA_FILE)
-    if not os.path.exists(path):
+    if not _gfile().exists(path):
         return {}
-    with open(path) as f:
+    with _gfile().GFile(path, "r") as f:
         return json.load(f)
 
 
 def _jsonl_lines(path, warnings):
     """(line number, text) of a JSONL file; invalid UTF-8 bytes become U+FFFD (and are reported)."""
-    with open(path, "rb") as f:
+    if not _gfile().exists(path):
+        raise FileNotFoundError(f"--jsonl file not found: {path}")
+    with _gfile().GFile(path, "rb") as f:
         for number, raw in enumerate(f, 1):
             try:
                 line = raw.decode("utf-8")
@@ -218,7 +227,7 @@ def main(argv=None):
     if args.batch_size < 1:
         print("xlnet-tf predict: --batch-size must be >= 1.", file=sys.stderr)
         return 2
-    if not os.path.exists(os.path.join(args.model, "saved_model.pb")):
+    if not _gfile().exists(os.path.join(args.model, "saved_model.pb")):
         print(f"xlnet-tf predict: {args.model!r} is not a SavedModel directory (no saved_model.pb).", file=sys.stderr)
         return 2
     metadata = _read_metadata(args.model)

@@ -5,6 +5,7 @@ import os
 import keras
 import tensorflow as tf
 from keras import ops
+from keras_hub.models import Backbone
 
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.layers import seeded_dropout
@@ -20,7 +21,7 @@ OPTIONAL_INPUTS = ("perm_mask", "target_mapping", "mems")
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
-class XLNetBackbone(keras.Model):
+class XLNetBackbone(Backbone):
     """XLNet (Yang et al. 2019): a Transformer-XL with two-stream attention.
 
     Batch-major everywhere. The content stream `h` starts from the word
@@ -79,6 +80,10 @@ class XLNetBackbone(keras.Model):
     >>> outputs["sequence_output"].shape
     TensorShape([2, 5, 8])
     """
+
+    # A plain attribute, not keras-hub's `token_embedding` property: the weights
+    # then keep their `token_embedding/...` paths in files saved before.
+    token_embedding = None
 
     def __init__(self, config, dtype=None, rematerialize=False, **kwargs):
         if isinstance(config, dict):
@@ -319,7 +324,12 @@ class XLNetBackbone(keras.Model):
         return cls(model_config, **config)
 
     def save_to_preset(self, preset_dir, vocabulary=None):
-        """Writes `config.json`, `model.weights.h5` and (when given) `spiece.model`, each atomically."""
+        """Writes `config.json`, `model.weights.h5` and (when given) `spiece.model`, each atomically.
+
+        The project's preset layout (read by every `from_preset` here, by the
+        converters, `xlnet-tf finetune` and `xlnet-tf export`); presets in
+        keras-hub's layout are read too (see `from_preset`).
+        """
         preset_io.make_preset_dir(preset_dir)
         preset_io.write_json(os.path.join(preset_dir, preset_io.CONFIG_FILE), self.config.to_dict())
         preset_io.save_weights(self, os.path.join(preset_dir, preset_io.WEIGHTS_FILE))
@@ -327,17 +337,34 @@ class XLNetBackbone(keras.Model):
             preset_io.copy_vocabulary(vocabulary, preset_dir)
 
     @classmethod
-    def from_preset(cls, preset_dir, dtype=None, load_weights=True, **config_overrides):
-        """Builds a backbone from a preset directory.
+    def from_preset(cls, preset, dtype=None, load_weights=True, **config_overrides):
+        """Builds a backbone from a preset.
 
         Args:
-            preset_dir: a directory with `config.json` and `model.weights.h5`.
+            preset: a preset name (`xlnet-tf presets`, downloaded on first use),
+                a directory (local, `gs://`, `ram://`) or a `hf://` / `kaggle://`
+                handle, holding `config.json` and `model.weights.h5` in the
+                project's layout (`config.json` = an `XLNetConfig` dict) or in
+                keras-hub's (`config.json` = a serialized `XLNetBackbone`).
             dtype: a dtype policy for the new model.
             load_weights: False builds the architecture with fresh weights.
             **config_overrides: `XLNetConfig` fields to change (e.g. `memory_length`,
                 `dropout`); fields that change weight shapes are rejected.
+
+        Returns:
+            An `XLNetBackbone`.
+
+        Example:
+        >>> backbone = XLNetBackbone.from_preset("xlnet_base_cased")  # doctest: +SKIP
         """
-        config = XLNetConfig.from_json(preset_io.preset_file(preset_dir, preset_io.CONFIG_FILE))
+        preset = preset_io.resolve(preset)
+        config_json = preset_io.read_config_json(preset)
+        if preset_io.is_keras_hub_layout(config_json):
+            registered = config_json.get("registered_name", "")
+            if registered != "xlnet_tf>XLNetBackbone":
+                raise ValueError(f"Preset {preset} holds a {config_json.get('class_name')!r} "
+                                 f"({registered}), not an XLNetBackbone.")
+        config = XLNetConfig.from_any_dict(preset_io.backbone_config_dict(config_json))
         if config_overrides:
             shape_fields = {"vocabulary_size", "num_layers", "num_heads", "head_dim", "hidden_dim",
                             "intermediate_dim", "untie_relative_bias"}
@@ -348,7 +375,7 @@ class XLNetBackbone(keras.Model):
             config = config.replace(**config_overrides)
         backbone = cls(config, dtype=dtype)
         if load_weights:
-            backbone.load_weights(preset_io.preset_file(preset_dir, preset_io.WEIGHTS_FILE))
+            preset_io.load_weights(backbone, preset_io.fetch(preset, preset_io.WEIGHTS_FILE))
         return backbone
 
 

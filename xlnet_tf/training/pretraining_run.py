@@ -56,10 +56,10 @@ def check_records(config: RunConfig):
             f"{size} pieces, but model.vocabulary_size is {config.model.vocabulary_size}.")
     if config.data.vocabulary:
         path = config.data.vocabulary
-        if not os.path.isfile(path):
+        if not _isfile(path):
             raise ConfigError(f"data.vocabulary: file not found: {path}")
-        with open(path, "rb") as f:
-            digest = hashlib.sha256(f.read()).hexdigest()
+        proto = _read_bytes(path)
+        digest = hashlib.sha256(proto).hexdigest()
         expected = records.vocabulary.get("sha256")
         if expected and digest != expected:
             raise ConfigError(f"Vocabulary mismatch: {path} (sha256 {digest[:12]}...) is not the "
@@ -67,16 +67,29 @@ def check_records(config: RunConfig):
                               f"(sha256 {expected[:12]}...).")
         import sentencepiece as spm
 
-        pieces = spm.SentencePieceProcessor(model_file=path).get_piece_size()
+        pieces = spm.SentencePieceProcessor(model_proto=proto).get_piece_size()
         if pieces != config.model.vocabulary_size:
             raise ConfigError(f"Vocabulary mismatch: {path} has {pieces} pieces, but "
                               f"model.vocabulary_size is {config.model.vocabulary_size}.")
     return records
 
 
+def _isfile(path):
+    # Through gfile: vocabularies and presets may be on gs:// or ram://.
+    import tensorflow as tf
+
+    return tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path)
+
+
+def _read_bytes(path):
+    import tensorflow as tf
+
+    with tf.io.gfile.GFile(path, "rb") as f:
+        return f.read()
+
+
 def _sha256(path):
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+    return hashlib.sha256(_read_bytes(path)).hexdigest()
 
 
 def check_init_from(config: RunConfig, records):
@@ -89,10 +102,12 @@ def check_init_from(config: RunConfig, records):
     init = config.training.init_from
     if not init:
         return
-    if not os.path.isdir(init):
+    import tensorflow as tf
+
+    if not tf.io.gfile.isdir(init):
         raise ConfigError(f"training.init_from: preset directory not found: {init}")
     config_path = os.path.join(init, "config.json")
-    if not os.path.isfile(config_path):
+    if not _isfile(config_path):
         raise ConfigError(f"training.init_from: {init} has no config.json (is it a preset directory?).")
     from xlnet_tf.config import XLNetConfig
 
@@ -106,7 +121,7 @@ def check_init_from(config: RunConfig, records):
                           f"{config.model.vocabulary_size}.")
     vocabulary = os.path.join(init, "spiece.model")
     expected = records.vocabulary.get("sha256")
-    if expected and os.path.isfile(vocabulary):
+    if expected and _isfile(vocabulary):
         digest = _sha256(vocabulary)
         if digest != expected:
             raise ConfigError(
@@ -123,7 +138,7 @@ def _vocabulary_file(config, records):
     if config.data.vocabulary:
         return config.data.vocabulary
     recorded = records.vocabulary.get("file")
-    if recorded and os.path.isfile(recorded):
+    if recorded and _isfile(recorded):
         return recorded
     return None
 
