@@ -41,6 +41,7 @@ KERAS_CLASSES = {
     "FusedAdamW": "xlnet_tf.training.fused_adamw",
     "AllReducedAdamW": "xlnet_tf.training.optimizer",
     "WarmupDecaySchedule": "xlnet_tf.training.warmup_decay_schedule",
+    "LayerwiseAdamW": "xlnet_tf.finetuning.layerwise_adamw",
 }
 PACKAGE = "xlnet_tf"
 

@@ -52,3 +52,26 @@ def test_fused_update_equals_keras_update_with_multipliers_and_decay():
         results.append([v.numpy() for v in variables])
     for a, b in zip(*results):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_keras_file_keeps_the_layer_wise_decay(tmp_path):
+    from xlnet_tf.models.xlnet_classifier import XLNetClassifier
+
+    backbone = XLNetBackbone(XLNetConfig(vocabulary_size=20, num_layers=2, num_heads=2, head_dim=4,
+                                         hidden_dim=8, intermediate_dim=16))
+    model = XLNetClassifier(backbone, num_classes=2)
+    optimizer = LayerwiseAdamW(layer_decay_multipliers(model.backbone, 0.5), learning_rate=1e-3)
+    model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy")
+    optimizer.build(model.trainable_variables)
+    path = str(tmp_path / "classifier.keras")
+    model.save(path)
+    restored = keras.saving.load_model(path)  # No custom_objects: the class is registered.
+    assert isinstance(restored.optimizer, LayerwiseAdamW)
+    for block, restored_block in zip(model.backbone.blocks, restored.backbone.blocks):
+        for variable, restored_variable in zip(block.trainable_variables,
+                                               restored_block.trainable_variables):
+            assert (restored.optimizer.learning_rate_multiplier(restored_variable)
+                    == optimizer.learning_rate_multiplier(variable))
+    embedding = restored.backbone.token_embedding.embeddings
+    assert restored.optimizer.learning_rate_multiplier(embedding) == 1.0
+    assert {0.5, 1.0} == set(restored.optimizer.get_config()["multipliers_by_path"].values())

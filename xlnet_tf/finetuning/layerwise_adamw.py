@@ -1,8 +1,11 @@
 """`LayerwiseAdamW`: AdamW whose learning rate is scaled per variable (layer-wise decay)."""
 
+import keras
+
 from xlnet_tf.training.fused_adamw import FusedAdamW
 
 
+@keras.saving.register_keras_serializable(package="xlnet_tf")
 class LayerwiseAdamW(FusedAdamW):
     """AdamW with a learning-rate multiplier per variable.
 
@@ -14,6 +17,9 @@ class LayerwiseAdamW(FusedAdamW):
     Args:
         learning_rate_multipliers: list of `(variables, multiplier)` pairs; variables not
             listed use 1.0. Variables must already exist (build the model first).
+        multipliers_by_path: `{variable.path: multiplier}`, the same information by
+            name; this is what `get_config` stores, so a `.keras` file restores the
+            layer-wise decay with the model's variables.
         **kwargs: `FusedAdamW` arguments (the update is fused unless `fused=False`).
 
     Example:
@@ -21,23 +27,34 @@ class LayerwiseAdamW(FusedAdamW):
     >>> optimizer = LayerwiseAdamW(learning_rate_multipliers=multipliers, learning_rate=3e-5)
     """
 
-    def __init__(self, learning_rate_multipliers=(), **kwargs):
+    def __init__(self, learning_rate_multipliers=(), multipliers_by_path=None, **kwargs):
         super().__init__(**kwargs)
         self._multipliers = {}
+        self._multipliers_by_path = {str(k): float(v) for k, v in (multipliers_by_path or {}).items()}
         for variables, multiplier in learning_rate_multipliers:
             for variable in variables:
                 self._multipliers[self._var_key(variable)] = float(multiplier)
+                self._multipliers_by_path[variable.path] = float(multiplier)
+
+    def get_config(self):
+        config = super().get_config()
+        config["multipliers_by_path"] = dict(self._multipliers_by_path)
+        return config
 
     def update_step(self, gradient, variable, learning_rate):
         # Keras' unfused path; the fused one reads learning_rate_multiplier().
-        multiplier = self._multipliers.get(self._var_key(variable), 1.0)
+        multiplier = self.learning_rate_multiplier(variable)
         if multiplier != 1.0:
             learning_rate = learning_rate * multiplier
         return super().update_step(gradient, variable, learning_rate)
 
     def learning_rate_multiplier(self, variable):
         """The multiplier applied to `variable` (1.0 when not listed)."""
-        return self._multipliers.get(self._var_key(variable), 1.0)
+        key = self._var_key(variable)
+        if key not in self._multipliers:
+            # A restored optimizer knows its variables by path only.
+            self._multipliers[key] = self._multipliers_by_path.get(getattr(variable, "path", None), 1.0)
+        return self._multipliers[key]
 
 
 def layer_decay_multipliers(backbone, layer_decay):
