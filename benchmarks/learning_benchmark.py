@@ -242,8 +242,27 @@ def _score(logits, windows):
     return float(-(picked * valid).sum(axis=1).mean())
 
 
+def forward_only(pretrainer):
+    """The same weights in a model without `bi_data`, for scoring forward text.
+
+    A `bi_data` model reads the second half of every batch as a backward stream
+    (negated relative positions): scoring forward text with it scores half of the
+    rows with the positions reversed.
+    """
+    import dataclasses
+
+    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+    from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
+
+    config = dataclasses.replace(pretrainer.backbone.config, bi_data=False)
+    scorer = XLNetPretrainer(XLNetBackbone(config))
+    scorer.set_weights(pretrainer.get_weights())
+    return scorer
+
+
 def score_ours(pretrainer, windows, batch=64):
     """(chain-rule, independent) nats per masked word of our `XLNetPretrainer`."""
+    pretrainer = forward_only(pretrainer)
     results = []
     for chain_rule in (True, False):
         token_ids, perm_mask, target_mapping = scoring_inputs(windows, chain_rule)
@@ -328,8 +347,31 @@ def matched_batches(config, steps):
         yield batch
 
 
-def train_hf(config, vocabulary, steps):
+def _compact_targets(labels):
+    """The collator's `[B, L, L]` identity target_mapping cut to the predicted rows.
+
+    Same loss (rows with label -100 carry none), without running the query stream
+    for every position: `[B, P, L]` one-hot rows of the targets and `[B, P]` labels.
+    """
+    import torch
+
+    is_target = labels != -100  # [B, L]
+    count = int(is_target.sum(1).max().clamp(min=1))
+    batch, length = labels.shape
+    mapping = torch.zeros(batch, count, length)
+    compact = torch.full((batch, count), -100, dtype=labels.dtype)
+    for b in range(batch):
+        positions = torch.nonzero(is_target[b])[:, 0]
+        mapping[b, torch.arange(len(positions)), positions] = 1.0
+        compact[b, :len(positions)] = labels[b, positions]
+    return mapping, compact
+
+
+def train_hf(config, vocabulary, steps, schedule_steps=None):
     """HF's XLNetLMHeadModel + DataCollatorForPermutationLanguageModeling on our examples.
+
+    `steps` may stop early on a schedule of `schedule_steps` (ours' train_steps), so
+    losses stay comparable at equal steps.
 
     Returns (model, per-epoch mean losses, mean targets per sequence, seconds).
     """
@@ -338,7 +380,7 @@ def train_hf(config, vocabulary, steps):
                               XLNetLMHeadModel, XLNetTokenizer, get_linear_schedule_with_warmup)
 
     torch.manual_seed(config.training.seed)
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    torch.set_num_threads(min(4, os.cpu_count() or 1))
     m, o, t = config.model, config.optimizer, config.training
     if m.num_heads * m.head_dim != m.hidden_dim:
         raise ValueError("HF XLNet needs num_heads * head_dim == hidden_dim.")
@@ -360,23 +402,24 @@ def train_hf(config, vocabulary, steps):
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": o.weight_decay},
                                    {"params": no_decay, "weight_decay": 0.0}],
                                   lr=o.learning_rate, betas=(o.beta_1, o.beta_2), eps=o.adam_epsilon)
-    schedule = get_linear_schedule_with_warmup(optimizer, o.warmup_steps, steps)
+    schedule = get_linear_schedule_with_warmup(optimizer, o.warmup_steps, schedule_steps or steps)
     epoch_losses, sums, targets = [], [0.0, 0.0], []
     start = time.time()
     model.train()
-    for step, batch in enumerate(matched_batches(config, steps), start=1):
+    batches = list(matched_batches(config, steps))  # tf.data is done before torch starts
+    for step, batch in enumerate(batches, start=1):
         plm = collator([torch.tensor(row) for row in batch["token_ids"]])
+        mapping, labels = _compact_targets(plm["labels"])
         out = model(input_ids=plm["input_ids"], token_type_ids=torch.tensor(batch["segment_ids"]),
-                    perm_mask=plm["perm_mask"], target_mapping=plm["target_mapping"],
-                    labels=plm["labels"])
+                    perm_mask=plm["perm_mask"], target_mapping=mapping, labels=labels)
         optimizer.zero_grad()
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), o.clip_norm)
         optimizer.step()
         schedule.step()
-        count = float((plm["labels"] != -100).sum())
+        count = float((labels != -100).sum())
         targets.append(count / len(batch["token_ids"]))
-        sums[0] += float(out.loss) * count
+        sums[0] += float(out.loss.detach()) * count
         sums[1] += count
         if step % t.steps_per_epoch == 0:
             epoch_losses.append(sums[0] / sums[1])
@@ -397,6 +440,9 @@ def _parser():
     parser.add_argument("--eval-words", type=int, default=400, help="held-out masked words")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-hf", action="store_true", help="skip Hugging Face's run")
+    parser.add_argument("--only-hf", action="store_true", help="skip our run (HF experiments)")
+    parser.add_argument("--hf-steps", type=int, default=None,
+                        help="stop HF after this many steps of the same schedule (default: --steps)")
     parser.add_argument("--fast-records", action="store_true",
                         help="write records with the tests' helper instead of the Beam job")
     parser.add_argument("--workdir", default=None)
@@ -421,13 +467,15 @@ def run(args):
     figures = {"bounds": language.entropies(), "pieces": piece_statistics(language, spellings),
                "heldout_bound": float(windows["bound"].mean()), "steps": args.steps,
                "config": config.to_dict()}
-    pretrainer, ours_losses, ours_seconds = train_ours(config, os.path.join(workdir, "ours"))
-    figures["ours"] = {"epoch_losses": ours_losses, "seconds": ours_seconds,
-                       "steps_per_minute": args.steps / ours_seconds * 60}
-    figures["ours"]["chain"], figures["ours"]["independent"] = score_ours(pretrainer, windows)
+    if not args.only_hf:
+        pretrainer, ours_losses, ours_seconds = train_ours(config, os.path.join(workdir, "ours"))
+        figures["ours"] = {"epoch_losses": ours_losses, "seconds": ours_seconds,
+                           "steps_per_minute": args.steps / ours_seconds * 60}
+        figures["ours"]["chain"], figures["ours"]["independent"] = score_ours(pretrainer, windows)
     if not args.no_hf:
-        model, hf_losses, hf_targets, hf_seconds = train_hf(config, vocabulary, args.steps)
-        figures["hf"] = {"epoch_losses": hf_losses, "seconds": hf_seconds,
+        hf_steps = args.hf_steps or args.steps
+        model, hf_losses, hf_targets, hf_seconds = train_hf(config, vocabulary, hf_steps, args.steps)
+        figures["hf"] = {"epoch_losses": hf_losses, "seconds": hf_seconds, "steps": hf_steps,
                          "targets_per_sequence": hf_targets}
         figures["hf"]["chain"], figures["hf"]["independent"] = score_hf(model, windows, special["mask"])
     return figures
@@ -455,14 +503,15 @@ def format_table(f):
         "|---|---|---|---|---|---|",
     ]
     bound = f["heldout_bound"]
-    for name, key in (("ours", "ours"), ("HF XLNetLMHeadModel", "hf")):
+    for key in ("ours", "hf"):
         if key not in f:
             continue
         r = f[key]
-        rate = f"{f['steps'] / r['seconds'] * 60:.0f}"
+        name = "ours" if key == "ours" else f"HF XLNetLMHeadModel ({r['steps']} steps)"
+        rate = f"{r.get('steps', f['steps']) / r['seconds'] * 60:.0f}"
         lines.append(f"| {name} | {r['chain']:.3f} | {r['chain'] / bound:.2f}x | "
                      f"{r['independent']:.3f} | {r['epoch_losses'][-1]:.3f} | {rate} |")
-    if "hf" in f:
+    if "hf" in f and "ours" in f:
         ours, hf = f["ours"]["epoch_losses"], f["hf"]["epoch_losses"]
         per = f["config"]["training"]["steps_per_epoch"]
         lines += ["", f"train loss per epoch of {per} steps (ours / HF, each on its own objective; "

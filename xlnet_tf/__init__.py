@@ -34,6 +34,11 @@ _EXPORTS = {
     "XLNetPacker": "xlnet_tf.preprocessing.xlnet_packer",
     "XLNetSquadPreprocessor": "xlnet_tf.preprocessing.xlnet_squad_preprocessor",
     "XLNetTokenizer": "xlnet_tf.tokenizer",
+    "XLNetPreprocessor": "xlnet_tf.preprocessing.xlnet_preprocessor",
+    "XLNetClassifierPreprocessor": "xlnet_tf.preprocessing.xlnet_classifier_preprocessor",
+    "XLNetSpanLabelerPreprocessor": "xlnet_tf.preprocessing.xlnet_span_labeler_preprocessor",
+    "XLNetMultipleChoicePreprocessor": "xlnet_tf.preprocessing.xlnet_multiple_choice_preprocessor",
+    "XLNetTokenClassifierPreprocessor": "xlnet_tf.preprocessing.xlnet_token_classifier_preprocessor",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -37,6 +37,11 @@ KERAS_CLASSES = {
     "XLNetTokenClassifier": "xlnet_tf.models.xlnet_token_classifier",
     "XLNetPacker": "xlnet_tf.preprocessing.xlnet_packer",
     "XLNetTokenizer": "xlnet_tf.tokenizer",
+    "XLNetPreprocessor": "xlnet_tf.preprocessing.xlnet_preprocessor",
+    "XLNetClassifierPreprocessor": "xlnet_tf.preprocessing.xlnet_classifier_preprocessor",
+    "XLNetSpanLabelerPreprocessor": "xlnet_tf.preprocessing.xlnet_span_labeler_preprocessor",
+    "XLNetMultipleChoicePreprocessor": "xlnet_tf.preprocessing.xlnet_multiple_choice_preprocessor",
+    "XLNetTokenClassifierPreprocessor": "xlnet_tf.preprocessing.xlnet_token_classifier_preprocessor",
     # Optimizer and schedule, met in the compile config of a compiled model.
     "FusedAdamW": "xlnet_tf.training.fused_adamw",
     "AllReducedAdamW": "xlnet_tf.training.optimizer",

@@ -60,16 +60,33 @@ def _sentences(docstring):
                 yield sentence
 
 
-def write_builtin_corpus(path, *, max_bytes=6_000_000, include_site_packages=False):
+def write_builtin_corpus(path, *, max_bytes=6_000_000, include_site_packages=False,
+                         heldout_path=None, heldout_every=50):
     """Writes the docstring corpus to `path`; returns `(documents, sentences, bytes)`.
 
     Args:
         path: output text file.
         max_bytes: stop once this much text is written.
         include_site_packages: also read installed third-party packages.
+        heldout_path: optional file for held-out text: every `heldout_every`-th
+            document goes there instead of `path` (never trained on, so a trained
+            model can be shown sentences it has not seen).
+        heldout_every: see `heldout_path`.
+
+    Returns:
+        `(documents, sentences, bytes)` written to `path`.
     """
-    documents = sentences = written = 0
     seen = set()
+    heldout = open(heldout_path, "w", encoding="utf-8") if heldout_path else None
+    try:
+        return _write(path, max_bytes, include_site_packages, seen, heldout, heldout_every)
+    finally:
+        if heldout:
+            heldout.close()
+
+
+def _write(path, max_bytes, include_site_packages, seen, heldout, heldout_every):
+    documents = sentences = written = candidates = 0
     with open(path, "w", encoding="utf-8") as out:
         for root in _source_roots(include_site_packages):
             for directory, subdirs, files in os.walk(root):
@@ -83,6 +100,10 @@ def write_builtin_corpus(path, *, max_bytes=6_000_000, include_site_packages=Fal
                             continue
                         seen.update(lines)
                         block = "\n".join(lines) + "\n\n"
+                        candidates += 1
+                        if heldout and candidates % heldout_every == 0:
+                            heldout.write(block)
+                            continue
                         out.write(block)
                         documents += 1
                         sentences += len(lines)

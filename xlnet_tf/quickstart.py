@@ -76,15 +76,19 @@ def main(argv=None) -> int:
 
     # 1. Corpus.
     inputs = args.input
+    heldout = None
     if not inputs:
         from xlnet_tf.builtin_corpus import write_builtin_corpus
 
         corpus = os.path.join(workdir, "corpus", "python_docstrings.txt")
+        heldout = os.path.join(workdir, "corpus", "heldout.txt")
         if not os.path.exists(corpus):
             _stage("1/5 corpus: English docstrings of the installed Python standard library")
             os.makedirs(os.path.dirname(corpus), exist_ok=True)
             documents, sentences, size = write_builtin_corpus(
-                corpus + ".partial", max_bytes=int(args.corpus_mb * 1e6))
+                corpus + ".partial", max_bytes=int(args.corpus_mb * 1e6),
+                heldout_path=heldout + ".partial")
+            os.replace(heldout + ".partial", heldout)  # Held out first: corpus marks completion.
             os.replace(corpus + ".partial", corpus)
             print(f"{documents} documents, {sentences} sentences, {size / 1e6:.1f} MB -> {corpus}")
         inputs = [corpus]
@@ -142,12 +146,43 @@ def main(argv=None) -> int:
     if lines:
         first, last = lines[0], lines[-1]
         print(f"\nloss {first['loss']:.3f} at step {first['step']} -> {last['loss']:.3f} at step "
-              f"{last['step']} (accuracy {first['accuracy']:.3f} -> {last['accuracy']:.3f}); "
-              f"uniform guessing is {__import__('math').log(vocabulary_size):.3f}.")
+              f"{last['step']} (accuracy {first['accuracy']:.3f} -> {last['accuracy']:.3f}).")
+        show_what_was_learned(last["loss"], records, vocabulary, vocabulary_size,
+                              summary.get("export", {}).get("preset"), heldout)
     print(f"Done in {(time.time() - started) / 60:.1f} minutes. Work directory: {workdir}")
     print(f"Next: {next_command(run_dir, records, vocabulary, vocabulary_size, args.overrides)}"
           "   (continues this run)")
     return 0
+
+
+def show_what_was_learned(loss, records, vocabulary, vocabulary_size, preset, heldout,
+                          num_sentences=6):
+    """Prints the loss against the context-free and uniform figures, then masked-word guesses.
+
+    The guesses are for sentences of `heldout` (never trained on) when there is one.
+    """
+    import sentencepiece as spm
+
+    from xlnet_tf.learning_report import (context_free_entropy, describe_loss,
+                                          format_predictions, masked_word_predictions)
+
+    print(describe_loss(loss, context_free_entropy(records), vocabulary_size))
+    if not preset or not heldout or not os.path.exists(heldout):
+        return
+    from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
+
+    with open(heldout, encoding="utf-8") as f:
+        documents = f.read().split("\n\n")
+    # One sentence from each of the first documents, for variety.
+    sentences = [next((l for l in d.splitlines() if 40 <= len(l) <= 160), None) for d in documents]
+    sentences = [s for s in sentences if s][:num_sentences]
+    processor = spm.SentencePieceProcessor(model_file=vocabulary)
+    # bi_data reads half of each batch as backward text; inference wants forward positions only.
+    pretrainer = XLNetPretrainer.from_preset(preset, bi_data=False, memory_length=0, reuse_length=0)
+    results = masked_word_predictions(pretrainer, processor, sentences)
+    if results:
+        print("\nWhat it learned: one word of each held-out sentence masked, the model's top guesses:")
+        print("\n".join(format_predictions(results)))
 
 
 def next_command(run_dir, records, vocabulary, vocabulary_size, overrides=()):

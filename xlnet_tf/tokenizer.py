@@ -218,6 +218,39 @@ class XLNetTokenizer(SentencePieceTokenizer):
         return config
 
 
+    @classmethod
+    def from_preset(cls, preset, config_file="tokenizer.json", **kwargs):
+        """The tokenizer of a preset: a name (`xlnet-tf presets`), a directory (local,
+        `gs://`, `ram://`) or a `hf://` / `kaggle://` handle.
+
+        Reads keras-hub's layout (`tokenizer.json` + `assets/tokenizer/vocabulary.spm`)
+        or the project's (`spiece.model`, and in a fine-tuned task preset the
+        lowercasing recorded in `preprocessing.json`). `kwargs` override the
+        saved constructor arguments.
+
+        Example:
+        >>> tokenizer = XLNetTokenizer.from_preset("xlnet_base_cased")  # doctest: +SKIP
+        """
+        from xlnet_tf.models import preset_io
+
+        preset = preset_io.resolve(preset)
+        settings = {}
+        saved = preset_io.fetch(preset, config_file, required=False)
+        if saved is not None:
+            config = preset_io.read_json(saved)
+            if config.get("registered_name") != "xlnet_tf>XLNetTokenizer":
+                raise ValueError(f"{saved} holds a {config.get('class_name')!r}, not an XLNetTokenizer.")
+            settings = dict(config.get("config", {}))
+        else:
+            info = preset_io.fetch(preset, "preprocessing.json", required=False)
+            if info is not None and preset_io.read_json(info).get("lower_case") is not None:
+                settings["lowercase"] = bool(preset_io.read_json(info)["lower_case"])
+        settings.update(kwargs)
+        if settings.get("proto") is None:
+            settings["proto"] = preset_io.read_bytes(preset_io.vocabulary_path(preset))
+        return cls(**settings)
+
+
 class _SplittingProcessor:
     """A `sentencepiece.SentencePieceProcessor` whose `Encode` applies `DigitCommaSplit`.
 

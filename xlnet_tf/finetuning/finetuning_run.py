@@ -55,19 +55,22 @@ def build_task_model(task, backbone):
 
 
 def compile_arguments(task):
-    """`loss`, `loss_weights` and `metrics` for `model.compile`."""
+    """`loss`, `loss_weights` and `metrics` for `model.compile`: the task class's own defaults
+    (`default_compile_arguments`), the same ones its `compile()` uses."""
+    from xlnet_tf.models.xlnet_classifier import XLNetClassifier
+    from xlnet_tf.models.xlnet_multiple_choice import XLNetMultipleChoice
+    from xlnet_tf.models.xlnet_span_labeler import XLNetSpanLabeler
+    from xlnet_tf.models.xlnet_token_classifier import XLNetTokenClassifier
+
     if task.type == "span":
-        sparse = lambda: keras.losses.SparseCategoricalCrossentropy(from_logits=True)  # noqa: E731
-        # The original objective: mean of start and end cross-entropies + 0.5 x answerability.
-        return {"loss": {"start_logits": sparse(), "end_logits": sparse(),
-                         "cls_logits": keras.losses.BinaryCrossentropy(from_logits=True)},
-                "loss_weights": {"start_logits": 0.5, "end_logits": 0.5, "cls_logits": 0.5}}
+        return XLNetSpanLabeler.default_compile_arguments()
     if task.type == "regression":
-        return {"loss": keras.losses.MeanSquaredError(), "metrics": [keras.metrics.MeanAbsoluteError()]}
+        return XLNetClassifier.default_compile_arguments(num_classes=1)
     if task.type == "token_classification":
-        return {"loss": keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=-100)}
-    return {"loss": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            "metrics": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}
+        return XLNetTokenClassifier.default_compile_arguments()
+    if task.type == "multiple_choice":
+        return XLNetMultipleChoice.default_compile_arguments()
+    return XLNetClassifier.default_compile_arguments(num_classes=max(int(task.num_classes or 2), 2))
 
 
 def _exists(path):

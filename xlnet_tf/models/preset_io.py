@@ -154,8 +154,9 @@ def fetch(preset, filename, required=True):
     if required:
         if not _gfile().isdir(preset):
             raise FileNotFoundError(f"Preset directory not found: {preset}")
+        what = "not a preset directory" if filename == CONFIG_FILE else "incomplete preset"
         raise FileNotFoundError(
-            f"Preset {preset} has no {filename} (a preset holds {CONFIG_FILE}, {WEIGHTS_FILE} "
+            f"Preset {preset} has no {filename}: {what} (a preset holds {CONFIG_FILE}, {WEIGHTS_FILE} "
             f"and optionally {VOCABULARY_FILE}).")
     return None
 

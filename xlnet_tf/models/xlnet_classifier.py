@@ -24,6 +24,9 @@ class XLNetClassifier(XLNetTask):
     Args:
         backbone: an `XLNetBackbone`.
         num_classes: number of classes; 1 gives a single regression output.
+        preprocessor: an `XLNetClassifierPreprocessor` (raw text in `fit`/`predict`), or None.
+        compile: compile with the defaults (AdamW with warmup, cross-entropy + accuracy,
+            or mean squared error for regression).
         dropout: dropout rate of the summary (the original fine-tuning used 0.1).
         cls_token_id: id of `<cls>` in the vocabulary (3 for the released one).
         **kwargs: `name`, `dtype`, `trainable`.
@@ -48,6 +51,8 @@ class XLNetClassifier(XLNetTask):
     (1, 3)
     """
 
+    preprocessor_class_name = "XLNetClassifierPreprocessor"
+
     def __init__(self, backbone, num_classes=2, dropout=0.1, cls_token_id=CLS_TOKEN_ID, **kwargs):
         super().__init__(backbone, **kwargs)
         if int(num_classes) < 1:
@@ -66,6 +71,18 @@ class XLNetClassifier(XLNetTask):
             self.num_classes, kernel_initializer=initializer, dtype=self.dtype_policy,
             name="logits")
         self.build()
+
+    @classmethod
+    def default_compile_arguments(cls, num_classes=2, **unused):
+        """Cross-entropy and accuracy on the logits; mean squared error for regression (`num_classes=1`)."""
+        if int(num_classes) == 1:
+            return {"loss": keras.losses.MeanSquaredError(),
+                    "metrics": [keras.metrics.MeanAbsoluteError()]}
+        return {"loss": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                "metrics": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}
+
+    def _compile_settings(self):
+        return {"num_classes": self.num_classes}
 
     def build_head(self, hidden_dim):
         self.summary_projection.build((None, hidden_dim))

@@ -37,6 +37,8 @@ class XLNetMultipleChoice(XLNetTask):
     TensorShape([2, 4])
     """
 
+    preprocessor_class_name = "XLNetMultipleChoicePreprocessor"
+
     def __init__(self, backbone, dropout=0.1, cls_token_id=CLS_TOKEN_ID, **kwargs):
         super().__init__(backbone, **kwargs)
         self.dropout = float(dropout)
@@ -50,6 +52,12 @@ class XLNetMultipleChoice(XLNetTask):
         self.score_dense = keras.layers.Dense(1, kernel_initializer=initializer,
                                               dtype=self.dtype_policy, name="score")
         self.build()
+
+    @classmethod
+    def default_compile_arguments(cls, **unused):
+        """Cross-entropy over the choices and accuracy."""
+        return {"loss": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                "metrics": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}
 
     def build_head(self, hidden_dim):
         self.summary_projection.build((None, hidden_dim))

@@ -62,6 +62,8 @@ class XLNetSpanLabeler(XLNetTask):
     >>> out["end_top_index"].shape       # [B, 5, 5]
     """
 
+    preprocessor_class_name = "XLNetSpanLabelerPreprocessor"
+
     def __init__(self, backbone, start_n_top=5, end_n_top=5, dropout=0.1,
                  cls_token_id=CLS_TOKEN_ID, sep_token_id=SEP_TOKEN_ID, **kwargs):
         super().__init__(backbone, **kwargs)
@@ -86,6 +88,21 @@ class XLNetSpanLabeler(XLNetTask):
                                                    name="answer_class_dropout")
         self.answer_dense = dense(1, "answer_class_logits", use_bias=False)
         self.build()
+
+    @classmethod
+    def default_compile_arguments(cls, **unused):
+        """The original objective: mean of the start and end cross-entropies + 0.5 x answerability.
+
+        Training outputs (with `start_positions` in the inputs): labels are a dict
+        of `start_logits` / `end_logits` (gold positions) and `cls_logits`
+        (1 = no answer), as `XLNetSpanLabelerPreprocessor` produces.
+        """
+        def sparse():
+            return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+        return {"loss": {"start_logits": sparse(), "end_logits": sparse(),
+                         "cls_logits": keras.losses.BinaryCrossentropy(from_logits=True)},
+                "loss_weights": {"start_logits": 0.5, "end_logits": 0.5, "cls_logits": 0.5}}
 
     def build_head(self, hidden_dim):
         self.start_dense.build((None, None, hidden_dim))

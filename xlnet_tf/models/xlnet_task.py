@@ -19,6 +19,8 @@ import re
 
 import keras
 from keras import ops
+from keras_hub.models import Task
+from keras_hub.src.utils.pipeline_model import _contains_string_data
 
 TASK_PRESET_FORMAT = "xlnet_tf.task.v1"
 TASK_CONFIG_FILE = "task.json"
@@ -95,25 +97,167 @@ def finetuning_adjustments(config, keep=()):
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
-class XLNetTask(keras.Model):
-    """Base class of the XLNet task models: holds the backbone, serialises it, reads presets.
+class XLNetTask(Task):
+    """Base class of the XLNet task models: backbone, preprocessor, compile defaults, presets.
+
+    A `keras_hub.models.Task` (so a `PipelineModel`): `fit`, `evaluate` and
+    `predict` map the `preprocessor` over their data, so they take raw text
+    (strings, pairs, questions/contexts, choices: see each task's
+    preprocessor) or dicts of already packed ids. A model built without a
+    preprocessor takes packed ids only and names the fix when given text.
 
     Subclasses create their head layers in `__init__`, create their weights in
     `build_head(hidden_dim)` and end `__init__` with `self.build()`, so that a
     model is complete before any call (a `.keras` load then restores every
-    weight); they implement `call` and list their own constructor arguments in
-    `get_config` by extending `super().get_config()`.
+    weight); they implement `call`, `default_compile_arguments` and list their
+    own constructor arguments in `get_config` by extending `super().get_config()`.
 
     Args:
         backbone: an `xlnet_tf.models.xlnet_backbone.XLNetBackbone`.
+        preprocessor: the task's preprocessor (e.g. `XLNetClassifierPreprocessor`)
+            or None (inputs must then be packed ids).
+        compile: compile with the defaults (`compile()`) once built.
         **kwargs: `name`, `dtype`, `trainable` of `keras.Model`.
     """
 
-    def __init__(self, backbone, **kwargs):
+    # The preprocessor class of each task, by name: `xlnet_tf.preprocessing`
+    # imports the models, so the models import it lazily.
+    preprocessor_class_name = None
+
+    def __init__(self, backbone, preprocessor=None, compile=True, **kwargs):
         # "xlnet_classifier", not Keras' automatic "xl_net_classifier".
         kwargs.setdefault("name", "xlnet_" + re.sub(r"(?<!^)(?=[A-Z])", "_", type(self).__name__[5:]).lower())
-        super().__init__(**kwargs)
+        # keras-hub's Task compiles at the end of its __init__, before the head
+        # exists; the defaults need the built model, so `build()` compiles.
+        super().__init__(compile=False, **kwargs)
         self.backbone = backbone
+        self.preprocessor = preprocessor
+        self._compile_when_built = bool(compile)
+
+    @classmethod
+    def preprocessor_class(cls):
+        """The preprocessor class of this task (None for the base)."""
+        if cls.preprocessor_class_name is None:
+            return None
+        import importlib
+
+        module = re.sub(r"(?<!^)(?=[A-Z])", "_", cls.preprocessor_class_name).lower().replace("x_l_net", "xlnet")
+        return getattr(importlib.import_module(f"xlnet_tf.preprocessing.{module}"),
+                       cls.preprocessor_class_name)
+
+    # ------------------------------------------------------------------ raw data
+    def _no_preprocessor_message(self):
+        name = type(self).__name__
+        return (f"{name} was built without a preprocessor, so it takes dicts of packed ids "
+                "(token_ids, segment_ids, padding_mask) and cannot read text. Pass "
+                f"preprocessor={self.preprocessor_class_name or 'a preprocessor'}(tokenizer, ...) when "
+                f"building it, or build it with {name}.from_preset(...), which attaches one.")
+
+    def __call__(self, *args, **kwargs):
+        inputs = args[0] if args else kwargs.get("inputs")
+        if self.preprocessor is None and _contains_string_data(inputs):
+            raise ValueError(self._no_preprocessor_message())
+        return super().__call__(*args, **kwargs)
+
+    def preprocess_samples(self, x, y=None, sample_weight=None):
+        if self.preprocessor is None and _contains_string_data(x):
+            raise ValueError(self._no_preprocessor_message())
+        return super().preprocess_samples(x, y, sample_weight)
+
+    # ------------------------------------------------------------------ compile
+    def compile_from_config(self, config):
+        """Recompiles a loaded model (`.keras`) with its saved optimizer, loss and metrics."""
+        from xlnet_tf.training.optimizer import uses_weight_decay
+
+        config = keras.saving.deserialize_keras_object(config)
+        super().compile(**config)
+        optimizer = self.optimizer
+        if optimizer is None:
+            return
+        # The exclusions are by variable, so they are not in the saved config.
+        if getattr(optimizer, "weight_decay", None):
+            optimizer.exclude_from_weight_decay(
+                var_list=[v for v in self.trainable_variables if not uses_weight_decay(v)])
+        # Build the slots only when the file holds them (a trained model): a model
+        # saved before training (compiled at construction) has just the step counter.
+        load_own_variables = optimizer.load_own_variables
+        model = self
+
+        def load_saved_slots(store):
+            if not optimizer.built and len(store.keys()) > len(optimizer.variables):
+                optimizer.build(model.trainable_variables)
+            load_own_variables(store)
+
+        optimizer.load_own_variables = load_saved_slots
+
+    @classmethod
+    def default_compile_arguments(cls, **settings):
+        """`loss` (and `metrics`, `loss_weights`) of this task; `settings` are constructor values."""
+        raise NotImplementedError(f"{cls.__name__} must implement default_compile_arguments().")
+
+    def _compile_settings(self):
+        return {}
+
+    def default_optimizer(self, learning_rate=2e-5, warmup_steps=None, train_steps=None,
+                          weight_decay=0.01, epsilon=1e-6, clip_norm=1.0):
+        """AdamW with a linear warmup, then linear decay to 0 at `train_steps`.
+
+        When `train_steps` is unknown the rate stays at `learning_rate` after the
+        warmup. LayerNorm parameters and biases get no weight decay
+        (`xlnet_tf.training.optimizer.uses_weight_decay`).
+
+        Args:
+            learning_rate: peak learning rate (the original fine-tuning: 2e-5 .. 5e-5).
+            warmup_steps: linear warmup, in optimizer steps; default 10% of
+                `train_steps`, or 100 when it is unknown.
+            train_steps: total optimizer steps, or None.
+            weight_decay: decoupled weight decay.
+            epsilon: Adam epsilon (1e-6 as the original).
+            clip_norm: global gradient-norm clip (0: none).
+        """
+        from xlnet_tf.training.optimizer import uses_weight_decay
+        from xlnet_tf.training.warmup_decay_schedule import WarmupDecaySchedule
+
+        if warmup_steps is None:
+            warmup_steps = 100 if train_steps is None else int(0.1 * train_steps)
+        if train_steps is None:
+            schedule = WarmupDecaySchedule(learning_rate, warmup_steps, max(warmup_steps, 1),
+                                           end_learning_rate=learning_rate)
+        else:
+            schedule = WarmupDecaySchedule(learning_rate, min(warmup_steps, train_steps), train_steps)
+        optimizer = keras.optimizers.AdamW(learning_rate=schedule, weight_decay=weight_decay,
+                                           epsilon=epsilon, global_clipnorm=clip_norm or None)
+        if weight_decay:
+            optimizer.exclude_from_weight_decay(
+                var_list=[v for v in self.trainable_variables if not uses_weight_decay(v)])
+        return optimizer
+
+    def compile(self, optimizer="auto", loss="auto", *, metrics="auto", learning_rate=2e-5,
+                warmup_steps=None, train_steps=None, weight_decay=0.01, **kwargs):
+        """`keras.Model.compile` with this task's defaults for every `"auto"` argument.
+
+        Args:
+            optimizer: `"auto"`: `default_optimizer(learning_rate, warmup_steps,
+                train_steps, weight_decay)`; or any Keras optimizer.
+            loss: `"auto"`: the task's loss (`default_compile_arguments`).
+            metrics: `"auto"`: the task's metrics.
+            learning_rate, warmup_steps, train_steps, weight_decay: for the default optimizer.
+            **kwargs: other `keras.Model.compile` arguments.
+
+        Example:
+        >>> classifier.compile()  # AdamW 2e-5 with warmup, cross-entropy, accuracy
+        >>> classifier.compile(learning_rate=5e-5, train_steps=1000)
+        """
+        defaults = type(self).default_compile_arguments(**self._compile_settings())
+        if isinstance(optimizer, str) and optimizer == "auto":
+            optimizer = self.default_optimizer(learning_rate, warmup_steps, train_steps, weight_decay)
+        if isinstance(loss, str) and loss == "auto":
+            loss = defaults["loss"]
+            if "loss_weights" in defaults:
+                kwargs.setdefault("loss_weights", defaults["loss_weights"])
+        if isinstance(metrics, str) and metrics == "auto":
+            metrics = defaults.get("metrics")
+        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 
     def backbone_inputs(self, inputs):
         """The three backbone inputs of a feature dict (other keys, e.g. labels, are dropped)."""
@@ -133,6 +277,9 @@ class XLNetTask(keras.Model):
             self.backbone.build()
         self.build_head(self.backbone.config.hidden_dim)
         self.built = True
+        if getattr(self, "_compile_when_built", False):
+            self._compile_when_built = False
+            self.compile()
 
     def build_head(self, hidden_dim):
         """Builds the head's layers for a backbone of width `hidden_dim` (subclasses)."""
@@ -144,6 +291,8 @@ class XLNetTask(keras.Model):
             "trainable": self.trainable,
             "dtype": keras.dtype_policies.serialize(self.dtype_policy),
             "backbone": keras.saving.serialize_keras_object(self.backbone),
+            "preprocessor": (None if self.preprocessor is None
+                             else keras.saving.serialize_keras_object(self.preprocessor)),
         }
 
     @classmethod
@@ -166,6 +315,8 @@ class XLNetTask(keras.Model):
                                      dtype=config.get("dtype"))
         elif isinstance(backbone, dict):
             backbone = keras.saving.deserialize_keras_object(backbone)
+        if isinstance(config.get("preprocessor"), dict):
+            config["preprocessor"] = keras.saving.deserialize_keras_object(config["preprocessor"])
         return cls(backbone=backbone, **config)
 
     def build_with_dummy_inputs(self):
@@ -188,56 +339,88 @@ class XLNetTask(keras.Model):
         """Builds the task model from a task preset or from a backbone preset.
 
         Args:
-            preset: a directory. With `task.json` (a saved task model of this class)
-                the whole model is restored and `kwargs` override its config
-                (weights are then only loaded when the head's shapes still match).
-                Without it, the directory is a backbone preset: the backbone is
-                loaded with the fine-tuning settings (`finetuning_adjustments`:
+            preset: a preset name (`xlnet-tf presets`, downloaded on first use),
+                a directory (local, `gs://`, `ram://`) or a `hf://` / `kaggle://`
+                handle. With `task.json` (a saved task model of this class) the
+                whole model is restored and `kwargs` override its config
+                (weights are then only loaded when the head's shapes still
+                match). Without it, the preset is a backbone preset: the backbone
+                is loaded with the fine-tuning settings (`finetuning_adjustments`:
                 `bi_data` off and no recurrence memory, also when the preset
                 comes from pretraining with them on) and a new head is built
-                from `kwargs`.
+                from `kwargs`. Presets in keras-hub's layout (`config.json` a
+                serialized backbone) go to keras-hub's loader.
             load_weights: load weights (False: same architecture, fresh weights).
-            **kwargs: constructor arguments of the task class.
+            **kwargs: constructor arguments of the task class; `preprocessor`
+                defaults to the task's preprocessor read from the preset (None
+                when the preset has no vocabulary).
 
         Returns:
-            A built task model.
+            A built, compiled task model.
+
+        Example:
+        >>> classifier = XLNetClassifier.from_preset("xlnet_base_cased", num_classes=2)  # doctest: +SKIP
+        >>> classifier.fit(dataset_of_strings_and_labels)  # doctest: +SKIP
         """
         from xlnet_tf.models import preset_io
 
-        task_file = os.path.join(preset, TASK_CONFIG_FILE)
-        if preset_io.exists(task_file):
+        if cls is XLNetTask:
+            raise ValueError("Call from_preset on a task class (XLNetClassifier, XLNetSpanLabeler, "
+                             "XLNetMultipleChoice, XLNetTokenClassifier), or use load_task_preset().")
+        preset = preset_io.resolve(preset)
+        config_json = preset_io.read_config_json(preset)
+        task_file = preset_io.fetch(preset, TASK_CONFIG_FILE, required=False)
+        if task_file is not None:
             saved = preset_io.read_json(task_file)
-            if saved.get("class_name") != cls.__name__:
-                raise ValueError(f"{task_file} holds a {saved.get('class_name')!r}, "
-                                 f"not a {cls.__name__}; use load_task_preset().")
-            model = load_task_preset(preset, load_weights=load_weights, **kwargs)
-            return model
+            name = saved.get("class_name")
+            if name != cls.__name__:
+                raise ValueError(
+                    f"Preset {preset} holds a {name} ({TASK_CONFIG_FILE}), not a {cls.__name__}: "
+                    f"load it with {name}.from_preset() or load_task_preset(), or give "
+                    f"{cls.__name__}.from_preset a backbone preset (config.json + model.weights.h5).")
+            return load_task_preset(preset, load_weights=load_weights, **kwargs)
+        if preset_io.is_keras_hub_layout(config_json):
+            # keras-hub's loader: backbone from config.json, preprocessor from
+            # preprocessor.json or tokenizer.json.
+            kwargs.setdefault("preprocessor", cls._preset_preprocessor(preset))
+            return super().from_preset(preset, load_weights=load_weights, **kwargs)
         from xlnet_tf.config import XLNetConfig
         from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 
-        if not preset_io.exists(os.path.join(preset, BACKBONE_CONFIG_FILE)):
-            raise FileNotFoundError(
-                f"{preset} is not a preset directory: no {BACKBONE_CONFIG_FILE} or {TASK_CONFIG_FILE}.")
-        backbone_config = XLNetConfig.from_json(os.path.join(preset, BACKBONE_CONFIG_FILE))
+        backbone_config = XLNetConfig.from_any_dict(config_json)
         adjustments = {k: new for k, (_, new) in finetuning_adjustments(backbone_config).items()}
+        dtype = kwargs.get("dtype")
         if load_weights:
-            backbone = XLNetBackbone.from_preset(preset, **adjustments)
+            backbone = XLNetBackbone.from_preset(preset, dtype=dtype, **adjustments)
         else:
-            backbone = XLNetBackbone(backbone_config.replace(**adjustments))
-        model = cls(backbone=backbone, **kwargs)
-        model.build_with_dummy_inputs()
-        return model
+            backbone = XLNetBackbone(backbone_config.replace(**adjustments), dtype=dtype)
+        if "preprocessor" not in kwargs:
+            kwargs["preprocessor"] = cls._preset_preprocessor(preset)
+        return cls(backbone=backbone, **kwargs)
+
+    @classmethod
+    def _preset_preprocessor(cls, preset):
+        """This task's preprocessor read from `preset`, or None when it has no vocabulary."""
+        from xlnet_tf.models import preset_io
+
+        preprocessor_class = cls.preprocessor_class()
+        if preprocessor_class is None or preset_io.vocabulary_path(preset, required=False) is None:
+            return None
+        return preprocessor_class.from_preset(preset)
 
     def save_to_preset(self, preset, vocabulary_file=None, preprocessing=None):
         """Writes a task preset directory (layout in the module docstring).
 
         Args:
             preset: output directory (created).
-            vocabulary_file: path of `spiece.model` to copy in, if any.
+            vocabulary_file: path of `spiece.model` to copy in; by default the
+                preprocessor's tokenizer vocabulary, if any.
             preprocessing: a JSON-serialisable dict describing the input packing
-                (e.g. `{"sequence_length": 128, "text_fields": [...]}`), if any.
+                (e.g. `{"sequence_length": 128, "text_fields": [...]}`); by default
+                the preprocessor's settings, if any.
         """
         from xlnet_tf.models import preset_io
+        from xlnet_tf.storage import atomic_files
 
         # Each file atomically: an interrupted save never leaves a truncated file behind.
         preset_io.make_preset_dir(preset)
@@ -246,12 +429,24 @@ class XLNetTask(keras.Model):
         preset_io.write_json(os.path.join(preset, BACKBONE_CONFIG_FILE), self.backbone.config.to_dict())
         config = self.get_config()
         config.pop("backbone", None)  # config.json holds the backbone
+        config.pop("preprocessor", None)  # spiece.model + preprocessing.json hold it
         preset_io.write_json(os.path.join(preset, TASK_CONFIG_FILE),
                              {"format": TASK_PRESET_FORMAT, "class_name": type(self).__name__,
                               "config": config})
         preset_io.save_weights(self, os.path.join(preset, TASK_WEIGHTS_FILE))
         if vocabulary_file and not preset_io.copy_vocabulary(vocabulary_file, preset):
             raise FileNotFoundError(f"Vocabulary file not found: {vocabulary_file}")
+        tokenizer = getattr(self.preprocessor, "tokenizer", None)
+        if not vocabulary_file and getattr(tokenizer, "proto", None):
+            atomic_files.write_bytes(os.path.join(preset, VOCABULARY_FILE), tokenizer.proto)
+        if preprocessing is None and self.preprocessor is not None:
+            preprocessing = dict(self.preprocessor.get_config())
+            preprocessing.pop("tokenizer", None)
+            preprocessing = {k: v for k, v in preprocessing.items()
+                             if k in ("sequence_length", "truncate", "second_max_length",
+                                      "max_query_length", "doc_stride", "label_all_pieces")}
+            preprocessing["lower_case"] = bool(getattr(tokenizer, "lowercase", False))
+            preprocessing["preprocessor_class"] = type(self.preprocessor).__name__
         if preprocessing is not None:
             preset_io.write_json(os.path.join(preset, PREPROCESSING_FILE), preprocessing)
 
@@ -268,45 +463,61 @@ def task_classes():
 
 
 def load_task_preset(preset, load_weights=True, **overrides):
-    """Rebuilds any saved task model from a task preset directory.
+    """Rebuilds any saved task model from a task preset.
 
     Args:
-        preset: directory written by `XLNetTask.save_to_preset`.
+        preset: a preset name, a directory (local, `gs://`, `ram://`) or a
+            `hf://` / `kaggle://` handle written by `XLNetTask.save_to_preset`
+            (or by keras-hub's saver).
         load_weights: restore `task.weights.h5`.
-        **overrides: constructor arguments replacing the saved ones (e.g. `dropout=0.0`).
+        **overrides: constructor arguments replacing the saved ones (e.g. `dropout=0.0`);
+            `preprocessor` defaults to the one the preset describes (None without a vocabulary).
 
     Returns:
         The task model (built), an instance of the class named in `task.json`.
     """
     from xlnet_tf.config import XLNetConfig
+    from xlnet_tf.models import preset_io
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 
-    from xlnet_tf.models import preset_io
-
-    task_file = os.path.join(preset, TASK_CONFIG_FILE)
-    if not preset_io.exists(task_file):
+    preset = preset_io.resolve(preset)
+    task_file = preset_io.fetch(preset, TASK_CONFIG_FILE, required=False)
+    if task_file is None:
         raise FileNotFoundError(f"No {TASK_CONFIG_FILE} in {preset}: not a task preset directory.")
     saved = preset_io.read_json(task_file)
-    if saved.get("format") != TASK_PRESET_FORMAT:
-        raise ValueError(f"{task_file}: format {saved.get('format')!r}, expected {TASK_PRESET_FORMAT!r}.")
     classes = task_classes()
     name = saved.get("class_name")
+    if "registered_name" in saved and saved.get("format") is None:
+        # keras-hub's layout: its loader restores backbone, preprocessor and weights.
+        if name not in classes:
+            raise ValueError(f"{task_file}: unknown task class {name!r}; known: {sorted(classes)}.")
+        return classes[name].from_preset(preset, load_weights=load_weights, **overrides)
+    if saved.get("format") != TASK_PRESET_FORMAT:
+        raise ValueError(f"{task_file}: format {saved.get('format')!r}, expected {TASK_PRESET_FORMAT!r}.")
     if name not in classes:
         raise ValueError(f"{task_file}: unknown task class {name!r}; known: {sorted(classes)}.")
     config = dict(saved["config"])
     # The backbone comes from config.json (presets may hold it serialized too).
     config.pop("backbone", None)
     config.pop("backbone_config", None)
+    config.pop("preprocessor", None)
     config.update(overrides)
     if isinstance(config.get("dtype"), dict):
         config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-    backbone = XLNetBackbone(XLNetConfig.from_json(os.path.join(preset, BACKBONE_CONFIG_FILE)),
-                             dtype=config.get("dtype"))
-    model = classes[name](backbone=backbone, **config)
+    if "preprocessor" not in config:
+        config["preprocessor"] = classes[name]._preset_preprocessor(preset)
+    backbone = XLNetBackbone(XLNetConfig.from_any_dict(preset_io.backbone_config_dict(
+        preset_io.read_config_json(preset))), dtype=config.get("dtype"))
+    # Compiled after the weights: the file of a trained model also holds its
+    # optimizer's state, which a freshly compiled optimizer could not take.
+    compile_defaults = config.pop("compile", True)
+    model = classes[name](backbone=backbone, compile=False, **config)
     model.build_with_dummy_inputs()
     if load_weights:
-        weights = os.path.join(preset, TASK_WEIGHTS_FILE)
-        if not preset_io.exists(weights):
-            raise FileNotFoundError(f"Task weights not found: {weights}")
-        model.load_weights(weights)
+        weights = preset_io.fetch(preset, TASK_WEIGHTS_FILE, required=False)
+        if weights is None:
+            raise FileNotFoundError(f"Task weights not found: {os.path.join(preset, TASK_WEIGHTS_FILE)}")
+        preset_io.load_weights(model, weights)
+    if compile_defaults:
+        model.compile()
     return model

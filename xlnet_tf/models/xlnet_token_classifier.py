@@ -34,6 +34,8 @@ class XLNetTokenClassifier(XLNetTask):
     TensorShape([2, 16, 9])
     """
 
+    preprocessor_class_name = "XLNetTokenClassifierPreprocessor"
+
     def __init__(self, backbone, num_classes=2, dropout=0.1, **kwargs):
         super().__init__(backbone, **kwargs)
         if int(num_classes) < 2:
@@ -48,6 +50,11 @@ class XLNetTokenClassifier(XLNetTask):
                 stddev=backbone.config.initializer_range),
             dtype=self.dtype_policy, name="logits")
         self.build()
+
+    @classmethod
+    def default_compile_arguments(cls, **unused):
+        """Per-piece cross-entropy; label -100 (special tokens, non-first pieces) is ignored."""
+        return {"loss": keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=-100)}
 
     def build_head(self, hidden_dim):
         self.logits_dense.build((None, None, hidden_dim))

@@ -70,10 +70,23 @@ def is_temporary(path):
     return os.path.basename(str(path).rstrip("/")).startswith(TEMP_PREFIX)
 
 
+def _split(path):
+    """`(directory, name)` of `path`, keeping a filesystem root such as `ram://` whole.
+
+    `os.path.split("ram://run")` gives `("ram:", "run")`, a local directory name:
+    temporaries of a top-level `ram://` or `gs://` entry would land on the local disk.
+    """
+    path = str(path).rstrip("/")
+    directory, name = os.path.split(path)
+    if not is_local(path) and "://" not in directory:
+        directory = path[:len(path) - len(name)]  # "ram://", "gs://"
+    return directory, name
+
+
 def temporary_path(path):
     """A fresh temporary sibling of `path`: same directory, `.tmp-<uuid>-<basename>`."""
     path = str(path).rstrip("/")
-    directory, name = os.path.split(path)
+    directory, name = _split(path)
     return os.path.join(directory, f"{TEMP_PREFIX}{uuid.uuid4().hex}-{name}")
 
 
@@ -84,7 +97,7 @@ def remove_stale_temporaries(path):
     directory are touched, so other files' temporaries are left alone.
     """
     path = str(path).rstrip("/")
-    directory, name = os.path.split(path)
+    directory, name = _split(path)
     directory = directory or "."
     files = _files(directory)
     if not files.isdir(directory):
@@ -113,8 +126,8 @@ def remove_stale_temporaries(path):
 
 def _prepare(path):
     path = str(path)
-    directory = os.path.dirname(path)
-    if directory:
+    directory = _split(path)[0]
+    if directory and not directory.endswith("://"):  # a filesystem root always exists
         _files(directory).makedirs(directory)
     remove_stale_temporaries(path)
     return path

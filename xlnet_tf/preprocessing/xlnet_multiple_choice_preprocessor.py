@@ -1,0 +1,68 @@
+"""`XLNetMultipleChoicePreprocessor`: context, question and choices -> `[B, C, L]` packed ids."""
+
+import keras
+import tensorflow as tf
+from keras_hub.src.utils.tensor_utils import preprocessing_function
+
+from xlnet_tf.preprocessing.xlnet_preprocessor import XLNetPreprocessor, is_packed
+
+
+@keras.saving.register_keras_serializable(package="xlnet_tf")
+class XLNetMultipleChoicePreprocessor(XLNetPreprocessor):
+    """Packs every choice as `context <sep> question choice <sep> <cls>` (the original RACE recipe).
+
+    Truncation `keep_second`: the question + choice keeps its last
+    `second_max_length` pieces, then the context keeps its first pieces that fit.
+
+    Args:
+        tokenizer: an `xlnet_tf.XLNetTokenizer`.
+        sequence_length: packed length L of each choice.
+        second_max_length: cap on the question + choice pieces (original RACE: 128).
+        **kwargs: `keras.layers.Layer` arguments.
+
+    Call arguments:
+        x: a dict `{"context": [B] str, "question": [B] str, "choices": [B, C] str}`
+            (C the same for the whole dataset), or a packed dict.
+        y: optional int `[B]`, the index of the right choice.
+        sample_weight: optional `[B]`.
+
+    Returns:
+        `x`: int32 `token_ids`, `segment_ids`, `padding_mask` `[B, C, L]`; `y`, `sample_weight` unchanged.
+
+    Example:
+    >>> preprocessor = XLNetMultipleChoicePreprocessor(tokenizer, sequence_length=32)
+    >>> preprocessor({"context": ["The sky is blue."], "question": ["Its colour?"],
+    ...               "choices": [["blue", "red"]]})["token_ids"].shape
+    TensorShape([1, 2, 32])
+    """
+
+    def __init__(self, tokenizer, sequence_length=512, second_max_length=128, **kwargs):
+        kwargs.pop("truncate", None)
+        super().__init__(tokenizer, sequence_length=sequence_length, truncate="keep_second",
+                         second_max_length=second_max_length, **kwargs)
+
+    def get_config(self):
+        config = super().get_config()
+        config.pop("truncate", None)
+        return config
+
+    @preprocessing_function
+    def call(self, x, y=None, sample_weight=None):
+        if not is_packed(x):
+            if not isinstance(x, dict) or not {"context", "question", "choices"} <= set(x):
+                raise ValueError("XLNetMultipleChoicePreprocessor takes x = {'context': ..., 'question': "
+                                 f"..., 'choices': ...}}; got {sorted(x) if isinstance(x, dict) else type(x).__name__}.")
+            choices = tf.convert_to_tensor(x["choices"], tf.string)
+            if choices.shape.rank != 2:
+                raise ValueError("XLNetMultipleChoicePreprocessor: 'choices' must be [batch, num_choices] "
+                                 f"strings, got shape {choices.shape}.")
+            num_choices = choices.shape[1] if choices.shape[1] is not None else tf.shape(choices)[1]
+            contexts = tf.reshape(tf.convert_to_tensor(x["context"], tf.string), [-1, 1])  # [B, 1]
+            questions = tf.reshape(tf.convert_to_tensor(x["question"], tf.string), [-1, 1])
+            contexts = tf.reshape(tf.broadcast_to(contexts, tf.shape(choices)), [-1])  # [B*C]
+            seconds = tf.reshape(tf.strings.join([tf.broadcast_to(questions, tf.shape(choices)), choices],
+                                                 separator=" "), [-1])  # [B*C]
+            packed = self.packer((self.tokenize(contexts), self.tokenize(seconds)))  # [B*C, L]
+            x = {k: tf.reshape(v, [-1, num_choices, self.sequence_length])  # [B, C, L]
+                 for k, v in packed.items()}
+        return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)

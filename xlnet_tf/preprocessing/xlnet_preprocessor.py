@@ -1,0 +1,130 @@
+"""`XLNetPreprocessor`: the shared base of the task preprocessors (tokenizer + `XLNetPacker`, presets)."""
+
+import re
+
+import keras
+from keras_hub.models import Preprocessor
+
+from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
+
+PACKED_KEYS = ("token_ids", "segment_ids", "padding_mask")
+PREPROCESSING_FILE = "preprocessing.json"
+
+
+def is_packed(x):
+    """Whether `x` is already a dict of packed ids (passed through unchanged)."""
+    return isinstance(x, dict) and "token_ids" in x
+
+
+@keras.saving.register_keras_serializable(package="xlnet_tf")
+class XLNetPreprocessor(Preprocessor):
+    """Base of the XLNet task preprocessors: an `XLNetTokenizer` and an `XLNetPacker`.
+
+    Subclasses implement `call(x, y=None, sample_weight=None)`; raw text goes
+    through the tokenizer and the packer (TensorFlow ops only, so a
+    preprocessor maps over a `tf.data.Dataset` and traces into a SavedModel),
+    and a dict that already holds `token_ids` passes through unchanged.
+
+    Args:
+        tokenizer: an `xlnet_tf.XLNetTokenizer`.
+        sequence_length: packed length L.
+        truncate: `XLNetPacker` truncation (`"longest_first"` or `"keep_second"`).
+        second_max_length: `XLNetPacker.second_max_length` (for `"keep_second"`).
+        **kwargs: `keras.layers.Layer` arguments.
+    """
+
+    def __init__(self, tokenizer, sequence_length=512, truncate="longest_first",
+                 second_max_length=None, **kwargs):
+        # "xlnet_classifier_preprocessor", not Keras' automatic "xl_net_...".
+        kwargs.setdefault("name", "xlnet_" + re.sub(r"(?<!^)(?=[A-Z])", "_", type(self).__name__[5:]).lower())
+        super().__init__(**kwargs)
+        self.tokenizer = tokenizer
+        self.sequence_length = int(sequence_length)
+        self.truncate = truncate
+        self.second_max_length = second_max_length
+        self.packer = XLNetPacker(
+            self.sequence_length, sep_token_id=4, cls_token_id=3, pad_token_id=5,
+            truncate=truncate, second_max_length=second_max_length, name="packer")
+
+    def build(self, input_shape=None):
+        # Nothing to build: the tokenizer and the packers are complete at construction.
+        self.built = True
+
+    def tokenize(self, text):
+        """Token ids of a string tensor (ragged int32 `[B, None]` for a batch)."""
+        ids = self.tokenizer(text)
+        if isinstance(ids, list):
+            # Called eagerly, the tokenizer runs Python SentencePiece and returns lists.
+            import tensorflow as tf
+
+            ids = tf.ragged.constant(ids, dtype=tf.int32, ragged_rank=1) if ids and isinstance(
+                ids[0], list) else tf.constant(ids, tf.int32)
+        return ids
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"sequence_length": self.sequence_length, "truncate": self.truncate,
+                       "second_max_length": self.second_max_length})
+        return config
+
+    # ------------------------------------------------------------------ presets
+    @classmethod
+    def preset_settings(cls, info):
+        """Constructor arguments read from a task preset's `preprocessing.json` (subclasses extend)."""
+        settings = {}
+        if info.get("sequence_length"):
+            settings["sequence_length"] = int(info["sequence_length"])
+        if info.get("truncate") and "truncate" in cls._accepted_arguments():
+            settings["truncate"] = info["truncate"]
+        if info.get("second_max_length") is not None and "second_max_length" in cls._accepted_arguments():
+            settings["second_max_length"] = int(info["second_max_length"])
+        return settings
+
+    @classmethod
+    def _accepted_arguments(cls):
+        import inspect
+
+        names = set()
+        for klass in cls.__mro__:
+            if "__init__" in vars(klass):
+                names |= set(inspect.signature(klass.__init__).parameters)
+            if klass is XLNetPreprocessor:
+                break
+        return names
+
+    @classmethod
+    def from_preset(cls, preset, **kwargs):
+        """Builds the preprocessor from a preset (name, directory, `hf://` / `kaggle://` handle).
+
+        Reads the vocabulary (`spiece.model`, or keras-hub's
+        `assets/tokenizer/vocabulary.spm`) and, in a fine-tuned task preset,
+        `preprocessing.json` (sequence length, truncation, lowercasing) or, in
+        keras-hub's layout, `preprocessor.json`. `kwargs` override what the
+        preset records.
+
+        Example:
+        >>> preprocessor = XLNetClassifierPreprocessor.from_preset(  # doctest: +SKIP
+        ...     "xlnet_base_cased", sequence_length=128)
+        """
+        from xlnet_tf.models import preset_io
+        from xlnet_tf.tokenizer import XLNetTokenizer
+
+        if cls is XLNetPreprocessor:
+            raise ValueError("Call from_preset on a task preprocessor, e.g. "
+                             "XLNetClassifierPreprocessor.from_preset(...).")
+        preset = preset_io.resolve(preset)
+        saved = preset_io.fetch(preset, "preprocessor.json", required=False)
+        if saved is not None:
+            config = preset_io.read_json(saved)
+            saved_class = keras.saving.get_registered_object(config.get("registered_name", ""))
+            if saved_class is not None and issubclass(saved_class, cls):
+                tokenizer = kwargs.pop("tokenizer", None) or XLNetTokenizer.from_preset(preset)
+                inner = {k: v for k, v in config["config"].items() if k != "tokenizer"}
+                inner.update(kwargs)
+                return saved_class(tokenizer=tokenizer, **inner)
+        info_path = preset_io.fetch(preset, PREPROCESSING_FILE, required=False)
+        settings = cls.preset_settings(preset_io.read_json(info_path)) if info_path else {}
+        settings.update(kwargs)
+        if settings.get("tokenizer") is None:
+            settings["tokenizer"] = XLNetTokenizer.from_preset(preset)
+        return cls(**settings)

@@ -1,0 +1,83 @@
+"""`XLNetTokenClassifierPreprocessor`: pre-split words (+ word labels) -> packed ids (+ piece labels)."""
+
+import keras
+import tensorflow as tf
+from keras_hub.src.utils.tensor_utils import preprocessing_function
+
+from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
+from xlnet_tf.preprocessing.xlnet_preprocessor import XLNetPreprocessor, is_packed
+
+IGNORED_LABEL = -100
+
+
+@keras.saving.register_keras_serializable(package="xlnet_tf")
+class XLNetTokenClassifierPreprocessor(XLNetPreprocessor):
+    """Tokenizes each word and moves word labels onto pieces (NER-style).
+
+    Each word is tokenized on its own (so it starts a new `▁` piece); the first
+    piece of a word gets the word's label, its other pieces, `<sep>`, `<cls>`
+    and padding get -100, which `XLNetTokenClassifier`'s default loss ignores.
+    Pieces are packed as `[pad..] pieces <sep> <cls>`.
+
+    Args:
+        tokenizer: an `xlnet_tf.XLNetTokenizer`.
+        sequence_length: packed length L.
+        **kwargs: `keras.layers.Layer` arguments.
+
+    Call arguments:
+        x: words, a ragged (or dense) string tensor `[B, None]` or a list of word
+            lists; or a packed dict.
+        y: optional word labels, int `[B, None]` aligned with the words.
+        sample_weight: optional `[B]`.
+
+    Returns:
+        `x`: int32 `token_ids`, `segment_ids`, `padding_mask` `[B, L]`; `y`: int32 `[B, L]`
+        piece labels (-100 where ignored).
+
+    Example:
+    >>> preprocessor = XLNetTokenClassifierPreprocessor(tokenizer, sequence_length=16)
+    >>> x, y = preprocessor(tf.ragged.constant([["John", "lives", "here"]]),
+    ...                     tf.ragged.constant([[1, 0, 0]]))
+    """
+
+    def __init__(self, tokenizer, sequence_length=512, **kwargs):
+        kwargs.pop("truncate", None)
+        kwargs.pop("second_max_length", None)
+        super().__init__(tokenizer, sequence_length=sequence_length, **kwargs)
+        self.label_packer = XLNetPacker(self.sequence_length, sep_token_id=IGNORED_LABEL,
+                                        cls_token_id=IGNORED_LABEL, pad_token_id=IGNORED_LABEL,
+                                        name="label_packer")
+
+    def get_config(self):
+        config = super().get_config()
+        config.pop("truncate", None)
+        config.pop("second_max_length", None)
+        return config
+
+    @preprocessing_function
+    def call(self, x, y=None, sample_weight=None):
+        if is_packed(x):
+            return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)
+        words = x
+        if not isinstance(words, tf.RaggedTensor):
+            words = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(words, tf.string))
+        if words.shape.rank != 2:
+            raise ValueError("XLNetTokenClassifierPreprocessor takes a batch of word lists ([batch, "
+                             f"words] strings), got rank {words.shape.rank}.")
+        pieces = self.tokenize(words.flat_values)  # [N_words, None]
+        if not isinstance(pieces, tf.RaggedTensor):
+            pieces = tf.RaggedTensor.from_tensor(pieces)
+        pieces = tf.cast(pieces, tf.int32)
+        token_ids = words.with_flat_values(pieces).merge_dims(1, 2)  # [B, P]
+        x = self.packer(token_ids)
+        if y is not None:
+            labels = y if isinstance(y, tf.RaggedTensor) else tf.RaggedTensor.from_tensor(
+                tf.convert_to_tensor(y))
+            labels = tf.cast(labels.flat_values, tf.int32)  # [N_words]
+            counts = tf.cast(pieces.row_lengths(), tf.int32)
+            first = tf.equal(tf.ragged.range(counts).flat_values, 0)  # [N_pieces]
+            flat_labels = tf.where(first, tf.repeat(labels, counts), IGNORED_LABEL)
+            piece_labels = words.with_flat_values(pieces.with_flat_values(flat_labels))
+            piece_labels = piece_labels.merge_dims(1, 2)  # [B, P]
+            y = self.label_packer(piece_labels)["token_ids"]  # [B, L]
+        return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)
