@@ -313,6 +313,18 @@ def run_config(records, vocabulary, vocab_size, steps, overrides):
         "training.verbose=0", "distribution.strategy=one_device"] + list(overrides))
 
 
+def matched_config(config):
+    """`config` with what HF's PLM collator cannot do turned off: memory, bi_data, blocks."""
+    import dataclasses
+
+    from xlnet_tf.training.run_config import run_config_from_dict
+
+    values = config.to_dict()
+    values["model"].update(memory_length=0, reuse_length=0, bi_data=False)
+    values["data"]["perm_size"] = config.data.seq_length
+    return run_config_from_dict(values)
+
+
 def train_ours(config, workdir):
     """`run_pretraining`; returns (trained pretrainer, per-epoch mean losses, seconds)."""
     import keras
@@ -473,6 +485,18 @@ def run(args):
                            "steps_per_minute": args.steps / ours_seconds * 60}
         figures["ours"]["chain"], figures["ours"]["independent"] = score_ours(pretrainer, windows)
     if not args.no_hf:
+        # HF's collator has no memory, no bi_data and permutes the whole sequence: ours again
+        # with the same (unless the config already is), so the pair differs only by framework
+        # and the masking rule.
+        config = matched_config(config)
+        if not args.only_hf and config.to_dict() != figures["config"]:
+            pretrainer, losses, seconds = train_ours(config, os.path.join(workdir, "ours_matched"))
+            figures["ours_matched"] = {"epoch_losses": losses, "seconds": seconds,
+                                       "steps_per_minute": args.steps / seconds * 60}
+            figures["ours_matched"]["chain"], figures["ours_matched"]["independent"] = score_ours(
+                pretrainer, windows)
+        else:
+            figures["ours_matched"] = figures.get("ours")
         hf_steps = args.hf_steps or args.steps
         model, hf_losses, hf_targets, hf_seconds = train_hf(config, vocabulary, hf_steps, args.steps)
         figures["hf"] = {"epoch_losses": hf_losses, "seconds": hf_seconds, "steps": hf_steps,
@@ -503,24 +527,29 @@ def format_table(f):
         "|---|---|---|---|---|---|",
     ]
     bound = f["heldout_bound"]
-    for key in ("ours", "hf"):
-        if key not in f:
+    names = {"ours": "ours (config above)",
+             "ours_matched": "ours, matched to HF (no memory, no bi_data, one permutation block)",
+             "hf": "HF XLNetLMHeadModel, matched"}
+    for key in ("ours", "ours_matched", "hf"):
+        if not f.get(key) or (key == "ours_matched" and f[key] is f.get("ours")):
             continue
         r = f[key]
-        name = "ours" if key == "ours" else f"HF XLNetLMHeadModel ({r['steps']} steps)"
+        name = names[key] + (f" ({r['steps']} steps)" if "steps" in r and r["steps"] != f["steps"] else "")
         rate = f"{r.get('steps', f['steps']) / r['seconds'] * 60:.0f}"
         lines.append(f"| {name} | {r['chain']:.3f} | {r['chain'] / bound:.2f}x | "
                      f"{r['independent']:.3f} | {r['epoch_losses'][-1]:.3f} | {rate} |")
-    if "hf" in f and "ours" in f:
-        ours, hf = f["ours"]["epoch_losses"], f["hf"]["epoch_losses"]
+    if "hf" in f and f.get("ours_matched"):
+        ours, hf = f["ours_matched"]["epoch_losses"], f["hf"]["epoch_losses"]
         per = f["config"]["training"]["steps_per_epoch"]
-        lines += ["", f"train loss per epoch of {per} steps (ours / HF, each on its own objective; "
+        lines += ["", f"train loss per epoch of {per} steps (ours matched / HF, each on its own objective; "
                   f"HF predicts {f['hf']['targets_per_sequence']:.1f} tokens per sequence, ours "
                   f"{f['config']['data']['num_predict']}):"]
         for i, (a, h) in enumerate(zip(ours, hf)):
             if (i + 1) % max(1, len(ours) // 8) == 0 or i == len(ours) - 1:
                 lines.append(f"  step {(i + 1) * per:5d}: {a:.3f} / {h:.3f} = {a / h:.2f}")
-        lines.append(f"held-out chain rule ours/HF: {f['ours']['chain'] / f['hf']['chain']:.2f}")
+        lines.append("held-out masked word ours matched / HF: chain rule "
+                     f"{f['ours_matched']['chain'] / f['hf']['chain']:.2f}, independent pieces "
+                     f"{f['ours_matched']['independent'] / f['hf']['independent']:.2f}")
     return "\n".join(lines)
 
 

@@ -164,7 +164,11 @@ class XLNetConfig:
 
     @classmethod
     def from_json(cls, path: str) -> "XLNetConfig":
-        """Reads our own `config.json`, an original `xlnet_config.json` or a Hugging Face `config.json`.
+        """Reads a preset's `config.json`, an original `xlnet_config.json` or a Hugging Face `config.json`.
+
+        A preset's `config.json` is keras-hub's serialized `XLNetBackbone`
+        (`{"module", "class_name", "config": {"config": {...}}, "registered_name"}`)
+        or, in presets written before, the plain `XLNetConfig` dict.
 
         The format is detected from the keys. Original and Hugging Face files are
         translated field by field; keys that describe nothing in the network
@@ -179,6 +183,13 @@ class XLNetConfig:
                 values = json.load(f)
             except json.JSONDecodeError as e:
                 raise ConfigError(f"{path} is not valid JSON: {e}") from e
+        if isinstance(values, Mapping) and "registered_name" in values:
+            # A keras-hub preset's config.json: the serialized XLNetBackbone.
+            inner = values.get("config")
+            if not isinstance(inner, Mapping) or not isinstance(inner.get("config"), Mapping):
+                raise ConfigError(f"{path} holds a serialized {values.get('class_name')!r} "
+                                  f"({values.get('registered_name')}), not an XLNetBackbone with an XLNetConfig.")
+            values = inner["config"]
         try:
             return cls.from_any_dict(values)
         except ConfigError as e:

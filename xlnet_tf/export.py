@@ -8,7 +8,9 @@ directories (a `task` section in `config.yaml`) go to
 `xlnet_tf.serving.task_export.export_task_workdir`.
 
 Output layout:
-    OUTPUT/preset/        config.json, model.weights.h5, lm_head.weights.h5, spiece.model
+    OUTPUT/preset/        a preset in keras-hub's layout (`xlnet_tf.models.preset_io`): config.json,
+                          model.weights.h5, metadata.json, lm_head.weights.h5 and, with a
+                          vocabulary, tokenizer.json, assets/tokenizer/vocabulary.spm, spiece.model
     OUTPUT/saved_model/   signatures `serving_default(token_ids)` and
                           `encode(token_ids, segment_ids, padding_mask)`, both returning
                           `sequence_output` float32 [B, L, hidden]
@@ -190,12 +192,13 @@ def export_preset(preset_dir, output_dir):
     """Re-exports a preset directory (copies it and writes the SavedModel)."""
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 
-    pretrainer = XLNetPretrainer.from_preset(preset_dir)
-    import tensorflow as tf
+    from xlnet_tf.models import preset_io
 
-    vocabulary = os.path.join(preset_dir, "spiece.model")
+    pretrainer = XLNetPretrainer.from_preset(preset_dir)
+    # Either layout: `spiece.model` or keras-hub's `assets/tokenizer/vocabulary.spm`.
+    vocabulary = preset_io.vocabulary_path(preset_dir, required=False)
     return export_pretrainer(pretrainer, output_dir,
-                             vocabulary=vocabulary if tf.io.gfile.exists(vocabulary) else None)
+                             vocabulary=preset_io.read_bytes(vocabulary) if vocabulary else None)
 
 
 def _parser():

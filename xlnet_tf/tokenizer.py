@@ -241,6 +241,8 @@ class XLNetTokenizer(SentencePieceTokenizer):
             if config.get("registered_name") != "xlnet_tf>XLNetTokenizer":
                 raise ValueError(f"{saved} holds a {config.get('class_name')!r}, not an XLNetTokenizer.")
             settings = dict(config.get("config", {}))
+            if isinstance(settings.get("dtype"), dict):  # serialized by keras-hub's / our preset writer
+                settings["dtype"] = keras.dtype_policies.deserialize(settings["dtype"]).name
         else:
             info = preset_io.fetch(preset, "preprocessing.json", required=False)
             if info is not None and preset_io.read_json(info).get("lower_case") is not None:

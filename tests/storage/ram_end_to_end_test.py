@@ -301,7 +301,7 @@ def test_task_preset_errors_name_the_ram_path():
     tf.io.gfile.makedirs(empty)
     with pytest.raises(FileNotFoundError, match=f"No task.json in {empty}"):
         load_task_preset(empty)
-    with pytest.raises(FileNotFoundError, match=f"{empty} is not a preset directory"):
+    with pytest.raises(FileNotFoundError, match=f"{empty} has no config.json"):
         XLNetClassifier.from_preset(empty, num_classes=2)
     atomic_files.write_text(f"{empty}/task.json", "{not json")
     with pytest.raises(ValueError, match=f"{empty}/task.json is not valid JSON"):

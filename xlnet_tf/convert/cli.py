@@ -12,7 +12,9 @@ def _parser():
     parser = argparse.ArgumentParser(
         prog="xlnet-tf convert",
         description="Convert an XLNet checkpoint into a preset directory "
-                    "(config.json, model.weights.h5, lm_head.weights.h5, spiece.model when present).")
+                    "in keras-hub's layout (config.json, model.weights.h5, metadata.json, "
+                    "lm_head.weights.h5; with a vocabulary tokenizer.json, "
+                    "assets/tokenizer/vocabulary.spm and spiece.model).")
     parser.add_argument("--source", required=True, choices=("tf1", "transformers"),
                         help="tf1: original zihangdai/xlnet release (xlnet_config.json + xlnet_model.ckpt.*); "
                              "transformers: a Hugging Face save_pretrained directory (config.json + model.safetensors).")
@@ -29,6 +31,9 @@ def _parser():
 
 def write_preset(pretrainer, output, vocabulary=None):
     """Saves the converted preset to `output` so that an interrupted run never leaves half a preset.
+
+    The preset is in keras-hub's layout (`XLNetPretrainer.save_to_preset`), so
+    `keras_hub.upload_preset` and every `from_preset` take it.
 
     A new `output` directory is written under a temporary sibling name and renamed
     when complete; into an existing directory each file is written atomically.

@@ -7,9 +7,11 @@ Work directory layout:
 - `backup/`: `RunBackup` state (crash-safe); re-running the same command resumes;
 - `RUN_LOCK`: while a run is active, who holds the work directory (one run at a time);
 - `eval_results.json`: the final evaluation;
-- `final/`: the fine-tuned task preset (`config.json`, `task.json`, `task.weights.h5`,
-  `spiece.model`, `preprocessing.json`), read by `xlnet-tf export`
-  (`xlnet_tf.models.xlnet_task.load_task_preset`).
+- `final/`: the fine-tuned task preset in keras-hub's layout (`config.json`, `model.weights.h5`,
+  `metadata.json`, `task.json`, `task.weights.h5`, `preprocessor.json`, `tokenizer.json`,
+  `assets/tokenizer/vocabulary.spm`, `spiece.model`) plus `preprocessing.json`, the serving
+  metadata (task type, packing, text fields, label names, tuned SQuAD `null_score_threshold`);
+  read by `XLNetClassifier.from_preset(...)` & co., `load_task_preset` and `xlnet-tf export`.
 """
 
 import contextlib
@@ -81,8 +83,11 @@ def _exists(path):
 
 
 def _resolve_vocabulary(init_preset):
-    path = os.path.join(init_preset, "spiece.model")
-    if not _exists(path):
+    from xlnet_tf.models import preset_io
+
+    # `spiece.model`, else keras-hub's `assets/tokenizer/vocabulary.spm`.
+    path = preset_io.vocabulary_path(init_preset, required=False) if _exists(init_preset) else None
+    if path is None:
         raise ConfigError(f"The initial preset {init_preset} has no spiece.model; fine-tuning "
                           "tokenizes text with the preset's vocabulary.")
     return path

@@ -1,4 +1,26 @@
-"""Reading and writing preset directories: `config.json`, `model.weights.h5`, `spiece.model`.
+"""Reading and writing preset directories, in keras-hub's layout (read: both layouts).
+
+The layout written everywhere (`XLNetBackbone`, `XLNetPretrainer` and the task
+models' `save_to_preset`, the converters, the named-preset cache, the
+pretraining export, `xlnet-tf finetune`'s `final/`) is keras-hub's, so
+`keras_hub.upload_preset` and keras-hub's loaders take it:
+
+- `config.json`: the serialized `XLNetBackbone` (`{"module", "class_name", "config":
+  {"config": <XLNetConfig dict>, ...}, "registered_name": "xlnet_tf>XLNetBackbone"}`);
+- `model.weights.h5`: the backbone's weights; `metadata.json`: versions, parameter count;
+- `tokenizer.json` + `assets/tokenizer/vocabulary.spm`: the serialized `XLNetTokenizer`
+  (vocabulary as an asset, not inline) when the vocabulary is known;
+- tasks: `task.json` (the serialized task model, backbone and preprocessor inside),
+  `task.weights.h5` (the head only, backbone layers skipped, as keras-hub's
+  `save_task_weights`), `preprocessor.json` (the serialized task preprocessor);
+- extra files keras-hub ignores: `lm_head.weights.h5` (the pretrainer's LM output
+  bias), `spiece.model` (the same vocabulary bytes, for the tools that take a
+  vocabulary path: `prepare-pretraining --vocab`, `data.vocabulary`) and, in a
+  fine-tuned task preset, `preprocessing.json` (the serving metadata: task type,
+  text fields, label names, SQuAD `null_score_threshold`, ...).
+
+The project's earlier layout (`config.json` = a plain `XLNetConfig` dict, `task.json`
+`"xlnet_tf.task.v1"` with every weight in `task.weights.h5`) is still read.
 
 Every file of a preset is written atomically (`xlnet_tf.storage.atomic_files`):
 an interrupted save leaves each file either complete or as before, never a
@@ -15,6 +37,14 @@ CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.weights.h5"
 LM_HEAD_FILE = "lm_head.weights.h5"
 VOCABULARY_FILE = "spiece.model"
+METADATA_FILE = "metadata.json"
+TOKENIZER_CONFIG_FILE = "tokenizer.json"
+PREPROCESSOR_CONFIG_FILE = "preprocessor.json"
+TASK_CONFIG_FILE = "task.json"
+TASK_WEIGHTS_FILE = "task.weights.h5"
+PREPROCESSING_FILE = "preprocessing.json"
+KERAS_HUB_VOCABULARY_FILE = "assets/tokenizer/vocabulary.spm"
+TOKENIZER_REGISTERED_NAME = "xlnet_tf>XLNetTokenizer"
 
 
 def _gfile():
@@ -207,17 +237,125 @@ def read_bytes(path):
         return f.read()
 
 
-KERAS_HUB_VOCABULARY_FILE = "assets/tokenizer/vocabulary.spm"
 
-
-def load_weights(model, path):
-    """`model.load_weights(path)` for a path on any `tf.io.gfile` filesystem (copied locally first)."""
+def load_weights(model, path, **kwargs):
+    """`model.load_weights(path, **kwargs)` for a path on any `tf.io.gfile` filesystem (copied locally first)."""
     if atomic_files.is_local(path):
-        model.load_weights(path)
+        model.load_weights(path, **kwargs)
         return
     import tempfile
 
     with tempfile.TemporaryDirectory() as scratch:
         local = os.path.join(scratch, os.path.basename(str(path)))
         _gfile().copy(str(path), local)
-        model.load_weights(local)
+        model.load_weights(local, **kwargs)
+
+
+# ---------------------------------------------------------------- writing keras-hub's layout
+def serialize(layer):
+    """`keras.saving.serialize_keras_object(layer)` as keras-hub's preset saver writes it.
+
+    `compile_config` / `build_config` are dropped (as keras-hub does) and every
+    nested `XLNetTokenizer` gets `proto: None`: the vocabulary is the asset
+    `assets/tokenizer/vocabulary.spm`, not a base64 copy inside each JSON file.
+    """
+    import keras
+
+    return _strip(keras.saving.serialize_keras_object(layer))
+
+
+def _strip(value):
+    if isinstance(value, dict):
+        value = {k: _strip(v) for k, v in value.items() if k not in ("compile_config", "build_config")}
+        if value.get("registered_name") == TOKENIZER_REGISTERED_NAME and isinstance(value.get("config"), dict):
+            value["config"] = dict(value["config"], proto=None)
+        return value
+    if isinstance(value, list):
+        return [_strip(v) for v in value]
+    return value
+
+
+def write_serialized(preset_dir, filename, layer):
+    """Writes `serialize(layer)` to `preset_dir/filename` atomically; returns the dict written."""
+    config = serialize(layer)
+    write_json(os.path.join(preset_dir, filename), config)
+    return config
+
+
+def write_metadata(preset_dir, backbone):
+    """`metadata.json` as keras-hub's saver writes it (versions, parameter count, date, tasks)."""
+    import datetime
+
+    import keras
+    from keras_hub.src.version import __version__ as keras_hub_version
+
+    write_json(os.path.join(preset_dir, METADATA_FILE), {
+        "keras_version": keras.version(),
+        "keras_hub_version": keras_hub_version,
+        "parameter_count": int(backbone.count_params()),
+        "date_saved": datetime.datetime.now().strftime("%Y-%m-%d@%H:%M:%S"),
+        "tasks": ["XLNetClassifier", "XLNetMultipleChoice", "XLNetPretrainer", "XLNetSpanLabeler",
+                  "XLNetTokenClassifier"],
+    })
+
+
+def vocabulary_bytes(vocabulary):
+    """The SentencePiece bytes of `vocabulary`: bytes, a `spiece.model` path or a directory holding one.
+
+    Returns None when `vocabulary` is None or a directory without `spiece.model`
+    (a converter's source folder may have none); a missing file is an error.
+    """
+    if vocabulary is None:
+        return None
+    if isinstance(vocabulary, (bytes, bytearray)):
+        return bytes(vocabulary)
+    vocabulary = os.fspath(vocabulary)
+    gfile = _gfile()
+    if gfile.isdir(vocabulary):
+        vocabulary = os.path.join(vocabulary, VOCABULARY_FILE)
+        if not gfile.exists(vocabulary):
+            return None
+    if not gfile.exists(vocabulary):
+        raise FileNotFoundError(f"Vocabulary file not found: {vocabulary}")
+    return read_bytes(vocabulary)
+
+
+def write_tokenizer(preset_dir, proto, tokenizer=None, lowercase=None):
+    """Writes `tokenizer.json`, `assets/tokenizer/vocabulary.spm` and `spiece.model` atomically.
+
+    Args:
+        preset_dir: the preset directory.
+        proto: the SentencePiece model bytes.
+        tokenizer: an `XLNetTokenizer` whose settings (lowercasing, ...) are
+            saved; by default one with the default settings.
+        lowercase: overrides the saved `lowercase` when not None.
+    """
+    if tokenizer is None:
+        from xlnet_tf.tokenizer import XLNetTokenizer
+
+        # No vocabulary needed to serialize the settings; none is loaded.
+        tokenizer = XLNetTokenizer(proto=None)
+    config = serialize(tokenizer)
+    if lowercase is not None:
+        config["config"]["lowercase"] = bool(lowercase)
+    write_json(os.path.join(preset_dir, TOKENIZER_CONFIG_FILE), config)
+    atomic_files.write_bytes(os.path.join(preset_dir, KERAS_HUB_VOCABULARY_FILE), proto)
+    atomic_files.write_bytes(os.path.join(preset_dir, VOCABULARY_FILE), proto)
+    return config
+
+
+def save_weights_skipping(model, path, objects_to_skip):
+    """`keras.saving.save_weights(model, path, objects_to_skip=...)`, atomically (keras-hub's task weights)."""
+    return atomic_files.save_weights(_SkippingSaver(model, objects_to_skip), path)
+
+
+class _SkippingSaver:
+    """Gives `atomic_files.save_weights` a `save_weights(path)` that skips some objects."""
+
+    def __init__(self, model, objects_to_skip):
+        self.model, self.objects_to_skip = model, list(objects_to_skip)
+
+    def save_weights(self, path):
+        import keras
+
+        keras.saving.save_weights(self.model, path, objects_to_skip=self.objects_to_skip)

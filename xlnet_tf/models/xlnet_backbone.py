@@ -323,18 +323,35 @@ class XLNetBackbone(Backbone):
             config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
         return cls(model_config, **config)
 
-    def save_to_preset(self, preset_dir, vocabulary=None):
-        """Writes `config.json`, `model.weights.h5` and (when given) `spiece.model`, each atomically.
+    def save_to_preset(self, preset_dir, vocabulary=None, max_shard_size=None, tokenizer=None):
+        """Writes a preset in keras-hub's layout, each file atomically.
 
-        The project's preset layout (read by every `from_preset` here, by the
-        converters, `xlnet-tf finetune` and `xlnet-tf export`); presets in
-        keras-hub's layout are read too (see `from_preset`).
+        `config.json` (this backbone serialized), `model.weights.h5` and
+        `metadata.json`; with a vocabulary also `tokenizer.json`,
+        `assets/tokenizer/vocabulary.spm` and `spiece.model` (layout in
+        `xlnet_tf.models.preset_io`). `keras_hub.upload_preset` and every
+        `from_preset` here and in keras-hub read it.
+
+        Args:
+            preset_dir: the directory (local, `gs://`, `ram://`; created).
+            vocabulary: `spiece.model` path, its bytes, or a directory holding one.
+            max_shard_size: accepted for keras-hub's signature; weights are one file.
+            tokenizer: an `XLNetTokenizer` whose settings (and, without
+                `vocabulary`, vocabulary) go into `tokenizer.json`.
+
+        Example:
+        >>> backbone.save_to_preset("my_preset", vocabulary="spiece.model")  # doctest: +SKIP
         """
+        del max_shard_size  # One weights file: XLNet-large is 1.4 GB.
         preset_io.make_preset_dir(preset_dir)
-        preset_io.write_json(os.path.join(preset_dir, preset_io.CONFIG_FILE), self.config.to_dict())
+        preset_io.write_serialized(preset_dir, preset_io.CONFIG_FILE, self)
         preset_io.save_weights(self, os.path.join(preset_dir, preset_io.WEIGHTS_FILE))
-        if vocabulary is not None:
-            preset_io.copy_vocabulary(vocabulary, preset_dir)
+        preset_io.write_metadata(preset_dir, self)
+        proto = preset_io.vocabulary_bytes(vocabulary)
+        if proto is None and tokenizer is not None and tokenizer.proto:
+            proto = tokenizer.proto
+        if proto is not None:
+            preset_io.write_tokenizer(preset_dir, proto, tokenizer=tokenizer)
 
     @classmethod
     def from_preset(cls, preset, dtype=None, load_weights=True, **config_overrides):
@@ -343,9 +360,10 @@ class XLNetBackbone(Backbone):
         Args:
             preset: a preset name (`xlnet-tf presets`, downloaded on first use),
                 a directory (local, `gs://`, `ram://`) or a `hf://` / `kaggle://`
-                handle, holding `config.json` and `model.weights.h5` in the
-                project's layout (`config.json` = an `XLNetConfig` dict) or in
-                keras-hub's (`config.json` = a serialized `XLNetBackbone`).
+                handle, holding `config.json` and `model.weights.h5` in
+                keras-hub's layout (`config.json` = a serialized `XLNetBackbone`,
+                what `save_to_preset` writes) or the project's earlier one
+                (`config.json` = an `XLNetConfig` dict).
             dtype: a dtype policy for the new model.
             load_weights: False builds the architecture with fresh weights.
             **config_overrides: `XLNetConfig` fields to change (e.g. `memory_length`,

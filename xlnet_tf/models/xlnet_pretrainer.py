@@ -306,20 +306,47 @@ class XLNetPretrainer(keras.Model):
             config.pop("backbone"), custom_objects={"XLNetBackbone": XLNetBackbone})
         return cls(backbone, **config)
 
-    def save_to_preset(self, preset_dir, vocabulary=None):
-        """Writes the backbone preset plus `lm_head.weights.h5` holding the output bias."""
-        self.backbone.save_to_preset(preset_dir, vocabulary=vocabulary)
+    def save_to_preset(self, preset_dir, vocabulary=None, tokenizer=None):
+        """Writes the backbone preset (keras-hub's layout) plus `lm_head.weights.h5` with the output bias.
+
+        The bias is an extra file keras-hub ignores, so the directory is at the
+        same time a backbone preset for every task's `from_preset`, for
+        `keras_hub.upload_preset` and for keras-hub's loaders.
+
+        Args:
+            preset_dir: the directory (local, `gs://`, `ram://`; created).
+            vocabulary: `spiece.model` path, its bytes, or a directory holding one.
+            tokenizer: optional `XLNetTokenizer` whose settings are saved.
+        """
+        self.backbone.save_to_preset(preset_dir, vocabulary=vocabulary, tokenizer=tokenizer)
         preset_io.write_arrays(os.path.join(preset_dir, preset_io.LM_HEAD_FILE),
                                {"lm_bias": np.asarray(keras.ops.convert_to_numpy(self.lm_bias))})
 
     @classmethod
-    def from_preset(cls, preset_dir, dtype=None, load_weights=True, **config_overrides):
-        """Loads backbone and LM bias; a preset without `lm_head.weights.h5` gets a zero bias."""
+    def from_preset(cls, preset, dtype=None, load_weights=True, **config_overrides):
+        """Loads backbone and LM bias from a preset (name, directory or `hf://` / `kaggle://` handle).
+
+        A preset without `lm_head.weights.h5` (e.g. a backbone saved alone) gets a zero bias.
+
+        Args:
+            preset: a preset name (`xlnet-tf presets`), a directory (local,
+                `gs://`, `ram://`) or a hub handle; either preset layout.
+            dtype: a dtype policy.
+            load_weights: False builds the architecture with fresh weights.
+            **config_overrides: `XLNetConfig` fields to change (see `XLNetBackbone.from_preset`).
+
+        Returns:
+            An `XLNetPretrainer`.
+
+        Example:
+        >>> pretrainer = XLNetPretrainer.from_preset("xlnet_base_cased")  # doctest: +SKIP
+        """
+        preset = preset_io.resolve(preset)
         backbone = XLNetBackbone.from_preset(
-            preset_dir, dtype=dtype, load_weights=load_weights, **config_overrides)
+            preset, dtype=dtype, load_weights=load_weights, **config_overrides)
         pretrainer = cls(backbone)
-        head_path = os.path.join(preset_dir, preset_io.LM_HEAD_FILE)
-        if load_weights and preset_io.exists(head_path):
+        head_path = preset_io.fetch(preset, preset_io.LM_HEAD_FILE, required=False) if load_weights else None
+        if head_path is not None:
             arrays = preset_io.read_arrays(head_path)  # through gfile: the preset may be on gs:// or ram://
             if "lm_bias" not in arrays:
                 raise ValueError(f"{head_path} has no 'lm_bias' dataset (found {sorted(arrays)}).")

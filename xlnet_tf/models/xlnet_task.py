@@ -1,17 +1,20 @@
 """Shared base of the fine-tuning task models (backbone handling, presets, `<cls>` pooling).
 
-A task preset directory (written by `XLNetTask.save_to_preset`, read by
-`XLNetTask.from_preset` and `load_task_preset`) holds:
+A task preset (written by `XLNetTask.save_to_preset`, read by `XLNetTask.from_preset`
+and `load_task_preset`) is in keras-hub's layout (see `xlnet_tf.models.preset_io`):
 
-- `config.json`: the backbone's `XLNetConfig` (same file as a backbone preset);
-- `task.json`: `{"format": "xlnet_tf.task.v1", "class_name": ..., "config": {...}}` where `config`
-  is the task model's `get_config()` without the backbone;
-- `task.weights.h5`: every weight of the task model (backbone + head), Keras 3 format;
-- `spiece.model`: the SentencePiece vocabulary when known;
-- `preprocessing.json`: how raw text is packed (sequence length, special ids, ...) when known.
+- `config.json` + `model.weights.h5` + `metadata.json`: the backbone, as a backbone preset;
+- `task.json`: the serialized task model (backbone and preprocessor inside);
+- `task.weights.h5`: the head's weights only (backbone layers skipped, no optimizer state);
+- `preprocessor.json`, `tokenizer.json`, `assets/tokenizer/vocabulary.spm` (+ `spiece.model`):
+  the task's preprocessor and vocabulary, when known;
+- `preprocessing.json` (extra, when known): how raw text was packed and the serving
+  metadata `xlnet-tf export` needs (task type, sequence length, text fields, label names,
+  SQuAD `null_score_threshold`, ...).
 
-A plain backbone preset (`config.json` + `model.weights.h5`) is also accepted by
-`from_preset`: the backbone weights are loaded and a freshly initialised head is built.
+Still read: the earlier layout (`config.json` an `XLNetConfig` dict, `task.json` with
+`"format": "xlnet_tf.task.v1"`, every weight in `task.weights.h5`). A backbone or
+pretraining preset (no `task.json`) gives the backbone's weights and a fresh head.
 """
 
 import os
@@ -342,14 +345,12 @@ class XLNetTask(Task):
             preset: a preset name (`xlnet-tf presets`, downloaded on first use),
                 a directory (local, `gs://`, `ram://`) or a `hf://` / `kaggle://`
                 handle. With `task.json` (a saved task model of this class) the
-                whole model is restored and `kwargs` override its config
-                (weights are then only loaded when the head's shapes still
-                match). Without it, the preset is a backbone preset: the backbone
-                is loaded with the fine-tuning settings (`finetuning_adjustments`:
-                `bi_data` off and no recurrence memory, also when the preset
-                comes from pretraining with them on) and a new head is built
-                from `kwargs`. Presets in keras-hub's layout (`config.json` a
-                serialized backbone) go to keras-hub's loader.
+                whole model is restored and `kwargs` override its config.
+                Without it, the preset is a backbone (or pretraining) preset: the
+                backbone is loaded with the fine-tuning settings
+                (`finetuning_adjustments`: `bi_data` off and no recurrence memory,
+                also when the preset comes from pretraining with them on) and a
+                new head is built from `kwargs`. Either preset layout.
             load_weights: load weights (False: same architecture, fresh weights).
             **kwargs: constructor arguments of the task class; `preprocessor`
                 defaults to the task's preprocessor read from the preset (None
@@ -357,6 +358,9 @@ class XLNetTask(Task):
 
         Returns:
             A built, compiled task model.
+
+        Raises:
+            ValueError: the preset holds a task model of another class.
 
         Example:
         >>> classifier = XLNetClassifier.from_preset("xlnet_base_cased", num_classes=2)  # doctest: +SKIP
@@ -368,7 +372,6 @@ class XLNetTask(Task):
             raise ValueError("Call from_preset on a task class (XLNetClassifier, XLNetSpanLabeler, "
                              "XLNetMultipleChoice, XLNetTokenClassifier), or use load_task_preset().")
         preset = preset_io.resolve(preset)
-        config_json = preset_io.read_config_json(preset)
         task_file = preset_io.fetch(preset, TASK_CONFIG_FILE, required=False)
         if task_file is not None:
             saved = preset_io.read_json(task_file)
@@ -378,16 +381,10 @@ class XLNetTask(Task):
                     f"Preset {preset} holds a {name} ({TASK_CONFIG_FILE}), not a {cls.__name__}: "
                     f"load it with {name}.from_preset() or load_task_preset(), or give "
                     f"{cls.__name__}.from_preset a backbone preset (config.json + model.weights.h5).")
-            return load_task_preset(preset, load_weights=load_weights, **kwargs)
-        if preset_io.is_keras_hub_layout(config_json):
-            # keras-hub's loader: backbone from config.json, preprocessor from
-            # preprocessor.json or tokenizer.json.
-            kwargs.setdefault("preprocessor", cls._preset_preprocessor(preset))
-            return super().from_preset(preset, load_weights=load_weights, **kwargs)
-        from xlnet_tf.config import XLNetConfig
+            return _load_task(cls, preset, saved, task_file, load_weights, kwargs)
         from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 
-        backbone_config = XLNetConfig.from_any_dict(config_json)
+        backbone_config = preset_io.read_backbone_config(preset)
         adjustments = {k: new for k, (_, new) in finetuning_adjustments(backbone_config).items()}
         dtype = kwargs.get("dtype")
         if load_weights:
@@ -408,47 +405,94 @@ class XLNetTask(Task):
             return None
         return preprocessor_class.from_preset(preset)
 
-    def save_to_preset(self, preset, vocabulary_file=None, preprocessing=None):
-        """Writes a task preset directory (layout in the module docstring).
+    def _preprocessor_for_preset(self, preprocessing, lowercase):
+        """The preprocessor `preprocessor.json` describes: this model's, else one from `preprocessing`."""
+        if self.preprocessor is not None:
+            return self.preprocessor
+        preprocessor_class = type(self).preprocessor_class()
+        if preprocessor_class is None or not preprocessing:
+            return None
+        from xlnet_tf.tokenizer import XLNetTokenizer
+
+        # Only serialized: the vocabulary is the preset's asset, so none is loaded here.
+        tokenizer = XLNetTokenizer(proto=None, lowercase=bool(lowercase))
+        return preprocessor_class(tokenizer=tokenizer, **preprocessor_class.preset_settings(preprocessing))
+
+    def save_to_preset(self, preset, vocabulary_file=None, preprocessing=None, max_shard_size=None):
+        """Writes a task preset in keras-hub's layout (see the module docstring), each file atomically.
 
         Args:
-            preset: output directory (created).
-            vocabulary_file: path of `spiece.model` to copy in; by default the
-                preprocessor's tokenizer vocabulary, if any.
+            preset: output directory (local, `gs://`, `ram://`; created).
+            vocabulary_file: path of `spiece.model` (or its bytes) to store; by
+                default the preprocessor's tokenizer vocabulary, if any.
             preprocessing: a JSON-serialisable dict describing the input packing
-                (e.g. `{"sequence_length": 128, "text_fields": [...]}`); by default
-                the preprocessor's settings, if any.
+                and serving (e.g. `{"task_type": "classification", "sequence_length":
+                128, "text_fields": [...], "label_names": [...]}`), written as
+                `preprocessing.json`; by default the preprocessor's settings, if any.
+            max_shard_size: accepted for keras-hub's signature; weights are one file.
+
+        Example:
+        >>> classifier.save_to_preset("my_classifier")  # doctest: +SKIP
+        >>> XLNetClassifier.from_preset("my_classifier").predict(["A fine film."])  # doctest: +SKIP
         """
         from xlnet_tf.models import preset_io
-        from xlnet_tf.storage import atomic_files
 
+        del max_shard_size
         # Each file atomically: an interrupted save never leaves a truncated file behind.
         preset_io.make_preset_dir(preset)
         if not self.built:
             self.build_with_dummy_inputs()
-        preset_io.write_json(os.path.join(preset, BACKBONE_CONFIG_FILE), self.backbone.config.to_dict())
-        config = self.get_config()
-        config.pop("backbone", None)  # config.json holds the backbone
-        config.pop("preprocessor", None)  # spiece.model + preprocessing.json hold it
-        preset_io.write_json(os.path.join(preset, TASK_CONFIG_FILE),
-                             {"format": TASK_PRESET_FORMAT, "class_name": type(self).__name__,
-                              "config": config})
-        preset_io.save_weights(self, os.path.join(preset, TASK_WEIGHTS_FILE))
-        if vocabulary_file and not preset_io.copy_vocabulary(vocabulary_file, preset):
-            raise FileNotFoundError(f"Vocabulary file not found: {vocabulary_file}")
         tokenizer = getattr(self.preprocessor, "tokenizer", None)
-        if not vocabulary_file and getattr(tokenizer, "proto", None):
-            atomic_files.write_bytes(os.path.join(preset, VOCABULARY_FILE), tokenizer.proto)
+        proto = preset_io.vocabulary_bytes(vocabulary_file) if vocabulary_file is not None else None
+        if vocabulary_file is not None and proto is None:
+            raise FileNotFoundError(f"Vocabulary file not found: {vocabulary_file}")
+        if proto is None and tokenizer is not None and tokenizer.proto:
+            proto = tokenizer.proto
         if preprocessing is None and self.preprocessor is not None:
-            preprocessing = dict(self.preprocessor.get_config())
-            preprocessing.pop("tokenizer", None)
-            preprocessing = {k: v for k, v in preprocessing.items()
-                             if k in ("sequence_length", "truncate", "second_max_length",
-                                      "max_query_length", "doc_stride", "label_all_pieces")}
-            preprocessing["lower_case"] = bool(getattr(tokenizer, "lowercase", False))
-            preprocessing["preprocessor_class"] = type(self.preprocessor).__name__
+            preprocessing = self.default_preprocessing_info()
+        lowercase = (preprocessing or {}).get("lower_case")
+        if lowercase is None:
+            lowercase = bool(getattr(tokenizer, "lowercase", False))
+        self.backbone.save_to_preset(preset)
+        preprocessor = self._preprocessor_for_preset(preprocessing, lowercase) if proto else None
+        if proto is not None:
+            preset_io.write_tokenizer(preset, proto, tokenizer=tokenizer,
+                                      lowercase=None if tokenizer is not None else lowercase)
+        if preprocessor is not None:
+            preset_io.write_serialized(preset, preset_io.PREPROCESSOR_CONFIG_FILE, preprocessor)
+        task_config = preset_io.serialize(self)
+        task_config["config"]["preprocessor"] = (
+            None if preprocessor is None else preset_io.serialize(preprocessor))
+        preset_io.write_json(os.path.join(preset, TASK_CONFIG_FILE), task_config)
+        # The head only (keras-hub's `save_task_weights`): the backbone is in model.weights.h5,
+        # and a preset carries no optimizer state.
+        skipped = list(self.backbone._flatten_layers())
+        if self.optimizer is not None:
+            skipped.append(self.optimizer)
+        preset_io.save_weights_skipping(self, os.path.join(preset, TASK_WEIGHTS_FILE), skipped)
         if preprocessing is not None:
             preset_io.write_json(os.path.join(preset, PREPROCESSING_FILE), preprocessing)
+
+    def default_preprocessing_info(self):
+        """`preprocessing.json` of a preset saved without one: the preprocessor's packing and the task type."""
+        info = dict(self.preprocessor.get_config())
+        info = {k: v for k, v in info.items()
+                if k in ("sequence_length", "truncate", "second_max_length",
+                         "max_query_length", "doc_stride", "label_all_pieces")}
+        info["lower_case"] = bool(getattr(self.preprocessor.tokenizer, "lowercase", False))
+        info["preprocessor_class"] = type(self.preprocessor).__name__
+        task_type = self.preprocessing_task_type()
+        if task_type:
+            info["task_type"] = task_type
+        return info
+
+    def preprocessing_task_type(self):
+        """The serving task type of this model (`preprocessing.json` `task_type`), None for the base."""
+        name = type(self).__name__
+        if name == "XLNetClassifier":
+            return "regression" if getattr(self, "num_classes", 2) == 1 else "classification"
+        return {"XLNetSpanLabeler": "span", "XLNetMultipleChoice": "multiple_choice",
+                "XLNetTokenClassifier": "token_classification"}.get(name)
 
 
 def task_classes():
@@ -468,17 +512,16 @@ def load_task_preset(preset, load_weights=True, **overrides):
     Args:
         preset: a preset name, a directory (local, `gs://`, `ram://`) or a
             `hf://` / `kaggle://` handle written by `XLNetTask.save_to_preset`
-            (or by keras-hub's saver).
-        load_weights: restore `task.weights.h5`.
-        **overrides: constructor arguments replacing the saved ones (e.g. `dropout=0.0`);
-            `preprocessor` defaults to the one the preset describes (None without a vocabulary).
+            (either layout, or by keras-hub's saver).
+        load_weights: restore the weights.
+        **overrides: constructor arguments replacing the saved ones (e.g. `dropout=0.0`,
+            `dtype="float32"`); `preprocessor` defaults to the one the preset
+            describes (None without a vocabulary).
 
     Returns:
-        The task model (built), an instance of the class named in `task.json`.
+        The task model (built, compiled with the defaults), an instance of the class named in `task.json`.
     """
-    from xlnet_tf.config import XLNetConfig
     from xlnet_tf.models import preset_io
-    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 
     preset = preset_io.resolve(preset)
     task_file = preset_io.fetch(preset, TASK_CONFIG_FILE, required=False)
@@ -487,37 +530,51 @@ def load_task_preset(preset, load_weights=True, **overrides):
     saved = preset_io.read_json(task_file)
     classes = task_classes()
     name = saved.get("class_name")
-    if "registered_name" in saved and saved.get("format") is None:
-        # keras-hub's layout: its loader restores backbone, preprocessor and weights.
-        if name not in classes:
-            raise ValueError(f"{task_file}: unknown task class {name!r}; known: {sorted(classes)}.")
-        return classes[name].from_preset(preset, load_weights=load_weights, **overrides)
-    if saved.get("format") != TASK_PRESET_FORMAT:
-        raise ValueError(f"{task_file}: format {saved.get('format')!r}, expected {TASK_PRESET_FORMAT!r}.")
     if name not in classes:
         raise ValueError(f"{task_file}: unknown task class {name!r}; known: {sorted(classes)}.")
-    config = dict(saved["config"])
-    # The backbone comes from config.json (presets may hold it serialized too).
-    config.pop("backbone", None)
-    config.pop("backbone_config", None)
-    config.pop("preprocessor", None)
+    return _load_task(classes[name], preset, saved, task_file, load_weights, overrides)
+
+
+def _load_task(task_class, preset, saved, task_file, load_weights, overrides):
+    """Builds `task_class` from a parsed `task.json` of either layout and loads its weights."""
+    from xlnet_tf.config import XLNetConfig
+    from xlnet_tf.models import preset_io
+    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+
+    keras_hub_layout = preset_io.is_keras_hub_layout(saved)
+    if not keras_hub_layout and saved.get("format") != TASK_PRESET_FORMAT:
+        raise ValueError(f"{task_file}: format {saved.get('format')!r}, expected {TASK_PRESET_FORMAT!r} "
+                         "or a serialized task model (keras-hub's layout).")
+    if keras_hub_layout and saved.get("registered_name") != f"xlnet_tf>{task_class.__name__}":
+        raise ValueError(f"{task_file} holds {saved.get('registered_name')!r}, not an "
+                         f"xlnet_tf>{task_class.__name__}.")
+    config = dict(saved.get("config") or {})
+    # The backbone comes from config.json, the preprocessor from preprocessor.json.
+    for key in ("backbone", "backbone_config", "preprocessor"):
+        config.pop(key, None)
     config.update(overrides)
     if isinstance(config.get("dtype"), dict):
         config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
     if "preprocessor" not in config:
-        config["preprocessor"] = classes[name]._preset_preprocessor(preset)
-    backbone = XLNetBackbone(XLNetConfig.from_any_dict(preset_io.backbone_config_dict(
-        preset_io.read_config_json(preset))), dtype=config.get("dtype"))
-    # Compiled after the weights: the file of a trained model also holds its
+        config["preprocessor"] = task_class._preset_preprocessor(preset)
+    backbone_config = XLNetConfig.from_any_dict(
+        preset_io.backbone_config_dict(preset_io.read_config_json(preset)))
+    backbone = XLNetBackbone(backbone_config, dtype=config.get("dtype"))
+    # Compiled after the weights: a file of the earlier layout may also hold an
     # optimizer's state, which a freshly compiled optimizer could not take.
     compile_defaults = config.pop("compile", True)
-    model = classes[name](backbone=backbone, compile=False, **config)
-    model.build_with_dummy_inputs()
+    model = task_class(backbone=backbone, compile=False, **config)
+    if not model.built:
+        model.build_with_dummy_inputs()
     if load_weights:
         weights = preset_io.fetch(preset, TASK_WEIGHTS_FILE, required=False)
         if weights is None:
             raise FileNotFoundError(f"Task weights not found: {os.path.join(preset, TASK_WEIGHTS_FILE)}")
-        preset_io.load_weights(model, weights)
+        if keras_hub_layout:
+            preset_io.load_weights(backbone, preset_io.fetch(preset, BACKBONE_WEIGHTS_FILE))
+            preset_io.load_weights(model, weights, objects_to_skip=list(backbone._flatten_layers()))
+        else:
+            preset_io.load_weights(model, weights)
     if compile_defaults:
         model.compile()
     return model

@@ -24,7 +24,9 @@ def download_preset(name, force=False, progress=None):
     each is checked (`download_file`); a release zip is unpacked with its
     CRC-32s checked; the strict converter (`convert_tf1_checkpoint` or
     `convert_transformers_checkpoint`) builds the model; the preset
-    (`config.json`, `model.weights.h5`, `lm_head.weights.h5`, `spiece.model`)
+    (keras-hub's layout, written by `write_preset`: `config.json`, `model.weights.h5`,
+    `metadata.json`, `lm_head.weights.h5`, `tokenizer.json`, `assets/tokenizer/vocabulary.spm`,
+    `spiece.model`)
     and `preset_manifest.json` (url, size, sha256, md5 and checks of every
     download) are written into a temporary directory that is then renamed to
     `<cache>/presets/NAME`. Any failure leaves no entry, and the work folder is
