@@ -264,10 +264,12 @@ def load_config_file(path: str) -> XLNetConfig:
     if path.endswith((".yaml", ".yml")):
         import yaml
 
-        if not os.path.exists(path):
+        import tensorflow as tf  # gfile: the file may be on gs:// or ram://.
+
+        if not tf.io.gfile.exists(path):
             raise ConfigError(f"Config file not found: {path}")
-        with open(path) as f:
-            values = yaml.safe_load(f) or {}
+        with tf.io.gfile.GFile(path, "r") as f:
+            values = yaml.safe_load(f.read()) or {}
         try:
             return XLNetConfig.from_any_dict(values)
         except ConfigError as e:

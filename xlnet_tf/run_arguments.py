@@ -84,6 +84,12 @@ def resolve_config(value, kind):
     """
     if os.path.isfile(value):
         return value
+    if "://" in value:
+        import tensorflow as tf  # Only for gs://, ram://, ...: `--help` stays free of TensorFlow.
+
+        if tf.io.gfile.exists(value) and not tf.io.gfile.isdir(value):
+            return value
+        raise UnknownConfigError(f"Config file not found: {value}")
     names = config_names(kind)
     known = (f"shipped {kind} configs: {', '.join(names)}" if names
              else "no shipped configs were found in this installation")

@@ -118,3 +118,19 @@ def test_quickstart_next_command_continues_from_any_directory(tmp_path):
     assert command == ("xlnet-tf pretrain --config tiny --workdir '/w q/pretrain' --strategy one_device "
                        "--set 'data.train_files=/w q/records' --set model.vocabulary_size=4000 "
                        "--set 'data.vocabulary=/w q/spiece.model' --set training.train_steps=2000")
+
+
+def test_config_file_on_another_filesystem(capsys):
+    import uuid
+
+    import tensorflow as tf
+
+    path = f"ram://configs-{uuid.uuid4().hex}/mine.yaml"
+    tf.io.gfile.makedirs(os.path.dirname(path))
+    with tf.io.gfile.GFile(path, "w") as f:
+        f.write("model:\n  hidden_dim: 48\n")
+    assert pretrain_cli.main(["--config", "tiny", "--config", path, "--print-config"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["model"]["hidden_dim"] == 48
+    missing = path.replace("mine", "missing")
+    with pytest.raises(UnknownConfigError, match=f"Config file not found: {missing}"):
+        resolve_config(missing, "pretrain")

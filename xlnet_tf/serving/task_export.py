@@ -39,12 +39,46 @@ def _read_json(path):
         raise ValueError(f"{path} is not valid JSON: {e}") from None
 
 
+# Task model classes -> serving task types (keras-hub layout presets saved without preprocessing.json).
+CLASS_TASK_TYPES = {
+    "XLNetClassifier": "classification",
+    "XLNetSpanLabeler": "span",
+    "XLNetMultipleChoice": "multiple_choice",
+    "XLNetTokenClassifier": "token_classification",
+}
+PACKING_KEYS = ("sequence_length", "truncate", "second_max_length", "max_query_length", "doc_stride")
+
+
+def _layout_preprocessing(preset, task_config):
+    """What keras-hub's layout says about the packing: `preprocessor.json` (+ its tokenizer) and the task class.
+
+    `preprocessing.json`, when present, is written by `xlnet-tf finetune` (and by
+    `XLNetTask.save_to_preset`) and wins over these values.
+    """
+    from xlnet_tf.models import preset_io
+
+    info = {}
+    task_type = CLASS_TASK_TYPES.get(task_config.get("class_name"))
+    if task_type:
+        info["task_type"] = task_type
+    path = os.path.join(preset, preset_io.PREPROCESSOR_CONFIG_FILE)
+    if tf.io.gfile.exists(path):
+        config = _read_json(path).get("config") or {}
+        info.update({k: config[k] for k in PACKING_KEYS if config.get(k) is not None})
+        tokenizer = (config.get("tokenizer") or {}).get("config") or {}
+        if "lowercase" in tokenizer:
+            info["lower_case"] = bool(tokenizer["lowercase"])
+    return info
+
+
 def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True, sequence_length=None):
     """Exports the fine-tuned model of `workdir` as a two-signature SavedModel.
 
-    Reads the task preset (`WORKDIR/final/`: `task.json`, `task.weights.h5`,
-    `config.json`, `spiece.model`, `preprocessing.json`; multiple choice also
-    needs `num_choices` or `num_classes` there), rebuilds the task model
+    Reads the task preset (`WORKDIR/final/`, keras-hub's layout or the earlier
+    one: `task.json`, the weights, the vocabulary and the packing: `preprocessing.json`
+    as `xlnet-tf finetune` writes it, else what `preprocessor.json` and the task
+    class say; multiple choice also needs `num_choices` or `num_classes` in
+    `preprocessing.json`), rebuilds the task model
     in float32 with the same packing as fine-tuning, and writes `output` with
     `serving_default` (raw strings in) and `serve_token_ids` (ids in). Outputs of
     the SavedModel are checked against the in-memory model (1e-5).
@@ -77,15 +111,21 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
     from xlnet_tf.serving.text_preprocessor import TextPreprocessor
     from xlnet_tf.tokenizer import XLNetTokenizer
 
+    from xlnet_tf.models import preset_io
+
     preset = _task_preset_dir(os.fspath(workdir))
     preprocessing_file = os.path.join(preset, PREPROCESSING_FILE)
-    if not tf.io.gfile.exists(preprocessing_file):
+    task_config = _read_json(os.path.join(preset, TASK_FILE))
+    task_class = task_config.get("class_name")
+    has_preprocessor = tf.io.gfile.exists(os.path.join(preset, preset_io.PREPROCESSOR_CONFIG_FILE))
+    if not tf.io.gfile.exists(preprocessing_file) and not has_preprocessor:
         raise FileNotFoundError(f"{preprocessing_file} is missing: the export needs the fine-tuning packing.")
-    preprocessing = _read_json(preprocessing_file)
-    task_class = _read_json(os.path.join(preset, TASK_FILE)).get("class_name")
+    preprocessing = _layout_preprocessing(preset, task_config)
+    if tf.io.gfile.exists(preprocessing_file):
+        preprocessing.update(_read_json(preprocessing_file))
     task_type = preprocessing.get("task_type")
     if task_type == "classification" and task_class == "XLNetClassifier":
-        num_classes = _read_json(os.path.join(preset, TASK_FILE))["config"].get("num_classes", 2)
+        num_classes = (task_config.get("config") or {}).get("num_classes", 2)
         task_type = "regression" if num_classes == 1 else task_type
     if task_type not in TASK_TYPES:
         raise ValueError(
@@ -109,7 +149,9 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
     model = load_task_preset(preset, load_weights=True, dtype="float32")
 
     preprocessor = vocabulary = None
-    vocabulary_file = os.path.join(preset, VOCABULARY_FILE)
+    # `spiece.model`, else keras-hub's `assets/tokenizer/vocabulary.spm`.
+    vocabulary_file = (preset_io.vocabulary_path(preset, required=False)
+                       or os.path.join(preset, VOCABULARY_FILE))
     if text_signature:
         if not tf.io.gfile.exists(vocabulary_file):
             raise FileNotFoundError(
