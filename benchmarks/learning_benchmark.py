@@ -19,7 +19,7 @@ The run:
    pieces (left-to-right factorization order through perm_mask / target_mapping, every other
    token visible) and with its pieces predicted independently, next to the exact bound.
 
-    python benchmarks/learning_benchmark.py                  # ours + HF, tiny config, 800 steps
+    python benchmarks/learning_benchmark.py --output benchmarks/learning_benchmark_results.txt
     python benchmarks/learning_benchmark.py --steps 200 --no-hf --set optimizer.learning_rate=2e-3
 
 Prints a table; `--output FILE` also writes it.
@@ -446,8 +446,8 @@ def _parser():
     parser.add_argument("--steps", type=int, default=800,
                         help="optimizer steps (the quick start's 4 CPU minutes at ~200 steps/min)")
     parser.add_argument("--num-words", type=int, default=32)
-    parser.add_argument("--successors", type=int, default=4)
-    parser.add_argument("--vocab-size", type=int, default=48)
+    parser.add_argument("--successors", type=int, default=8)
+    parser.add_argument("--vocab-size", type=int, default=40)
     parser.add_argument("--train-words", type=int, default=200_000)
     parser.add_argument("--eval-words", type=int, default=400, help="held-out masked words")
     parser.add_argument("--seed", type=int, default=0)

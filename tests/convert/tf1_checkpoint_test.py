@@ -139,8 +139,11 @@ def test_cli_converts_a_release_directory(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "ignored 5 non-model variable(s)" in out
     assert (tmp_path / "preset" / "spiece.model").read_bytes() == b"vocabulary bytes"
+    # keras-hub's layout: config.json is the serialized XLNetBackbone around the XLNetConfig.
     config = json.loads((tmp_path / "preset" / "config.json").read_text())
-    assert config["activation"] == "relu" and config["untie_relative_bias"] is False
+    assert config["registered_name"] == "xlnet_tf>XLNetBackbone"
+    assert config["config"]["config"]["activation"] == "relu"
+    assert config["config"]["config"]["untie_relative_bias"] is False
     pretrainer = XLNetPretrainer.from_preset(output)
     data = np.load(os.path.join(FIXTURES, "tied_relu", "io.npz"))
     inputs = {k: data["seg0_" + k] for k in ("token_ids", "segment_ids", "padding_mask")}

@@ -139,7 +139,11 @@ def test_cli_writes_a_loadable_preset_with_vocabulary(tmp_path, capsys):
     (tmp_path / "gelu" / "spiece.model").write_bytes(b"not a real sentencepiece model")
     output = str(tmp_path / "preset")
     assert cli.main(["--source", "transformers", "--input", source, "--output", output]) == 0
-    assert sorted(os.listdir(output)) == ["config.json", "lm_head.weights.h5", "model.weights.h5", "spiece.model"]
+    # keras-hub's layout; the vocabulary bytes are stored as given (not parsed).
+    assert sorted(os.listdir(output)) == ["assets", "config.json", "lm_head.weights.h5", "metadata.json",
+                                          "model.weights.h5", "spiece.model", "tokenizer.json"]
+    with open(os.path.join(output, "assets", "tokenizer", "vocabulary.spm"), "rb") as f:
+        assert f.read() == b"not a real sentencepiece model"
     pretrainer = XLNetPretrainer.from_preset(output)
     assert pretrainer.backbone.config.activation == "gelu"
     inputs, expected = fixture_batch("gelu")

@@ -71,8 +71,10 @@ def test_classification_learns_and_writes_an_exportable_workdir(preset, tmp_path
     assert [line["step"] for line in lines if line.get("split") == "eval"] == [80, 160]
 
     final = os.path.join(workdir, "final")
-    assert sorted(os.listdir(final)) == ["config.json", "preprocessing.json", "spiece.model",
-                                         "task.json", "task.weights.h5"]
+    # keras-hub's layout plus preprocessing.json (the serving metadata).
+    assert sorted(os.listdir(final)) == ["assets", "config.json", "metadata.json", "model.weights.h5",
+                                         "preprocessing.json", "preprocessor.json", "spiece.model",
+                                         "task.json", "task.weights.h5", "tokenizer.json"]
     info = json.load(open(os.path.join(final, "preprocessing.json")))
     assert info["label_names"] == ["neg", "pos"] and info["sequence_length"] == 16
     model = load_task_preset(final)

@@ -1,6 +1,7 @@
 """Named presets end to end against a local server: first use, cache, parity with a local conversion."""
 
 import hashlib
+import json
 import os
 import threading
 
@@ -29,8 +30,11 @@ def test_release_preset_first_use_downloads_converts_and_caches(server, presets_
     directory = resolve_preset("xlnet_base_cased")
 
     assert directory == os.path.join(presets_dir, "xlnet_base_cased")
-    assert sorted(os.listdir(directory)) == ["config.json", "lm_head.weights.h5", "model.weights.h5",
-                                             "preset_manifest.json", "spiece.model"]
+    # keras-hub's layout (written by the converters' write_preset) plus the manifest.
+    assert sorted(os.listdir(directory)) == ["assets", "config.json", "lm_head.weights.h5", "metadata.json",
+                                             "model.weights.h5", "preset_manifest.json", "spiece.model",
+                                             "tokenizer.json"]
+    assert json.load(open(os.path.join(directory, "config.json")))["registered_name"] == "xlnet_tf>XLNetBackbone"
     expected, _, _ = convert_tf1_checkpoint(TF1_DIR)
     np.testing.assert_allclose(logits(XLNetPretrainer.from_preset(directory)), logits(expected), atol=1e-6, rtol=0)
     manifest = read_manifest("xlnet_base_cased")
@@ -47,6 +51,16 @@ def test_release_preset_first_use_downloads_converts_and_caches(server, presets_
     assert resolve_preset("xlnet_base_cased") == directory
     assert XLNetBackbone.from_preset(resolve_preset("xlnet_base_cased")).config.num_layers == 2
     assert sum(server.requests.values()) == 1
+
+
+def test_pretrainer_and_backbone_take_a_preset_name(server, presets_dir):
+    server.add_gcs_object(ZIP_PATH, release_zip_bytes())
+    expected, _, _ = convert_tf1_checkpoint(TF1_DIR)
+    pretrainer = XLNetPretrainer.from_preset("xlnet_base_cased")  # first use: download, convert, cache
+    np.testing.assert_allclose(logits(pretrainer), logits(expected), atol=1e-6, rtol=0)
+    np.testing.assert_array_equal(pretrainer.lm_bias.numpy(), expected.lm_bias.numpy())
+    assert XLNetBackbone.from_preset("xlnet_base_cased").config == expected.backbone.config
+    assert server.requests[ZIP_PATH] == 1  # the second name lookup reads the cache
 
 
 def test_hugging_face_preset_follows_redirects_and_checks_linked_etags(server, presets_dir):

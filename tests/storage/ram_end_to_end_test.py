@@ -145,7 +145,8 @@ def ram_preset():
     backbone({"token_ids": ones, "segment_ids": ones * 0, "padding_mask": ones})
     path = _ram("preset")
     backbone.save_to_preset(path, vocabulary=VOCABULARY)
-    assert sorted(tf.io.gfile.listdir(path)) == ["config.json", "model.weights.h5", "spiece.model"]
+    assert sorted(tf.io.gfile.listdir(path)) == ["assets", "config.json", "metadata.json", "model.weights.h5",
+                                                 "spiece.model", "tokenizer.json"]
     return path
 
 
@@ -196,11 +197,14 @@ def test_finetuning_killed_and_resumed_on_ram_then_exported_to_ram(ram_preset, m
     assert summary["first_step"] == 4
 
     final = os.path.join(resumed, "final")
-    assert sorted(tf.io.gfile.listdir(final)) == ["config.json", "preprocessing.json", "spiece.model",
-                                                  "task.json", "task.weights.h5"]
+    assert sorted(tf.io.gfile.listdir(final)) == ["assets", "config.json", "metadata.json", "model.weights.h5",
+                                                  "preprocessing.json", "preprocessor.json", "spiece.model",
+                                                  "task.json", "task.weights.h5", "tokenizer.json"]
     model = load_task_preset(final)
-    assert_same_weights(_h5_arrays(os.path.join(final, "task.weights.h5")),
-                        _h5_arrays(os.path.join(reference, "final", "task.weights.h5")))
+    # keras-hub's layout: the backbone in model.weights.h5, the head in task.weights.h5.
+    for name in ("model.weights.h5", "task.weights.h5"):
+        assert_same_weights(_h5_arrays(os.path.join(final, name)),
+                            _h5_arrays(os.path.join(reference, "final", name)))
     # The tokenizer reads its SentencePiece proto from ram:// (as bytes).
     tokenizer = XLNetTokenizer(os.path.join(final, "spiece.model"))
     texts = ["a good day by the river", "the old house was awful"]

@@ -460,7 +460,12 @@ def finetuning_dataset(task, tokenizer, role, batch_size, training=None, seed=0,
         data_dir: TFDS data directory.
 
     Returns:
-        A `tf.data.Dataset`. For span evaluation use `squad_eval_dataset`.
+        A `tf.data.Dataset`. For span evaluation use `squad_eval_dataset`. A
+        training dataset reshuffles every pass with seeds drawn from one
+        generator shared by all its iterators (derived datasets such as
+        `skip` included): only its first iterator yields the order fixed by
+        `seed`, so iterate it once (a resumed run's `skip` then lands where
+        the uninterrupted run was); take sample batches from `sample_batch`.
     """
     training = role == "train" if training is None else training
     kind = task.type
@@ -500,6 +505,31 @@ def finetuning_dataset(task, tokenizer, role, batch_size, training=None, seed=0,
         raw = raw.batch(batch_size, drop_remainder=training)
     encoder = _token_encoder if kind == "token_classification" else _text_encoder
     return raw.map(encoder(task, tokenizer), num_parallel_calls=autotune).prefetch(autotune)
+
+
+def sample_batch(task, tokenizer, batch_size, data_dir=None):
+    """The first `(features, labels)` batch of the training data in file order, from its own pipeline.
+
+    For building a model's loss, metrics and optimizer before `fit`: reading it
+    from the training dataset itself would open an iterator there and shift the
+    shuffle order `fit` sees (see `finetuning_dataset`).
+
+    Args:
+        task: a resolved `TaskSection`.
+        tokenizer: an `xlnet_tf.tokenizer.XLNetTokenizer`.
+        batch_size: examples (windows for span tasks) in the batch (fewer when the data is smaller).
+        data_dir: TFDS data directory.
+
+    Returns:
+        `(features, labels)` tensors laid out as `finetuning_dataset`'s.
+
+    Example:
+    >>> features, labels = sample_batch(task, tokenizer, 8)  # doctest: +SKIP
+    """
+    ds = finetuning_dataset(task, tokenizer, "train", batch_size, training=False, data_dir=data_dir)
+    for batch in ds.take(1):
+        return batch
+    raise ValueError("The training data is empty: no batch to build the model's loss and metrics on.")
 
 
 def _squad_preprocessor(task, tokenizer):

@@ -286,7 +286,12 @@ def _run_finetuning(config, workdir, run_scope, *, strategy):
         train = train.skip(first_step)
     # Build the loss, metrics and optimizer on one real batch: Keras' symbolic build
     # (its fallback inside `fit`) fails for integer-input models under a distribution strategy.
-    sample_x, sample_y = next(iter(train))
+    # Never from `train`: its iterators share one shuffle-seed generator, so one opened here
+    # (reading ahead past a pass after `skip`) would reorder what `fit` trains on.
+    sample_x, sample_y = data.sample_batch(task, tokenizer, global_batch,
+                                           data_dir=task.data_dir or None)
+    if task.type == "regression":
+        sample_y = tf.reshape(sample_y, [-1, 1])  # [B] -> [B, 1]
     with strategy.scope():
         sample_pred = model(sample_x, training=False)
         model.compute_loss(x=sample_x, y=sample_y, y_pred=sample_pred)

@@ -96,8 +96,9 @@ def check_init_from(config: RunConfig, records):
     """Refuses a `training.init_from` preset whose model or vocabulary differs from the run's.
 
     Same-size vocabularies with different pieces would train without complaint
-    (every id silently meaning another piece), so the preset's `spiece.model`
-    is compared with the vocabulary recorded in the records' manifest (sha256).
+    (every id silently meaning another piece), so the preset's vocabulary
+    (`spiece.model` or `assets/tokenizer/vocabulary.spm`; `config.json` in either
+    preset layout) is compared with the vocabulary recorded in the records' manifest (sha256).
     """
     init = config.training.init_from
     if not init:
@@ -119,7 +120,11 @@ def check_init_from(config: RunConfig, records):
         raise ConfigError(f"Vocabulary mismatch: training.init_from {init} has a vocabulary of "
                           f"{preset.vocabulary_size} pieces, but model.vocabulary_size is "
                           f"{config.model.vocabulary_size}.")
-    vocabulary = os.path.join(init, "spiece.model")
+    from xlnet_tf.models import preset_io
+
+    # `spiece.model`, else the vocabulary asset of keras-hub's layout.
+    vocabulary = (preset_io.vocabulary_path(init, required=False)
+                  or os.path.join(init, "spiece.model"))
     expected = records.vocabulary.get("sha256")
     if expected and _isfile(vocabulary):
         digest = _sha256(vocabulary)
