@@ -160,7 +160,7 @@ def piece_statistics(language, spellings):
         for t in s:
             counts[t] = counts.get(t, 0.0) + pi[w]
     p = np.array(list(counts.values()))
-    p = p / p.sum()
+    p = p[p > 0] / p.sum()  # words off the chain's recurrent class have probability 0
     bounds = language.entropies()
     return {"mean_pieces": mean_pieces,
             "token_unigram": float(-(p * np.log(p)).sum()),
@@ -191,6 +191,8 @@ def heldout_windows(language, spellings, *, seq_length, count, seed, special_ids
             word_of += [i] * len(spellings[w])
         tokens, word_of = tokens[:body], word_of[:body]
         last_full = word_of[-1] - 1  # the last word may be cut
+        if last_full < 4:
+            continue  # too few whole words in a short window: draw another
         t = int(rng.integers(2, last_full - 1))
         positions = [j for j, w in enumerate(word_of) if w == t]
         posterior = language.middle_posterior(stream[t - 1], stream[t + 1])

@@ -167,17 +167,16 @@ def test_finetuning_killed_and_resumed_on_ram_then_exported_to_ram(ram_preset, m
     atomic_files.write_text(f"{data}/train.jsonl", _sentiment_jsonl(48, 0))
     atomic_files.write_text(f"{data}/eval.jsonl", _sentiment_jsonl(16, 1))
     # Dropout off: the task head's dropout is not step-seeded, a resumed run would draw other masks.
-    # No eval_file in the kill/resume comparison: with one, a resumed fine-tuning run drifts from
-    # the uninterrupted one after the first resumed step, on a local disk too (not a ram:// issue).
     settings = [
         f"training.init_from={ram_preset}", f"task.train_file={data}/train.jsonl",
+        f"task.eval_file={data}/eval.jsonl",
         "task.sequence_length=16", "task.label_names=[neg, pos]",
         "training.global_batch_size=8", "training.train_steps=8", "training.steps_per_epoch=2",
         "optimizer.learning_rate=0.002", "optimizer.warmup_steps=2", "training.verbose=0",
         "model.dropout=0.0", "model.attention_dropout=0.0", "task.head_dropout=0.0"]
     config = load_finetune_config([], overrides=settings)
     reference, resumed = _ram("ft-reference"), _ram("ft-resumed")
-    run_finetuning(config, reference)
+    expected = run_finetuning(config, reference)
 
     # The kill lands right after the backup of epoch 2 is complete.
     backup_epoch_end = RunBackup.on_epoch_end
@@ -195,6 +194,10 @@ def test_finetuning_killed_and_resumed_on_ram_then_exported_to_ram(ram_preset, m
     gc.collect()
     summary = run_finetuning(config, resumed)
     assert summary["first_step"] == 4
+    # The evaluation file on ram://: read, scored the same, results written next to the run.
+    assert summary["eval"] == pytest.approx(expected["eval"], rel=1e-5, abs=1e-6)
+    results = json.loads(atomic_files.read_text(os.path.join(resumed, "eval_results.json")))
+    assert results["step"] == 8 and results["accuracy"] == summary["eval"]["accuracy"]
 
     final = os.path.join(resumed, "final")
     assert sorted(tf.io.gfile.listdir(final)) == ["assets", "config.json", "metadata.json", "model.weights.h5",
@@ -202,9 +205,13 @@ def test_finetuning_killed_and_resumed_on_ram_then_exported_to_ram(ram_preset, m
                                                   "task.json", "task.weights.h5", "tokenizer.json"]
     model = load_task_preset(final)
     # keras-hub's layout: the backbone in model.weights.h5, the head in task.weights.h5.
-    for name in ("model.weights.h5", "task.weights.h5"):
-        assert_same_weights(_h5_arrays(os.path.join(final, name)),
-                            _h5_arrays(os.path.join(reference, "final", name)))
+    assert_same_weights(_h5_arrays(os.path.join(final, "model.weights.h5")),
+                        _h5_arrays(os.path.join(reference, "final", "model.weights.h5")))
+    head = _h5_arrays(os.path.join(final, "task.weights.h5"))
+    reference_head = _h5_arrays(os.path.join(reference, "final", "task.weights.h5"))
+    assert sorted(head) == sorted(reference_head) and head
+    for key in head:
+        np.testing.assert_allclose(head[key], reference_head[key], rtol=1e-5, atol=1e-6)
     # The tokenizer reads its SentencePiece proto from ram:// (as bytes).
     tokenizer = XLNetTokenizer(os.path.join(final, "spiece.model"))
     texts = ["a good day by the river", "the old house was awful"]
@@ -221,10 +228,9 @@ def test_finetuning_killed_and_resumed_on_ram_then_exported_to_ram(ram_preset, m
     ids_in = loaded.signatures["serve_token_ids"](**features)
     np.testing.assert_allclose(ids_in["logits"].numpy(), logits, atol=1e-5, rtol=0)
 
-    # An evaluation file on ram:// too: read, scored, results written next to the run.
+    # Per-epoch evaluation lines in metrics.jsonl on ram://.
     evaluated = _ram("ft-evaluated")
-    config = load_finetune_config([], overrides=settings + [
-        f"task.eval_file={data}/eval.jsonl", "training.train_steps=2"])
+    config = load_finetune_config([], overrides=settings + ["training.train_steps=2"])
     summary = run_finetuning(config, evaluated)
     results = json.loads(atomic_files.read_text(os.path.join(evaluated, "eval_results.json")))
     assert results["step"] == 2 and results["accuracy"] == summary["eval"]["accuracy"]

@@ -99,7 +99,12 @@ class XLNetPretrainer(keras.Model):
                                      dropout_seed=dropout_seed))
         hidden = outputs.get("query_output", outputs["sequence_output"])
         embeddings = ops.cast(self.backbone.token_embedding.embeddings, hidden.dtype)
-        logits = ops.einsum("bph,vh->bpv", hidden, embeddings)  # [B, P, V]
+        # One 2-D matmul: a batched [B, P, H] x [V, H] einsum lowers to a broadcast
+        # BatchMatMul whose embedding gradient is B [V, H] products summed (and transposed).
+        batch, predictions = ops.shape(hidden)[0], ops.shape(hidden)[1]
+        logits = tf.linalg.matmul(ops.reshape(hidden, (-1, ops.shape(hidden)[2])), embeddings,
+                                  transpose_b=True)  # [B*P, V]
+        logits = ops.reshape(logits, (batch, predictions, -1))  # [B, P, V]
         outputs["logits"] = ops.cast(logits, "float32") + ops.cast(self.lm_bias, "float32")
         return outputs
 
