@@ -461,6 +461,7 @@ def _parser():
                         help="write records with the tests' helper instead of the Beam job")
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--output", default=None, help="also write the table to this file")
+    parser.add_argument("--from-json", default=None, help="re-print the table of a run's .json")
     parser.add_argument("--set", action="append", default=[], dest="overrides",
                         metavar="SECTION.KEY=VALUE", help="override the tiny config")
     return parser
@@ -480,6 +481,7 @@ def run(args):
                               count=args.eval_words, seed=args.seed, special_ids=special)
     figures = {"bounds": language.entropies(), "pieces": piece_statistics(language, spellings),
                "heldout_bound": float(windows["bound"].mean()), "steps": args.steps,
+               "heldout_pieces": float((windows["target_positions"] >= 0).sum(1).mean()),
                "config": config.to_dict()}
     if not args.only_hf:
         pretrainer, ours_losses, ours_seconds = train_ours(config, os.path.join(workdir, "ours"))
@@ -529,17 +531,22 @@ def format_table(f):
         "|---|---|---|---|---|---|",
     ]
     bound = f["heldout_bound"]
+    pieces = f.get("heldout_pieces") or f["pieces"]["mean_pieces"]
     names = {"ours": "ours (config above)",
              "ours_matched": "ours, matched to HF (no memory, no bi_data, one permutation block)",
              "hf": "HF XLNetLMHeadModel, matched"}
     for key in ("ours", "ours_matched", "hf"):
-        if not f.get(key) or (key == "ours_matched" and f[key] is f.get("ours")):
+        if not f.get(key) or (key == "ours_matched" and f[key] == f.get("ours")):
             continue
         r = f[key]
         name = names[key] + (f" ({r['steps']} steps)" if "steps" in r and r["steps"] != f["steps"] else "")
         rate = f"{r.get('steps', f['steps']) / r['seconds'] * 60:.0f}"
         lines.append(f"| {name} | {r['chain']:.3f} | {r['chain'] / bound:.2f}x | "
                      f"{r['independent']:.3f} | {r['epoch_losses'][-1]:.3f} | {rate} |")
+    if pieces and f.get("ours"):
+        lines += ["", f"per predicted token on the held-out masked words ({pieces:.2f} pieces each): "
+                  f"ours {f['ours']['chain'] / pieces:.3f} nats, exact entropy under the chain "
+                  f"{bound / pieces:.3f} nats"]
     if "hf" in f and f.get("ours_matched"):
         ours, hf = f["ours_matched"]["epoch_losses"], f["hf"]["epoch_losses"]
         per = f["config"]["training"]["steps_per_epoch"]
@@ -557,7 +564,11 @@ def format_table(f):
 
 def main(argv=None):
     args = _parser().parse_args(argv)
-    figures = run(args)
+    if args.from_json:
+        with open(args.from_json) as f:
+            figures = json.load(f)
+    else:
+        figures = run(args)
     table = format_table(figures)
     print(table)
     if args.output:

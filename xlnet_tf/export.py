@@ -148,7 +148,7 @@ def export_from_checkpoint(checkpoint, run_config_path, output_dir):
     return export_pretrainer(pretrainer, output_dir, vocabulary=config.data.vocabulary or None)
 
 
-def export_workdir(workdir, output_dir):
+def export_workdir(workdir, output_dir, dtype="float32"):
     """Exports a pretraining (or, delegated, a fine-tuning) work directory.
 
     Uses the run's final preset when it has one, else its newest checkpoint that
@@ -162,7 +162,10 @@ def export_workdir(workdir, output_dir):
     if "task" in values:
         from xlnet_tf.serving.task_export import export_task_workdir
 
-        return export_task_workdir(workdir, output_dir)
+        return export_task_workdir(workdir, output_dir, dtype=dtype)
+    if dtype != "float32":
+        raise ExportError(f"--dtype {dtype}: only a fine-tuning work directory (a task SavedModel) "
+                          "can be exported in another dtype than float32.")
     final = os.path.join(workdir, "export", PRESET_SUBDIR)
     if tf.io.gfile.isdir(final) and _normalized(final) != _normalized(
             os.path.join(output_dir, PRESET_SUBDIR)):
@@ -212,6 +215,10 @@ def _parser():
     parser.add_argument("--config", help="run config of --checkpoint (default: the config.yaml "
                                          "of the work directory that holds it)")
     parser.add_argument("--output", required=True, help="output directory")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                        help="variables and compute of a fine-tuned task SavedModel (--workdir of "
+                             "`xlnet-tf finetune`): bfloat16 is about 2x faster on CPUs with "
+                             "bfloat16 matmuls, probabilities within 2e-2 of float32")
     return parser
 
 
@@ -219,7 +226,10 @@ def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.workdir:
-            result = export_workdir(args.workdir, args.output)
+            result = export_workdir(args.workdir, args.output, dtype=args.dtype)
+        elif args.dtype != "float32":
+            raise ExportError(f"--dtype {args.dtype} needs --workdir of a fine-tuning run (a task "
+                              "SavedModel); backbone presets are exported in float32.")
         elif args.preset:
             result = export_preset(args.preset, args.output)
         else:

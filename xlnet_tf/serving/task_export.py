@@ -71,7 +71,8 @@ def _layout_preprocessing(preset, task_config):
     return info
 
 
-def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True, sequence_length=None):
+def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True, sequence_length=None,
+                        dtype="float32"):
     """Exports the fine-tuned model of `workdir` as a two-signature SavedModel.
 
     Reads the task preset (`WORKDIR/final/`, keras-hub's layout or the earlier
@@ -91,6 +92,8 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
             only: loads without tensorflow-text), whose `serving_default` is
             `serve_token_ids`.
         sequence_length: override of the packed length (default: fine-tuning's).
+        dtype: `"float32"` or `"bfloat16"` (bfloat16 variables and compute, about 2x faster
+            on CPUs with bfloat16 matmuls; see `export_task_model`).
 
     Returns:
         The `output` path.
@@ -187,4 +190,5 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
         num_choices=num_choices,
         metadata={"source": os.path.abspath(preset) if "://" not in preset else preset, "task_class": task_class, "preprocessing": preprocessing},
         overwrite=overwrite,
+        dtype=dtype,
     )
