@@ -9,7 +9,9 @@ Each measurement runs in a fresh subprocess that imports only what a server woul
   - `savedmodel strings`: the `serving_default` signature (raw strings in: UTF-8
                           repair, SentencePiece, XLNet packing and the model, all
                           in the graph);
-  - `pytorch ids`:        `transformers.XLNetForSequenceClassification` (eval, no grad);
+  - `savedmodel-bf16 ...`: the same two signatures of the `dtype="bfloat16"` export
+                          (bfloat16 variables and matmuls, float32 outputs);
+  - `pytorch ids`:        `transformers.XLNetForSequenceClassification` (eval, no grad, float32);
   - `pytorch strings`:    the Hugging Face tokenizer (Python, same SentencePiece
                           model, padding left, truncation to 128) + the same model.
 The SavedModel process imports tensorflow and tensorflow_text only (not xlnet_tf).
@@ -24,7 +26,8 @@ unless --spiece is given: the tokenizer's cost depends on the vocabulary, the
 model's does not (its embedding table has 32000 rows either way).
 
 Usage:
-    python benchmarks/serving_benchmark.py [--iters 10] [--iters-32 3] [--warmup 2] [--threads N] [--keep DIR]
+    python benchmarks/serving_benchmark.py [--seq 128] [--iters 10] [--iters-32 3] [--warmup 2] [--threads N]
+        [--keep DIR]
 """
 
 import argparse
@@ -40,7 +43,8 @@ BASE = dict(vocabulary_size=32000, num_layers=12, num_heads=12, head_dim=64, hid
             intermediate_dim=3072, dropout=0.0, attention_dropout=0.0)
 LENGTH = 128
 BATCHES = (1, 32)
-IMPLEMENTATIONS = ("savedmodel ids", "savedmodel strings", "pytorch ids", "pytorch strings")
+IMPLEMENTATIONS = ("savedmodel ids", "savedmodel strings", "savedmodel-bf16 ids",
+                   "savedmodel-bf16 strings", "pytorch ids", "pytorch strings")
 
 
 def _texts(batch):
@@ -79,10 +83,11 @@ def worker_export(args):
     model.build_with_dummy_inputs()
     tokenizer = XLNetTokenizer(args.spiece)
     start = time.perf_counter()
-    export_task_model(model, args.model_dir, task="classification", sequence_length=LENGTH,
-                      preprocessor=TextPreprocessor(tokenizer, XLNetPacker(LENGTH)),
-                      vocabulary=tokenizer.get_vocabulary(), label_names=["negative", "positive"],
-                      overwrite=True)
+    for dtype, directory in (("float32", args.model_dir), ("bfloat16", args.model_dir + "_bf16")):
+        export_task_model(model, directory, task="classification", sequence_length=LENGTH,
+                          preprocessor=TextPreprocessor(tokenizer, XLNetPacker(LENGTH)),
+                          vocabulary=tokenizer.get_vocabulary(), label_names=["negative", "positive"],
+                          overwrite=True, dtype=dtype)
     return {"export_s": time.perf_counter() - start}
 
 
@@ -92,7 +97,7 @@ def worker_savedmodel(args, strings):
 
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
-    loaded = tf.saved_model.load(args.model_dir)
+    loaded = tf.saved_model.load(args.model_dir + ("_bf16" if "bf16" in args.worker else ""))
     if strings:
         signature = loaded.signatures["serving_default"]
         text = tf.constant(_texts(args.batch))
@@ -162,7 +167,7 @@ def run_worker(args):
 def _spawn(worker, args, batch=1):
     command = [sys.executable, os.path.abspath(__file__), "--worker", worker, "--model-dir", args.model_dir,
                "--spiece", args.spiece, "--batch", str(batch), "--warmup", str(args.warmup),
-               "--threads", str(args.threads)]
+               "--threads", str(args.threads), "--seq", str(LENGTH)]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     # The serving processes must not find xlnet_tf: run them away from the repository.
     # stderr goes to a file: a full pipe of TensorFlow log lines would block the worker.
@@ -217,6 +222,7 @@ def main():
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--batch", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--seq", type=int, default=128, help="sequence length (128 or 512)")
     parser.add_argument("--iters", type=int, default=10, help="timed calls at batch 1")
     parser.add_argument("--iters-32", type=int, default=3, help="timed calls at batch 32")
     parser.add_argument("--warmup", type=int, default=2)
@@ -224,6 +230,8 @@ def main():
     parser.add_argument("--spiece", default=os.path.join(ROOT, "tests", "testdata", "tiny_spiece.model"))
     parser.add_argument("--keep", default=None, help="export the SavedModel here (kept) instead of a temp dir")
     args = parser.parse_args()
+    global LENGTH
+    LENGTH = args.seq
     if args.worker:
         run_worker(args)
         return 0
@@ -238,29 +246,35 @@ def main():
         print(f"export failed: {exported['error']}")
         return 1
     results = {}
+    load_start = os.getloadavg()[0]
     for batch in BATCHES:
         for impl, result in measure(args, batch, args.iters if batch == 1 else args.iters_32).items():
             results[(impl, batch)] = result
 
     print(f"XLNet-Base sequence classifier (12 x 768, vocab 32000), random weights, seq {LENGTH}, CPU, "
-          f"{args.threads} thread(s); export took {exported['export_s']:.1f} s")
-    header = f"{'batch':>5}  {'implementation':<20}{'median ms':>11}{'min ms':>9}{'examples/s':>12}{'calls':>7}"
+          f"{args.threads} thread(s); exports took {exported['export_s']:.1f} s; load average "
+          f"{load_start:.1f} at start, {os.getloadavg()[0]:.1f} at end")
+    header = f"{'batch':>5}  {'implementation':<24}{'median ms':>11}{'min ms':>9}{'examples/s':>12}{'calls':>7}"
     print(header)
     print("-" * len(header))
     for batch in BATCHES:
         for impl in IMPLEMENTATIONS:
             r = results[(impl, batch)]
             if "error" in r:
-                print(f"{batch:>5}  {impl:<20}  failed: {r['error']}")
+                print(f"{batch:>5}  {impl:<24}  failed: {r['error']}")
                 continue
-            print(f"{batch:>5}  {impl:<20}{r['median_ms']:>11.1f}{r['min_ms']:>9.1f}"
+            print(f"{batch:>5}  {impl:<24}{r['median_ms']:>11.1f}{r['min_ms']:>9.1f}"
                   f"{1000 * batch / r['median_ms']:>12.1f}{r['iters']:>7}")
-        for kind in ("ids", "strings"):
-            ours, theirs = results[(f"savedmodel {kind}", batch)], results[(f"pytorch {kind}", batch)]
-            if "error" not in ours and "error" not in theirs:
-                print(f"{batch:>5}  ratio SavedModel/PyTorch ({kind}): median latency "
-                      f"{ours['median_ms'] / theirs['median_ms']:.2f}x, min latency "
-                      f"{ours['min_ms'] / theirs['min_ms']:.2f}x")
+        for export in ("savedmodel", "savedmodel-bf16"):
+            for kind in ("ids", "strings"):
+                ours, theirs = results[(f"{export} {kind}", batch)], results[(f"pytorch {kind}", batch)]
+                if "error" not in ours and "error" not in theirs:
+                    print(f"{batch:>5}  ratio {export}/PyTorch ({kind}): median latency "
+                          f"{ours['median_ms'] / theirs['median_ms']:.2f}x, min latency "
+                          f"{ours['min_ms'] / theirs['min_ms']:.2f}x")
+            ids, strings = results[(f"{export} ids", batch)], results[(f"{export} strings", batch)]
+            if "error" not in ids and "error" not in strings:
+                print(f"{batch:>5}  {export} strings/ids: min latency {strings['min_ms'] / ids['min_ms']:.2f}x")
     return 0
 
 

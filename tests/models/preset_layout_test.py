@@ -130,6 +130,16 @@ def test_a_preset_of_another_task_class_is_a_clear_error(classifier_preset):
         XLNetSpanLabeler.from_preset(path)
 
 
+def test_a_new_head_size_keeps_the_backbone_and_starts_a_fresh_head(classifier_preset):
+    model, path = classifier_preset
+    with pytest.warns(UserWarning, match="num_classes 3 -> 2: the backbone's trained weights are loaded"):
+        resized = XLNetClassifier.from_preset(path, num_classes=2)
+    assert resized.logits_dense.kernel.shape == (8, 2)
+    for got, want in zip(resized.backbone.weights, model.backbone.weights):
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert resized.predict(TEXTS, verbose=0).shape == (3, 2)
+
+
 def test_presets_of_the_earlier_layout_are_still_read(tmp_path):
     backbone = XLNetBackbone(XLNetConfig(**CONFIG))
     old = tmp_path / "old_backbone"
@@ -161,6 +171,10 @@ def test_presets_of_the_earlier_layout_are_still_read(tmp_path):
     for restored in (XLNetClassifier.from_preset(str(old_task)), load_task_preset(str(old_task))):
         assert restored.preprocessor.sequence_length == 16
         np.testing.assert_allclose(restored(inputs).numpy(), model(inputs).numpy(), atol=1e-6)
+    with pytest.warns(UserWarning, match="num_classes 3 -> 5"):
+        resized = XLNetClassifier.from_preset(str(old_task), num_classes=5)
+    np.testing.assert_allclose(resized.backbone(inputs)["sequence_output"].numpy(),
+                               model.backbone(inputs)["sequence_output"].numpy(), atol=1e-6)
 
 
 def test_upload_preset_accepts_our_presets(pretrainer_preset, classifier_preset, monkeypatch):

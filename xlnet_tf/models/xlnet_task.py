@@ -19,6 +19,7 @@ pretraining preset (no `task.json`) gives the backbone's weights and a fresh hea
 
 import os
 import re
+import warnings
 
 import keras
 from keras import ops
@@ -535,6 +536,10 @@ def load_task_preset(preset, load_weights=True, **overrides):
     return _load_task(classes[name], preset, saved, task_file, load_weights, overrides)
 
 
+# Constructor arguments that change the shape of a task's head weights.
+HEAD_SHAPE_ARGUMENTS = ("num_classes",)
+
+
 def _load_task(task_class, preset, saved, task_file, load_weights, overrides):
     """Builds `task_class` from a parsed `task.json` of either layout and loads its weights."""
     from xlnet_tf.config import XLNetConfig
@@ -552,6 +557,10 @@ def _load_task(task_class, preset, saved, task_file, load_weights, overrides):
     # The backbone comes from config.json, the preprocessor from preprocessor.json.
     for key in ("backbone", "backbone_config", "preprocessor"):
         config.pop(key, None)
+    # As keras-hub's Task.from_preset: a new head size keeps the trained backbone and
+    # starts a fresh head, instead of failing on the saved head's shapes.
+    resized = {key: (config[key], overrides[key]) for key in HEAD_SHAPE_ARGUMENTS
+               if key in overrides and key in config and overrides[key] != config[key]}
     config.update(overrides)
     if isinstance(config.get("dtype"), dict):
         config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
@@ -570,11 +579,18 @@ def _load_task(task_class, preset, saved, task_file, load_weights, overrides):
         weights = preset_io.fetch(preset, TASK_WEIGHTS_FILE, required=False)
         if weights is None:
             raise FileNotFoundError(f"Task weights not found: {os.path.join(preset, TASK_WEIGHTS_FILE)}")
+        head_layers = [layer for layer in model._flatten_layers(include_self=False, recursive=False)
+                       if layer is not backbone]
         if keras_hub_layout:
             preset_io.load_weights(backbone, preset_io.fetch(preset, BACKBONE_WEIGHTS_FILE))
-            preset_io.load_weights(model, weights, objects_to_skip=list(backbone._flatten_layers()))
+            if not resized:
+                preset_io.load_weights(model, weights, objects_to_skip=list(backbone._flatten_layers()))
         else:
-            preset_io.load_weights(model, weights)
+            preset_io.load_weights(model, weights, objects_to_skip=head_layers if resized else None)
+        if resized:
+            changes = ", ".join(f"{key} {old} -> {new}" for key, (old, new) in resized.items())
+            warnings.warn(f"{preset}: {changes}: the backbone's trained weights are loaded and the "
+                          f"{task_class.__name__} head starts fresh.", stacklevel=3)
     if compile_defaults:
         model.compile()
     return model
