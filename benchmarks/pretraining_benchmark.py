@@ -22,7 +22,7 @@ transformers, which decides the peak ratio at short sequences).
 Tables:
   1. tokens/s, peak and step memory, ours (tf.function, and XLA as
      configs/pretrain/base.yaml sets) vs PyTorch, seq 128 and 512 in float32,
-     bfloat16 at seq 128 (and at 512 with --bf16-512: a step takes minutes on CPU);
+     bfloat16 at seq 128 (and at 512 with --bf16-512);
   2. 1 -> 2 replicas (MirroredStrategy over 2 virtual CPU devices, same global batch);
   3. largest per-replica batch at seq 512 for Base and Large, without and with
      `rematerialize`: step memory measured at batch 1 and 2 on CPU, a line fitted
@@ -31,7 +31,10 @@ Tables:
      measurement (device kernels' workspaces and allocator rounding come on top).
 
 Usage:
-    python benchmarks/pretraining_benchmark.py [--steps 2] [--threads 2] [--quick] [--bf16-512]
+    python benchmarks/pretraining_benchmark.py [--steps 2] [--threads 2] [--quick] [--bf16-512] [--step-only]
+
+Table 1 also gives, from the same run, XLA / no XLA for each row and, for bfloat16
+rows, ours bfloat16 / ours float32 at the same length; the load average is printed.
 """
 
 import argparse
@@ -213,6 +216,7 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--bf16-512", action="store_true", help="also bfloat16 at seq 512 (slow on CPU)")
     parser.add_argument("--quick", action="store_true", help="seq 128 only, no Large memory runs")
+    parser.add_argument("--step-only", action="store_true", help="table 1 only")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -226,21 +230,19 @@ def main(argv=None):
             rows.append((512, 1, "bfloat16"))
 
     print("## 1. Full training step, XLNet-Base, ours (fit) vs PyTorch (HF), "
-          f"{args.threads} threads\n")
+          f"{args.threads} threads, load average {os.getloadavg()[0]:.1f} at start\n")
     print("| seq | batch | dtype | ours tok/s | ours XLA tok/s | PyTorch tok/s | speed ratio "
-          "| speed ratio XLA | ours peak GB | ours XLA peak GB | PyTorch peak GB | peak ratio "
-          "| ours step GB | PyTorch step GB | step ratio |")
-    print("|" + "---|" * 15)
+          "| speed ratio XLA | XLA / no XLA | bf16 / our f32 | ours peak GB | ours XLA peak GB "
+          "| PyTorch peak GB | peak ratio | ours step GB | PyTorch step GB | step ratio |")
+    print("|" + "---|" * 17)
+    float32_speed = {}
     memory_points = {}
     for seq, batch, dtype in rows:
         spec = dict(common, seq=seq, batch=batch, dtype=dtype)
-        slow = dtype == "bfloat16"  # a step takes a minute or more on CPU: one timed step
-        if slow:
-            spec["steps"] = 1
         peer_first = measure(dict(spec, impl="torch"))
         ours = measure(dict(spec, impl="keras"))
         ours_xla = measure(dict(spec, impl="keras", xla=True))
-        peer_last = {} if slow else measure(dict(spec, impl="torch"))
+        peer_last = measure(dict(spec, impl="torch"))
         peer = _best_of(peer_first, peer_last)
 
         def ratio(mine, key):
@@ -248,9 +250,17 @@ def main(argv=None):
                 return f"{mine[key] / peer[key]:.2f}x"
             return "-"
 
+        xla_ratio = bf16_ratio = "-"
+        if ours.get("tokens_per_s") and ours_xla.get("tokens_per_s"):
+            xla_ratio = f"{ours_xla['tokens_per_s'] / ours['tokens_per_s']:.2f}x"
+        if dtype == "float32" and ours.get("tokens_per_s"):
+            float32_speed[seq] = ours["tokens_per_s"]
+        elif float32_speed.get(seq) and ours.get("tokens_per_s"):
+            bf16_ratio = f"{ours['tokens_per_s'] / float32_speed[seq]:.2f}x"
         print(f"| {seq} | {batch} | {dtype} | {_fmt(ours, 'tokens_per_s', '{:.0f}')} | "
               f"{_fmt(ours_xla, 'tokens_per_s', '{:.0f}')} | {_fmt(peer, 'tokens_per_s', '{:.0f}')} | "
-              f"{ratio(ours, 'tokens_per_s')} | {ratio(ours_xla, 'tokens_per_s')} | "
+              f"{ratio(ours, 'tokens_per_s')} | {ratio(ours_xla, 'tokens_per_s')} | {xla_ratio} | "
+              f"{bf16_ratio} | "
               f"{_fmt(ours, 'peak_rss_gb', '{:.2f}')} | {_fmt(ours_xla, 'peak_rss_gb', '{:.2f}')} | "
               f"{_fmt(peer, 'peak_rss_gb', '{:.2f}')} | {ratio(ours, 'peak_rss_gb')} | "
               f"{_fmt(ours, 'step_rss_gb', '{:.2f}')} | {_fmt(peer, 'step_rss_gb', '{:.2f}')} | "
@@ -261,6 +271,9 @@ def main(argv=None):
                 print(f"<!-- {name} {seq} {dtype}: {r['error']} -->")
         if seq == 512 and dtype == "float32" and ours.get("step_rss_gb"):
             memory_points[("base", False, 1)] = ours["step_rss_gb"]
+    print(f"\nload average {os.getloadavg()[0]:.1f} at the end of table 1", flush=True)
+    if args.step_only:
+        return 0
 
     print("\n## 2. Replica scaling on CPU (MirroredStrategy, 2 virtual devices, same global batch)\n")
     print("| seq | global batch | 1 replica tok/s | 2 replicas tok/s | speed-up |")

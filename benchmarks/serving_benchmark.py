@@ -1,7 +1,7 @@
 """Serving latency: our exported SavedModel next to Hugging Face's PyTorch XLNet, in the same run.
 
 XLNet-Base size (12 layers, hidden 768, 12 heads, inner 3072, vocab 32000) sequence
-classifier with random weights, sequence length 128, batch 1 and 32, on CPU.
+classifier with random weights, sequence length 128 (--seq), batch 1 and 32 (--batches), on CPU.
 
 Each measurement runs in a fresh subprocess that imports only what a server would:
   - `savedmodel ids`:     `tf.saved_model.load` + the `serve_token_ids` signature
@@ -16,7 +16,7 @@ Each measurement runs in a fresh subprocess that imports only what a server woul
                           model, padding left, truncation to 128) + the same model.
 The SavedModel process imports tensorflow and tensorflow_text only (not xlnet_tf).
 Both frameworks get the same thread counts (intra-op = --threads, inter-op = 1).
-Inputs fill all 128 positions. Latency is wall time per call (median and
+Inputs fill all positions (strings are long enough to be truncated). Latency is wall time per call (median and
 minimum over --iters calls after --warmup calls). All four workers stay loaded and
 their calls are interleaved round-robin, one call at a time, so a change in the
 machine's load (shared CI machines) hits every implementation alike.
@@ -26,7 +26,7 @@ unless --spiece is given: the tokenizer's cost depends on the vocabulary, the
 model's does not (its embedding table has 32000 rows either way).
 
 Usage:
-    python benchmarks/serving_benchmark.py [--seq 128] [--iters 10] [--iters-32 3] [--warmup 2] [--threads N]
+    python benchmarks/serving_benchmark.py [--seq 128] [--batches 1 32] [--iters 10] [--iters-32 3] [--warmup 2] [--threads N]
         [--keep DIR]
 """
 
@@ -50,7 +50,7 @@ IMPLEMENTATIONS = ("savedmodel ids", "savedmodel strings", "savedmodel-bf16 ids"
 def _texts(batch):
     words = ("the quiet river runs past an old mill where children play and farmers talk about rain "
              "while the evening light falls over the hills").split()
-    return [" ".join(words[(i + j) % len(words)] for j in range(120)) for i in range(batch)]
+    return [" ".join(words[(i + j) % len(words)] for j in range(max(120, LENGTH))) for i in range(batch)]
 
 
 def _ids(batch, seed=0):
@@ -223,6 +223,7 @@ def main():
     parser.add_argument("--model-dir", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--batch", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--seq", type=int, default=128, help="sequence length (128 or 512)")
+    parser.add_argument("--batches", type=int, nargs="+", default=list(BATCHES), help="batch sizes")
     parser.add_argument("--iters", type=int, default=10, help="timed calls at batch 1")
     parser.add_argument("--iters-32", type=int, default=3, help="timed calls at batch 32")
     parser.add_argument("--warmup", type=int, default=2)
@@ -247,7 +248,7 @@ def main():
         return 1
     results = {}
     load_start = os.getloadavg()[0]
-    for batch in BATCHES:
+    for batch in args.batches:
         for impl, result in measure(args, batch, args.iters if batch == 1 else args.iters_32).items():
             results[(impl, batch)] = result
 
@@ -257,7 +258,7 @@ def main():
     header = f"{'batch':>5}  {'implementation':<24}{'median ms':>11}{'min ms':>9}{'examples/s':>12}{'calls':>7}"
     print(header)
     print("-" * len(header))
-    for batch in BATCHES:
+    for batch in args.batches:
         for impl in IMPLEMENTATIONS:
             r = results[(impl, batch)]
             if "error" in r:

@@ -497,8 +497,6 @@ class _WriteManifest(beam.DoFn):
         self._settings = settings
 
     def process(self, unused_element, shards, stats):
-        import tensorflow as tf
-
         shards = sorted(shards, key=lambda s: s["file"])
         stats = dict(stats)
         written = sum(s["num_documents"] for s in shards)

@@ -8,7 +8,6 @@ fails before any weight is built.
 
 import dataclasses
 import json
-import os
 from typing import Any, Mapping
 
 ACTIVATIONS = ("gelu", "gelu_approximate", "relu", "tanh", "swish")

@@ -10,11 +10,9 @@ model lands in `WORKDIR/final/` (a task preset) for `xlnet-tf export`.
 """
 
 import argparse
-import os
 import sys
 
-from xlnet_tf.run_arguments import (UnknownConfigError, add_run_arguments, check_workdir, config_files,
-                                    print_config, run_overrides)
+from xlnet_tf.run_arguments import add_run_arguments, resolve_run_config
 
 
 def _parser():
@@ -33,29 +31,15 @@ def _parser():
 def main(argv=None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    check_workdir(args, parser)
-    try:
-        files = config_files(args, "finetune")
-    except UnknownConfigError as e:
-        print(f"xlnet-tf finetune: {e}", file=sys.stderr)
-        return 2
-    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-    from xlnet_tf.config import ConfigError
-    from xlnet_tf.finetuning.config import load_finetune_config
-
-    overrides = run_overrides(args)
+    shorthands = []
     if args.init:
-        overrides.append(f"training.init_from={args.init}")
+        shorthands.append(f"training.init_from={args.init}")
     if args.mixed_precision:
-        overrides.append(f"training.mixed_precision={args.mixed_precision}")
-    try:
-        config = load_finetune_config(files, overrides)
-    except ConfigError as e:
-        print(f"xlnet-tf finetune: {e}", file=sys.stderr)
-        return 2
-    if args.print_config:
-        print_config(config, "finetune", args.config, overrides)
-        return 0
+        shorthands.append(f"training.mixed_precision={args.mixed_precision}")
+    config, code = resolve_run_config(args, parser, "finetune", shorthands)
+    if config is None:
+        return code
+    from xlnet_tf.config import ConfigError
     from xlnet_tf.finetuning.finetuning_run import run_finetuning
     from xlnet_tf.training.strategy import StrategyError
 

@@ -9,11 +9,9 @@ Run the same command again after any interruption to resume.
 """
 
 import argparse
-import os
 import sys
 
-from xlnet_tf.run_arguments import (UnknownConfigError, add_run_arguments, check_workdir, config_files,
-                                    print_config, run_overrides)
+from xlnet_tf.run_arguments import add_run_arguments, resolve_run_config
 
 
 def _parser():
@@ -29,28 +27,12 @@ def _parser():
 def main(argv=None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    check_workdir(args, parser)
-    try:
-        files = config_files(args, "pretrain")
-    except UnknownConfigError as e:
-        print(f"xlnet-tf pretrain: {e}", file=sys.stderr)
-        return 2
-    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-    from xlnet_tf.config import ConfigError
-    from xlnet_tf.training.run_config import load_run_config
-
-    overrides = run_overrides(args)
-    if args.tpu:
-        overrides.append(f"distribution.tpu={args.tpu}")
-    try:
-        config = load_run_config(files, overrides)
-    except ConfigError as e:
-        print(f"xlnet-tf pretrain: {e}", file=sys.stderr)
-        return 2
-    if args.print_config:
-        print_config(config, "pretrain", args.config, overrides)
-        return 0
+    config, code = resolve_run_config(args, parser, "pretrain",
+                                      [f"distribution.tpu={args.tpu}"] if args.tpu else [])
+    if config is None:
+        return code
     # TensorFlow loads only from here on, so --print-config and config errors stay fast.
+    from xlnet_tf.config import ConfigError
     from xlnet_tf.training.pretraining_run import run_pretraining
     from xlnet_tf.training.strategy import StrategyError
 

@@ -189,3 +189,39 @@ def run_overrides(args):
     if args.virtual_cpu_devices is not None:
         overrides.append(f"distribution.virtual_cpu_devices={args.virtual_cpu_devices}")
     return overrides
+
+
+def resolve_run_config(args, parser, kind, extra_overrides=()):
+    """The config a `pretrain` / `finetune` command runs with, or the exit code it ends with.
+
+    Resolves `--config` and `--set` (then the command's own shorthands,
+    `extra_overrides`) into a validated config. A config error is printed as one
+    `xlnet-tf KIND: ...` line (exit 2); `--print-config` prints the config (exit 0).
+    TensorFlow is not imported on the way, so both stay fast.
+
+    Returns:
+        `(config, None)` to run, or `(None, exit_code)` when the command is done.
+    """
+    check_workdir(args, parser)
+    try:
+        files = config_files(args, kind)
+    except UnknownConfigError as e:
+        print(f"xlnet-tf {kind}: {e}", file=sys.stderr)
+        return None, 2
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    from xlnet_tf.config import ConfigError
+
+    if kind == "pretrain":
+        from xlnet_tf.training.run_config import load_run_config as load
+    else:
+        from xlnet_tf.finetuning.config import load_finetune_config as load
+    overrides = run_overrides(args) + list(extra_overrides)
+    try:
+        config = load(files, overrides)
+    except ConfigError as e:
+        print(f"xlnet-tf {kind}: {e}", file=sys.stderr)
+        return None, 2
+    if args.print_config:
+        print_config(config, kind, args.config, overrides)
+        return None, 0
+    return config, None

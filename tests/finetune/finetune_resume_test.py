@@ -14,14 +14,12 @@ import h5py
 import numpy as np
 import pytest
 
+from tests.training.helpers import SimulatedKill, kill_after_backup
+
 VOCABULARY = os.path.join(os.path.dirname(os.path.dirname(__file__)), "testdata", "tiny_spiece.model")
 POSITIVE = ["good", "great", "happy", "nice", "fine"]
 NEGATIVE = ["bad", "awful", "sad", "poor", "ugly"]
 FILLER = ["the", "river", "was", "a", "day", "and", "old", "house", "with"]
-
-
-class SimulatedKill(Exception):
-    """Raised where the process would have been killed."""
 
 
 def _sentiment_jsonl(n, seed):
@@ -90,7 +88,6 @@ def test_resumed_run_with_eval_file_and_dropout_ends_with_the_uninterrupted_weig
         preset, tmp_path, monkeypatch):
     from xlnet_tf.finetuning.config import load_finetune_config
     from xlnet_tf.finetuning.finetuning_run import run_finetuning
-    from xlnet_tf.training.run_backup import RunBackup
 
     # 32 examples: 4 batches a pass, so the resume at step 4 starts the second shuffle pass. A
     # batch read from the training dataset before `fit` (the bug) then always draws that pass's
@@ -106,17 +103,10 @@ def test_resumed_run_with_eval_file_and_dropout_ends_with_the_uninterrupted_weig
     reference, resumed = str(tmp_path / "reference"), str(tmp_path / "resumed")
     expected = run_finetuning(config, reference)
 
-    backup_epoch_end = RunBackup.on_epoch_end
-
-    def killed_after_epoch_2(self, epoch, logs=None):
-        backup_epoch_end(self, epoch, logs)
-        if epoch + 1 == 2:
-            raise SimulatedKill("killed after epoch 2")
-
-    monkeypatch.setattr(RunBackup, "on_epoch_end", killed_after_epoch_2)
+    restore = kill_after_backup(monkeypatch, 2)
     with pytest.raises(SimulatedKill):
         run_finetuning(config, resumed)
-    monkeypatch.setattr(RunBackup, "on_epoch_end", backup_epoch_end)
+    restore()
     assert not os.path.exists(os.path.join(resumed, "final"))
     summary = run_finetuning(config, resumed)
 

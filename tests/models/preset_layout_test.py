@@ -10,7 +10,6 @@ import os
 import shutil
 
 import h5py
-import keras
 import keras_hub
 import numpy as np
 import pytest

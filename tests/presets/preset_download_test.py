@@ -76,7 +76,7 @@ def test_hugging_face_truncated_lfs_file(server, presets_dir):
     publish_hf(server, send_bytes=100)
     message = failure("hf_xlnet_base_cased")
     size = len(hf_files()["model.safetensors"])
-    assert f"model.safetensors: truncated download" in message
+    assert "model.safetensors: truncated download" in message
     assert f"expected {size} bytes (Content-Length), received 100" in message
     assert leftovers(presets_dir) == []
 

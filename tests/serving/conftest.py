@@ -10,7 +10,6 @@ import io
 import os
 
 import keras
-import numpy as np
 import pytest
 import sentencepiece as spm
 import tensorflow as tf

@@ -25,15 +25,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.training.helpers import TINY_RUN, cyclic_tokens, write_records
+from tests.training.helpers import TINY_RUN, SimulatedKill, cyclic_tokens, kill_after_backup, write_records
 from tests.training.subprocess_runs import assert_same_weights
 from xlnet_tf.storage import atomic_files
 
 VOCABULARY = os.path.join(os.path.dirname(os.path.dirname(__file__)), "testdata", "tiny_spiece.model")
-
-
-class SimulatedKill(Exception):
-    """Raised where the process would have been killed."""
 
 
 def _ram(name):
@@ -161,7 +157,6 @@ def test_finetuning_killed_and_resumed_on_ram_then_exported_to_ram(ram_preset, m
     from xlnet_tf.serving.task_export import export_task_workdir
     from xlnet_tf.serving.text_preprocessor import TextPreprocessor
     from xlnet_tf.tokenizer import XLNetTokenizer
-    from xlnet_tf.training.run_backup import RunBackup
 
     data = _ram("data")
     atomic_files.write_text(f"{data}/train.jsonl", _sentiment_jsonl(48, 0))
@@ -178,18 +173,10 @@ def test_finetuning_killed_and_resumed_on_ram_then_exported_to_ram(ram_preset, m
     reference, resumed = _ram("ft-reference"), _ram("ft-resumed")
     expected = run_finetuning(config, reference)
 
-    # The kill lands right after the backup of epoch 2 is complete.
-    backup_epoch_end = RunBackup.on_epoch_end
-
-    def killed_after_epoch_2(self, epoch, logs=None):
-        backup_epoch_end(self, epoch, logs)
-        if epoch + 1 == 2:
-            raise SimulatedKill("killed after epoch 2")
-
-    monkeypatch.setattr(RunBackup, "on_epoch_end", killed_after_epoch_2)
+    restore = kill_after_backup(monkeypatch, 2)
     with pytest.raises(SimulatedKill):
         run_finetuning(config, resumed)
-    monkeypatch.setattr(RunBackup, "on_epoch_end", backup_epoch_end)
+    restore()
     assert not tf.io.gfile.exists(os.path.join(resumed, "final"))
     gc.collect()
     summary = run_finetuning(config, resumed)

@@ -109,3 +109,27 @@ TINY_RUN = [
     "training.train_steps=8", "training.steps_per_epoch=4", "training.log_every_steps=2",
     "training.verbose=0",
 ]
+
+
+class SimulatedKill(Exception):
+    """Raised where the process would have been killed."""
+
+
+def kill_after_backup(monkeypatch, epochs_done):
+    """Makes the next run raise `SimulatedKill` right after its backup of epoch `epochs_done` is complete.
+
+    For work directories a SIGKILL cannot reach (`ram://` lives in the process) and for
+    in-process runs; `tests/training/resume_test.py` covers the real SIGKILL. Returns a
+    function that restores the callback for the resumed run.
+    """
+    from xlnet_tf.training.run_backup import RunBackup
+
+    save = RunBackup.on_epoch_end
+
+    def killed_after_backup(self, epoch, logs=None):
+        save(self, epoch, logs)
+        if epoch + 1 == epochs_done:
+            raise SimulatedKill(f"killed after epoch {epochs_done}")
+
+    monkeypatch.setattr(RunBackup, "on_epoch_end", killed_after_backup)
+    return lambda: monkeypatch.setattr(RunBackup, "on_epoch_end", save)

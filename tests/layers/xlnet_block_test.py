@@ -1,0 +1,38 @@
+"""XLNetBlock under bfloat16: the activation runs in float32, the block stays close to float32."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from xlnet_tf.layers.xlnet_block import XLNetBlock, _in_float32
+
+
+def test_activation_of_bfloat16_is_computed_in_float32():
+    x = tf.cast(tf.linspace(-6.0, 6.0, 101), tf.bfloat16)
+    gelu = lambda t: tf.nn.gelu(t, approximate=False)  # noqa: E731
+    out = _in_float32(gelu, x)
+    assert out.dtype == tf.bfloat16
+    expected = tf.cast(gelu(tf.cast(x, tf.float32)), tf.bfloat16)
+    np.testing.assert_array_equal(out.numpy().astype("float32"), expected.numpy().astype("float32"))
+    x32 = tf.cast(x, tf.float32)
+    np.testing.assert_array_equal(_in_float32(gelu, x32).numpy(), gelu(x32).numpy())
+
+
+@pytest.mark.parametrize("activation", ["gelu", "gelu_approximate"])
+def test_bfloat16_block_is_close_to_float32(activation):
+    kwargs = dict(hidden_dim=16, num_heads=2, head_dim=8, intermediate_dim=32, activation=activation)
+    reference = XLNetBlock(**kwargs)
+    block = XLNetBlock(**kwargs, dtype="bfloat16")
+    rng = np.random.default_rng(0)
+    h = rng.normal(size=(2, 5, 16)).astype("float32")
+    pos = rng.normal(size=(1, 10, 16)).astype("float32")
+    no_mask = np.zeros((2, 5, 5), bool)
+    bias = rng.normal(size=(2, 8)).astype("float32") * 0.1
+    segment = rng.normal(size=(2, 2, 8)).astype("float32") * 0.1
+    expected, _ = reference(h, pos, no_mask, no_mask, bias, bias, bias, segment)
+    block.build((None, None, 16))
+    block.set_weights(reference.get_weights())
+    cast = lambda a: tf.cast(a, tf.bfloat16)  # noqa: E731
+    out, _ = block(cast(h), cast(pos), no_mask, no_mask, cast(bias), cast(bias), cast(bias), cast(segment))
+    assert out.dtype == tf.bfloat16
+    np.testing.assert_allclose(tf.cast(out, tf.float32).numpy(), expected.numpy(), atol=0.1)
