@@ -119,3 +119,11 @@ def test_cli_main(tmp_path, capsys):
     assert code == 2
     assert "missing.txt' matches no file" in capsys.readouterr().err
     assert os.path.exists(output)
+
+
+def test_vocabulary_smaller_than_the_alphabet_is_a_clear_error(tmp_path):
+    corpus = tmp_path / "letters.txt"
+    corpus.write_text(" ".join("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"), encoding="utf-8")
+    with pytest.raises(VocabularyTrainingError, match="vocab_size 20 cannot hold every character"):
+        train_vocabulary(str(corpus), 20, tmp_path / "m.model")
+    assert not os.path.exists(tmp_path / "m.model")

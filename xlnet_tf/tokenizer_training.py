@@ -201,6 +201,9 @@ def train_vocabulary(
         if "Vocabulary size too high" in str(e):
             hint = " (the corpus is too small for this vocab_size; lower it, or allow a smaller vocabulary with " \
                 "hard_vocab_limit=False / --soft-vocab-limit)"
+        elif "smaller than required_chars" in str(e):
+            hint = (f" (vocab_size {vocab_size} cannot hold every character the corpus needs; raise it, "
+                    "or lower character_coverage)")
         raise VocabularyTrainingError(f"SentencePiece training failed{hint}: {e}") from e
     proto = model.getvalue()
     processor = spm.SentencePieceProcessor(model_proto=proto)
