@@ -95,6 +95,17 @@ def test_span_labeler(tmp_path, tokenizer):
     best = (expected["start_top_log_probs"][:, :, None]
             + expected["end_top_log_probs"].reshape(3, 3, 3)).max(axis=(1, 2))
     assert np.all(got["score"].numpy() <= best + 1e-5)
+    # The null-score threshold a SQuAD 2.0 run tunes (preprocessing.json) decides which rows stay blank.
+    null = expected["cls_logits"].reshape(-1)
+    threshold = float(np.sort(null)[1])  # between the scores: one row above it, two at or below
+    answered = export(
+        model, tmp_path / "tuned", length=64, type="span", max_query_length=8, doc_stride=8,
+        max_answer_length=10, version_2=True, null_score_threshold=threshold)(
+        context=tf.constant(contexts), question=tf.constant(questions))
+    blank = np.array([t == b"" for t in answered["answer_text"].numpy()])
+    no_span = np.array([t == b"" for t in got["answer_text"].numpy()])  # blank without a threshold
+    np.testing.assert_array_equal(blank, (null > threshold) | no_span)
+    assert blank[np.argmax(null)]
 
 
 def test_multiple_choice(tmp_path, tokenizer):
