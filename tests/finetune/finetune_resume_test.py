@@ -14,24 +14,9 @@ import h5py
 import numpy as np
 import pytest
 
-from tests.training.helpers import SimulatedKill, kill_after_backup
+from tests.training.helpers import SimulatedKill, kill_after_backup, sentiment_jsonl
 
 VOCABULARY = os.path.join(os.path.dirname(os.path.dirname(__file__)), "testdata", "tiny_spiece.model")
-POSITIVE = ["good", "great", "happy", "nice", "fine"]
-NEGATIVE = ["bad", "awful", "sad", "poor", "ugly"]
-FILLER = ["the", "river", "was", "a", "day", "and", "old", "house", "with"]
-
-
-def _sentiment_jsonl(n, seed):
-    rng = np.random.default_rng(seed)
-    lines = []
-    for _ in range(n):
-        positive = bool(rng.random() < 0.5)
-        words = list(rng.choice(FILLER, 4, replace=False)) + [
-            str(rng.choice(POSITIVE if positive else NEGATIVE))]
-        rng.shuffle(words)
-        lines.append(json.dumps({"text": " ".join(words), "label": "pos" if positive else "neg"}))
-    return "\n".join(lines) + "\n"
 
 
 def _h5_arrays(path):
@@ -92,8 +77,8 @@ def test_resumed_run_with_eval_file_and_dropout_ends_with_the_uninterrupted_weig
     # 32 examples: 4 batches a pass, so the resume at step 4 starts the second shuffle pass. A
     # batch read from the training dataset before `fit` (the bug) then always draws that pass's
     # seed from the generator the dataset's iterators share, and `fit` trains on the third pass.
-    (tmp_path / "train.jsonl").write_text(_sentiment_jsonl(32, 0))
-    (tmp_path / "eval.jsonl").write_text(_sentiment_jsonl(16, 1))
+    (tmp_path / "train.jsonl").write_text(sentiment_jsonl(32, 0))
+    (tmp_path / "eval.jsonl").write_text(sentiment_jsonl(16, 1))
     config = load_finetune_config([], overrides=[
         f"training.init_from={preset}", f"task.train_file={tmp_path / 'train.jsonl'}",
         f"task.eval_file={tmp_path / 'eval.jsonl'}", "task.sequence_length=16",

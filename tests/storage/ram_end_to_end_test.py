@@ -25,7 +25,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.training.helpers import TINY_RUN, SimulatedKill, cyclic_tokens, kill_after_backup, write_records
+from tests.training.helpers import (TINY_RUN, SimulatedKill, cyclic_tokens, kill_after_backup,
+                                    sentiment_jsonl, write_records)
 from tests.training.subprocess_runs import assert_same_weights
 from xlnet_tf.storage import atomic_files
 
@@ -112,21 +113,6 @@ def test_pretraining_killed_and_resumed_on_ram_ends_with_the_uninterrupted_weigh
     assert np.any(bias != 0)  # trained, so the LM head file was really read
 
 
-POSITIVE = ["good", "great", "happy", "lovely", "fine"]
-NEGATIVE = ["bad", "awful", "sad", "poor", "ugly"]
-FILLER = ["the", "river", "was", "a", "day", "and", "old", "house", "with"]
-
-
-def _sentiment_jsonl(n, seed):
-    rng = np.random.default_rng(seed)
-    lines = []
-    for _ in range(n):
-        positive = bool(rng.random() < 0.5)
-        words = list(rng.choice(FILLER, 4, replace=False)) + [
-            str(rng.choice(POSITIVE if positive else NEGATIVE))]
-        rng.shuffle(words)
-        lines.append(json.dumps({"text": " ".join(words), "label": "pos" if positive else "neg"}))
-    return "\n".join(lines) + "\n"
 
 
 @pytest.fixture(scope="module")
@@ -159,8 +145,8 @@ def test_finetuning_killed_and_resumed_on_ram_then_exported_to_ram(ram_preset, m
     from xlnet_tf.tokenizer import XLNetTokenizer
 
     data = _ram("data")
-    atomic_files.write_text(f"{data}/train.jsonl", _sentiment_jsonl(48, 0))
-    atomic_files.write_text(f"{data}/eval.jsonl", _sentiment_jsonl(16, 1))
+    atomic_files.write_text(f"{data}/train.jsonl", sentiment_jsonl(48, 0))
+    atomic_files.write_text(f"{data}/eval.jsonl", sentiment_jsonl(16, 1))
     # Dropout off: the task head's dropout is not step-seeded, a resumed run would draw other masks.
     settings = [
         f"training.init_from={ram_preset}", f"task.train_file={data}/train.jsonl",
@@ -250,7 +236,7 @@ def test_beam_jobs_write_records_and_manifests_to_ram():
     assert sum(1 for _ in tf.data.TFRecordDataset([s.path for s in records.shards])) == sum(
         s.num_records for s in records.shards)
 
-    atomic_files.write_text(f"{inputs}/train.jsonl", _sentiment_jsonl(10, 2))
+    atomic_files.write_text(f"{inputs}/train.jsonl", sentiment_jsonl(10, 2))
     output = _ram("finetuning-records")
     manifest = finetuning_data.run(["--task_type", "classification", "--input",
                                     f"train={inputs}/train.jsonl", "--vocab", vocabulary,

@@ -133,3 +133,22 @@ def kill_after_backup(monkeypatch, epochs_done):
 
     monkeypatch.setattr(RunBackup, "on_epoch_end", killed_after_backup)
     return lambda: monkeypatch.setattr(RunBackup, "on_epoch_end", save)
+
+
+SENTIMENT_WORDS = {"pos": ["good", "great", "happy", "lovely", "fine"],
+                   "neg": ["bad", "awful", "sad", "poor", "ugly"]}
+SENTIMENT_FILLER = ["the", "river", "was", "a", "day", "and", "old", "house", "with"]
+
+
+def sentiment_jsonl(n, seed):
+    """`n` JSONL lines `{"text", "label": "pos"|"neg"}`: four filler words and one sentiment word."""
+    import json
+
+    rng = np.random.default_rng(seed)
+    lines = []
+    for _ in range(n):
+        label = "pos" if rng.random() < 0.5 else "neg"
+        words = list(rng.choice(SENTIMENT_FILLER, 4, replace=False)) + [str(rng.choice(SENTIMENT_WORDS[label]))]
+        rng.shuffle(words)
+        lines.append(json.dumps({"text": " ".join(words), "label": label}))
+    return "\n".join(lines) + "\n"

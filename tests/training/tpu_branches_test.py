@@ -22,6 +22,7 @@ import yaml
 
 from tests.training.helpers import (TINY_RUN, cyclic_tokens, synthetic_batches, tiny_config,
                                     write_records)
+from tests.training.optimizer_test import _gradients, _variables
 from xlnet_tf.finetuning.layerwise_adamw import LayerwiseAdamW
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
@@ -127,16 +128,6 @@ def test_pretrain_cli_tpu_flag_sets_distribution_tpu(monkeypatch, tmp_path):
 # ------------------------------------------------------------- optimizer update
 
 
-def _variables():
-    rng = np.random.default_rng(0)
-    return [keras.Variable(rng.standard_normal(shape).astype("float32"), name=name)
-            for shape, name in (((6, 4), "kernel"), ((4,), "bias"), ((3, 5), "embeddings"))]
-
-
-def _gradients(step):
-    rng = np.random.default_rng(100 + step)
-    return [tf.constant(rng.standard_normal(shape).astype("float32") * 5.0)
-            for shape in ((6, 4), (4,), (3, 5))]
 
 
 def _run_updates(make_optimizer, strategy):
