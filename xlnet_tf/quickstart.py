@@ -126,7 +126,7 @@ def main(argv=None) -> int:
     print(f"records: {manifest['num_tokens']} tokens in {manifest['num_shards']} shards")
 
     # 4. Pretraining.
-    _stage(f"4/5 pretraining the tiny XLNet for about {args.minutes:g} minutes")
+    _stage(f"4/5 pretraining the tiny XLNet (its configured steps, at most {args.minutes:g} minutes)")
     from xlnet_tf.training.pretraining_run import run_pretraining
     from xlnet_tf.training.run_config import load_run_config
 
