@@ -8,28 +8,14 @@ import numpy as np
 import pytest
 import yaml
 
-from xlnet_tf.config import XLNetConfig
 from xlnet_tf.finetune_cli import main
-from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_task import load_task_preset
 
-TINY = XLNetConfig(vocabulary_size=200, num_layers=2, num_heads=2, head_dim=8, hidden_dim=16,
-                   intermediate_dim=32)
 POSITIVE = ["good", "great", "happy", "lovely", "fine"]
 NEGATIVE = ["bad", "awful", "sad", "poor", "ugly"]
 FILLER = ["the", "river", "was", "a", "day", "and", "old", "house", "with"]
 COLORS = ["red", "blue", "green"]
 NO_DROPOUT = ["model.dropout=0.0", "model.attention_dropout=0.0", "task.head_dropout=0.0"]
-
-
-@pytest.fixture(scope="module")
-def preset(tmp_path_factory, testdata_dir="tests/testdata"):
-    path = str(tmp_path_factory.mktemp("preset"))
-    backbone = XLNetBackbone(TINY)
-    ones = np.ones((1, 4), "int32")
-    backbone({"token_ids": ones, "segment_ids": ones * 0, "padding_mask": ones})
-    backbone.save_to_preset(path, vocabulary="tests/testdata/tiny_spiece.model")
-    return path
 
 
 def _sentiment(path, n, seed):

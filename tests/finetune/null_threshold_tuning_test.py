@@ -11,7 +11,7 @@ from xlnet_tf.finetuning.config import TaskSection
 from xlnet_tf.finetuning.finetuning_run import preprocessing_info
 from xlnet_tf.finetuning.finetuning_run import tuned_task
 
-from finetune_cli_test import COLORS, FILLER, NO_DROPOUT, SPAN_SETTINGS, _run, preset  # noqa: F401
+from finetune_cli_test import COLORS, FILLER, NO_DROPOUT, SPAN_SETTINGS, _run
 
 
 def _squad_v2(path, n=24):

@@ -10,12 +10,10 @@ where the damage allows, and leave one consistent history.
 """
 
 import glob
-import json
 import os
 import shutil
 import signal
 import subprocess
-import time
 import warnings
 
 import h5py
@@ -23,7 +21,8 @@ import pytest
 import yaml
 
 from tests.training.helpers import cyclic_tokens, write_records
-from tests.training.subprocess_runs import REPO, environment, metrics, pretrain_command
+from tests.training.subprocess_runs import (REPO, environment, kill_at_backup_epoch, metrics,
+                                            pretrain_command)
 from xlnet_tf import export, pretrain_cli
 from xlnet_tf.storage import atomic_files
 
@@ -45,20 +44,7 @@ def killed_run(tmp_path_factory):
     workdir = str(root / "run")
     run = subprocess.Popen(pretrain_command(workdir, records, STEPS), cwd=REPO, env=environment(),
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    metadata = os.path.join(workdir, "backup", "training_metadata.json")
-    deadline, killed = time.time() + 300, False
-    while time.time() < deadline and run.poll() is None:
-        try:
-            with open(metadata) as f:
-                epoch = json.load(f)["epoch"]  # Written atomically: never half a file.
-        except (OSError, ValueError, KeyError):
-            epoch = 0
-        if epoch >= 3:
-            run.send_signal(signal.SIGKILL)
-            killed = True
-            break
-        time.sleep(0.02)
-    run.wait(timeout=60)
+    killed = kill_at_backup_epoch(run, workdir, epoch=3) is not None
     assert killed and run.returncode == -signal.SIGKILL, "the run ended before it could be killed"
     assert os.path.exists(os.path.join(workdir, "RUN_LOCK"))  # Left behind by the killed run.
     return workdir, records

@@ -7,17 +7,16 @@ draws the dropout masks of the uninterrupted one (dropout is on here; the masks
 follow the restored optimizer step, see `xlnet_tf.layers.seeded_dropout`).
 """
 
-import json
 import os
 import signal
 import subprocess
-import time
 
 import pytest
 import yaml
 
 from tests.training.helpers import cyclic_tokens, write_records
 from tests.training.subprocess_runs import (REPO, assert_same_weights, environment, final_weights,
+                                            kill_at_backup_epoch,
                                             metrics, pretrain_command)
 
 STEPS = ["training.train_steps=24", "training.steps_per_epoch=2", "training.log_every_steps=1",
@@ -36,21 +35,7 @@ def test_sigkill_then_same_command_resumes_at_the_same_data_position(tmp_path):
     command = pretrain_command(resumed_dir, records, STEPS)
     first = subprocess.Popen(command, cwd=REPO, env=environment(), stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
-    metadata = os.path.join(resumed_dir, "backup", "training_metadata.json")
-    deadline = time.time() + 300
-    killed_at_epoch = None
-    while time.time() < deadline and first.poll() is None:
-        try:
-            with open(metadata) as f:
-                epoch = json.load(f)["epoch"]
-        except (OSError, ValueError, KeyError):
-            epoch = 0
-        if epoch >= 3:
-            first.send_signal(signal.SIGKILL)
-            killed_at_epoch = epoch
-            break
-        time.sleep(0.02)
-    first.wait(timeout=60)
+    killed_at_epoch = kill_at_backup_epoch(first, resumed_dir, epoch=3)
     assert killed_at_epoch is not None, "the first run ended before it could be killed"
     assert first.returncode == -signal.SIGKILL
 

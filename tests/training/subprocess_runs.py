@@ -63,3 +63,30 @@ def metrics(workdir):
 def tf_config(ports, index):
     return json.dumps({"cluster": {"worker": [f"localhost:{p}" for p in ports]},
                        "task": {"type": "worker", "index": index}})
+
+
+def kill_at_backup_epoch(process, workdir, epoch=3, timeout=300):
+    """SIGKILLs `process` as soon as its backup metadata reports `epoch`; returns the epoch it saw.
+
+    Returns None when the process ended (or `timeout` passed) before that, so the caller's
+    assertion names a run too fast to kill. The metadata is written atomically, so a read
+    never sees half a file; a missing file counts as epoch 0.
+    """
+    import signal
+    import time
+
+    metadata = os.path.join(workdir, "backup", "training_metadata.json")
+    deadline = time.time() + timeout
+    while time.time() < deadline and process.poll() is None:
+        try:
+            with open(metadata) as f:
+                seen = json.load(f)["epoch"]
+        except (OSError, ValueError, KeyError):
+            seen = 0
+        if seen >= epoch:
+            process.send_signal(signal.SIGKILL)
+            process.wait(timeout=60)
+            return seen
+        time.sleep(0.02)
+    process.wait(timeout=60)
+    return None
