@@ -102,15 +102,20 @@ def _jsonl_lines(path, warnings):
             yield number, line
 
 
-def _read_jsonl(path, first, second, warnings):
-    rows = []
+def _jsonl_records(path, warnings):
+    """(line number, parsed JSON) of every non-blank line; bad JSON names the file and line."""
     for number, line in _jsonl_lines(path, warnings):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            yield number, json.loads(line)
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}:{number}: not valid JSON ({e.msg}).") from None
+
+
+def _read_jsonl(path, first, second, warnings):
+    rows = []
+    for number, record in _jsonl_records(path, warnings):
         if not isinstance(record, dict) or first not in record:
             raise ValueError(f"{path}:{number}: expected an object with a {first!r} field.")
         where = f"{path}:{number}"
@@ -123,13 +128,7 @@ def _choice_inputs(args, num_choices, warnings):
     """(context, [choices]) rows of a multiple-choice model, from --jsonl and TEXT + --choice."""
     rows = []
     if args.jsonl:
-        for number, line in _jsonl_lines(args.jsonl, warnings):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{args.jsonl}:{number}: not valid JSON ({e.msg}).") from None
+        for number, record in _jsonl_records(args.jsonl, warnings):
             if not isinstance(record, dict) or "context" not in record or not isinstance(
                     record.get("choices"), list):
                 raise ValueError(f"{args.jsonl}:{number}: expected an object with `context` and a "
