@@ -134,7 +134,7 @@ def worker_keras(mode, batch, length, steps, threads, jit_compile, bfloat16=Fals
     tf.config.threading.set_inter_op_parallelism_threads(1)
     import keras
 
-    from xlnet_tf.config import XLNetConfig
+    from xlnet_tf.models.xlnet_config import XLNetConfig
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 

@@ -9,7 +9,7 @@ neighbours, so the best possible score of a masked middle word is exactly
 The run:
 1. writes a training corpus and a held-out corpus from the chain;
 2. trains the vocabulary with `xlnet_tf.tokenizer_training` (what `xlnet-tf vocab` runs) and
-   prepares records with the Beam job `pipelines/pretraining_data.py` (`--fast-records`:
+   prepares records with the Beam job `xlnet_tf/pipelines/pretraining_data.py` (`--fast-records`:
    the tests' `write_records`);
 3. pretrains with `run_pretraining` and the tiny config (`--set` overrides it);
 4. trains Hugging Face's `XLNetLMHeadModel` on the same examples (our reader's token ids and
@@ -142,7 +142,7 @@ def build_data(directory, language, *, train_words, vocab_size, seed, fast_recor
         write_records(records, tokens, vocabulary_size=vocab_size, chunk_length=512,
                       sentence_length=40, vocabulary=vocabulary)
     else:
-        from pipelines.pretraining_data import main as prepare_main
+        from xlnet_tf.pipelines.pretraining_data import main as prepare_main
 
         code = prepare_main(["--input", corpus, "--output_dir", records, "--vocab", vocabulary,
                              "--num_shards", "1", "--chunk_length", "512", "--overwrite"])
@@ -306,8 +306,8 @@ def score_hf(model, windows, mask_id, batch=64):
 # ---------------------------------------------------------------- training
 
 def run_config(records, vocabulary, vocab_size, steps, overrides):
-    from xlnet_tf.quickstart import TINY_CONFIG
-    from xlnet_tf.training.run_config import load_run_config
+    from xlnet_tf.cli.quickstart import TINY_CONFIG
+    from xlnet_tf.pretraining.pretraining_config import load_run_config
 
     return load_run_config([TINY_CONFIG], [
         f"data.train_files={records}", f"data.vocabulary={vocabulary}",
@@ -319,7 +319,7 @@ def matched_config(config):
     """`config` with what HF's PLM collator cannot do turned off: memory, bi_data, blocks."""
     import dataclasses
 
-    from xlnet_tf.training.run_config import run_config_from_dict
+    from xlnet_tf.pretraining.pretraining_config import run_config_from_dict
 
     values = config.to_dict()
     values["model"].update(memory_length=0, reuse_length=0, bi_data=False)
@@ -331,7 +331,7 @@ def train_ours(config, workdir):
     """`run_pretraining`; returns (trained pretrainer, per-epoch mean losses, seconds)."""
     import keras
 
-    from xlnet_tf.training.pretraining_run import run_pretraining
+    from xlnet_tf.pretraining.pretraining_run import run_pretraining
 
     class Keep(keras.callbacks.Callback):
         def __init__(self):

@@ -3,7 +3,7 @@
 Measures, in one run on the same text:
 - raw: `sentencepiece` encoding every line of the corpus in memory, one thread
   (the ceiling for this stage: the job's real work is this encode);
-- the Beam job (`pipelines.pretraining_data`) end to end on DirectRunner with
+- the Beam job (`xlnet_tf.pipelines.pretraining_data`) end to end on DirectRunner with
   1 worker (in-process) and 2 workers (multi-processing): read, normalize,
   encode, shuffle, sort, serialize, write.
 
@@ -106,7 +106,7 @@ def _cpu_seconds():
 
 
 def beam_run(corpus, vocab, workers, num_shards):
-    from pipelines import pretraining_data
+    from xlnet_tf.pipelines import pretraining_data
 
     output_dir = tempfile.mkdtemp(prefix="xlnet_bench_")
     argv = ["--input", corpus, "--vocab", vocab, "--output_dir", output_dir, "--num_shards", str(num_shards)]

@@ -95,10 +95,10 @@ def run_keras(spec):
 
     tf.config.threading.set_intra_op_parallelism_threads(spec["threads"])
     tf.config.threading.set_inter_op_parallelism_threads(1)
-    from xlnet_tf.config import XLNetConfig
+    from xlnet_tf.models.xlnet_config import XLNetConfig
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
-    from xlnet_tf.training import create_optimizer
+    from xlnet_tf.optimizers import create_optimizer
 
     import_rss_gb = _peak_rss_gb()
     length, batch = spec["seq"], spec["batch"]

@@ -102,7 +102,7 @@ def measure_step(model, batch_value, steps=3, step_batch=None):
     import keras
     import tensorflow as tf
 
-    from xlnet_tf.config import XLNetConfig
+    from xlnet_tf.models.xlnet_config import XLNetConfig
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 

@@ -71,12 +71,12 @@ def _summary(times):
 
 def worker_export(args):
     sys.path.insert(0, ROOT)
-    from xlnet_tf.config import XLNetConfig
+    from xlnet_tf.models.xlnet_config import XLNetConfig
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
     from xlnet_tf.models.xlnet_classifier import XLNetClassifier
     from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
     from xlnet_tf.serving.export_task_model import export_task_model
-    from xlnet_tf.serving.text_preprocessor import TextPreprocessor
+    from xlnet_tf.preprocessing.text_preprocessor import TextPreprocessor
     from xlnet_tf.tokenizer import XLNetTokenizer
 
     model = XLNetClassifier(XLNetBackbone(XLNetConfig(**BASE)), num_classes=2)

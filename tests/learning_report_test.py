@@ -9,7 +9,7 @@ import sentencepiece as spm
 
 from tests.training.helpers import cyclic_tokens, write_records
 from xlnet_tf.builtin_corpus import write_builtin_corpus
-from xlnet_tf.learning_report import (context_free_entropy, describe_loss, format_predictions,
+from xlnet_tf.pretraining.learning_report import (context_free_entropy, describe_loss, format_predictions,
                                       masked_word_predictions)
 
 TESTDATA = os.path.join(os.path.dirname(__file__), "testdata")
@@ -30,7 +30,7 @@ def test_describe_loss_places_the_loss_between_the_references():
 
 
 def test_masked_word_predictions_hide_the_word_and_rank_guesses():
-    from xlnet_tf.config import XLNetConfig
+    from xlnet_tf.models.xlnet_config import XLNetConfig
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 

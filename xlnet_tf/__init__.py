@@ -21,8 +21,8 @@ _os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "ConfigError": "xlnet_tf.config",
-    "XLNetConfig": "xlnet_tf.config",
+    "ConfigError": "xlnet_tf.models.xlnet_config",
+    "XLNetConfig": "xlnet_tf.models.xlnet_config",
     "XLNetBackbone": "xlnet_tf.models.xlnet_backbone",
     "XLNetPretrainer": "xlnet_tf.models.xlnet_pretrainer",
     "XLNetTask": "xlnet_tf.models.xlnet_task",

@@ -43,10 +43,10 @@ KERAS_CLASSES = {
     "XLNetMultipleChoicePreprocessor": "xlnet_tf.preprocessing.xlnet_multiple_choice_preprocessor",
     "XLNetTokenClassifierPreprocessor": "xlnet_tf.preprocessing.xlnet_token_classifier_preprocessor",
     # Optimizer and schedule, met in the compile config of a compiled model.
-    "FusedAdamW": "xlnet_tf.training.fused_adamw",
-    "AllReducedAdamW": "xlnet_tf.training.optimizer",
-    "WarmupDecaySchedule": "xlnet_tf.training.warmup_decay_schedule",
-    "LayerwiseAdamW": "xlnet_tf.finetuning.layerwise_adamw",
+    "FusedAdamW": "xlnet_tf.optimizers.fused_adamw",
+    "AllReducedAdamW": "xlnet_tf.optimizers.all_reduced_adamw",
+    "WarmupDecaySchedule": "xlnet_tf.optimizers.warmup_decay_schedule",
+    "LayerwiseAdamW": "xlnet_tf.optimizers.layerwise_adamw",
 }
 PACKAGE = "xlnet_tf"
 

@@ -44,7 +44,7 @@ def test_beam_commands_name_the_extra_in_one_line(tmp_path):
 
 
 def test_only_a_missing_beam_is_reported_for_beam_commands():
-    from xlnet_tf import cli
+    from xlnet_tf.cli import main as cli
 
     assert cli._missing_extra("pretrain") is None
     error = ModuleNotFoundError("No module named 'apache_beam.io'", name="apache_beam.io")

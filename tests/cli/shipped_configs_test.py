@@ -5,8 +5,10 @@ import os
 import pytest
 import yaml
 
-from xlnet_tf import cli, finetune_cli, pretrain_cli
-from xlnet_tf.run_arguments import (UnknownConfigError, config_description, config_names,
+from xlnet_tf.cli import main as cli
+from xlnet_tf.cli import finetune as finetune_cli
+from xlnet_tf.cli import pretrain as pretrain_cli
+from xlnet_tf.cli.run_arguments import (UnknownConfigError, config_description, config_names,
                                     resolve_config, shipped_config_dir)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -87,7 +89,7 @@ def test_pretrain_print_config_resolves_name_and_set_without_workdir(tmp_path, m
     assert printed["model"]["hidden_dim"] == 768 and printed["training"]["train_steps"] == 20000
     assert printed["distribution"]["strategy"] == "one_device"
     # Every section and key --set accepts is there, and the print round-trips.
-    from xlnet_tf.training.run_config import run_config_from_dict
+    from xlnet_tf.pretraining.pretraining_config import run_config_from_dict
     assert set(printed) == {"model", "data", "optimizer", "training", "distribution"}
     assert run_config_from_dict(printed).to_dict() == printed
     assert not list(tmp_path.iterdir())  # nothing was written
@@ -111,7 +113,7 @@ def test_run_without_workdir_or_with_unknown_config_is_a_usage_error(capsys):
 
 
 def test_quickstart_next_command_continues_from_any_directory(tmp_path):
-    from xlnet_tf.quickstart import next_command
+    from xlnet_tf.cli.quickstart import next_command
 
     command = next_command("/w q/pretrain", "/w q/records", "/w q/spiece.model", 4000,
                            ["training.train_steps=2000"])

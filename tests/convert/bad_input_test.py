@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from xlnet_tf.convert import cli
+from xlnet_tf.cli import convert as cli
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "testdata", "hf_parity", "two_stream")
 

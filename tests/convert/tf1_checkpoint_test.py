@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from xlnet_tf.convert import cli
+from xlnet_tf.cli import convert as cli
 from xlnet_tf.convert.conversion_error import ConversionError
 from xlnet_tf.convert.tf1_checkpoint import convert_tf1_checkpoint, read_tf1_checkpoint
 from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from xlnet_tf.convert import cli
+from xlnet_tf.cli import convert as cli
 from xlnet_tf.convert import verify
 from xlnet_tf.convert.conversion_error import ConversionError
 from xlnet_tf.convert.transformers_checkpoint import convert_transformers_checkpoint

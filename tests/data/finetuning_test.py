@@ -6,7 +6,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from xlnet_tf.data import finetuning as data
-from xlnet_tf.finetuning.config import load_finetune_config
+from xlnet_tf.finetuning.finetuning_config import load_finetune_config
 from xlnet_tf.tokenizer import XLNetTokenizer
 
 
@@ -85,7 +85,7 @@ def test_token_classification_labels_first_pieces_only(tokenizer, tmp_path):
 def test_config_defaults_and_strictness():
     task = _task("task.dataset=glue/stsb")
     assert (task.type, task.num_classes, task.metrics) == ("regression", 1, ["pearson_spearman"])
-    from xlnet_tf.config import ConfigError
+    from xlnet_tf.models.xlnet_config import ConfigError
 
     with pytest.raises(ConfigError, match="Unknown fine-tuning dataset|Known TFDS"):
         _task("task.dataset=glue/nope")

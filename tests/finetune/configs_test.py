@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from xlnet_tf.finetuning.config import load_finetune_config
+from xlnet_tf.finetuning.finetuning_config import load_finetune_config
 
 CONFIGS = sorted(glob.glob(os.path.join("configs", "finetune", "*.yaml")))
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from xlnet_tf.config import XLNetConfig
+from xlnet_tf.models.xlnet_config import XLNetConfig
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 
 TINY = XLNetConfig(vocabulary_size=200, num_layers=2, num_heads=2, head_dim=8, hidden_dim=16,

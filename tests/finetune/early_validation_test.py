@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from xlnet_tf.finetune_cli import main
+from xlnet_tf.cli.finetune import main
 
 GOOD = [{"text": "a fine day", "label": "pos"}, {"text": "an awful day", "label": "neg"}]
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import yaml
 
-from xlnet_tf.finetune_cli import main
+from xlnet_tf.cli.finetune import main
 from xlnet_tf.models.xlnet_task import load_task_preset
 
 POSITIVE = ["good", "great", "happy", "lovely", "fine"]
@@ -134,7 +134,7 @@ def _finetune_on_two_mirrored_replicas(preset, workdir, *args):
     import subprocess
     import sys
 
-    command = [sys.executable, "-m", "xlnet_tf.finetune_cli", "--init", preset, "--workdir", str(workdir),
+    command = [sys.executable, "-m", "xlnet_tf.cli.finetune", "--init", preset, "--workdir", str(workdir),
                "--strategy", "mirrored", "--virtual-cpu-devices", "2", *args,
                "--set", "training.verbose=0", "--set", "evaluation.every_epoch=false",
                "--set", "optimizer.warmup_steps=2"]

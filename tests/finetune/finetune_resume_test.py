@@ -55,7 +55,7 @@ def _assert_same_results(a, b):
 def preset(tmp_path_factory):
     import keras
 
-    from xlnet_tf.config import XLNetConfig
+    from xlnet_tf.models.xlnet_config import XLNetConfig
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 
     keras.utils.set_random_seed(3)
@@ -71,7 +71,7 @@ def preset(tmp_path_factory):
 @pytest.mark.slow
 def test_resumed_run_with_eval_file_and_dropout_ends_with_the_uninterrupted_weights(
         preset, tmp_path, monkeypatch):
-    from xlnet_tf.finetuning.config import load_finetune_config
+    from xlnet_tf.finetuning.finetuning_config import load_finetune_config
     from xlnet_tf.finetuning.finetuning_run import run_finetuning
 
     # 32 examples: 4 batches a pass, so the resume at step 4 starts the second shuffle pass. A

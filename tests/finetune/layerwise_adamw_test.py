@@ -1,8 +1,8 @@
 import keras
 import numpy as np
 
-from xlnet_tf.config import XLNetConfig
-from xlnet_tf.finetuning.layerwise_adamw import LayerwiseAdamW, layer_decay_multipliers
+from xlnet_tf.models.xlnet_config import XLNetConfig
+from xlnet_tf.optimizers.layerwise_adamw import LayerwiseAdamW, layer_decay_multipliers
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 
 

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from xlnet_tf.finetuning.config import TaskSection
+from xlnet_tf.finetuning.finetuning_config import TaskSection
 from xlnet_tf.finetuning.finetuning_run import preprocessing_info
 from xlnet_tf.finetuning.finetuning_run import tuned_task
 

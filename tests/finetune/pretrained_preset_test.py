@@ -9,9 +9,10 @@ import pytest
 import yaml
 
 from tests.training.helpers import cyclic_tokens, write_records
-from xlnet_tf import finetune_cli, pretrain_cli
-from xlnet_tf.config import XLNetConfig
-from xlnet_tf.finetuning.config import finetune_config_from_dict
+from xlnet_tf.cli import finetune as finetune_cli
+from xlnet_tf.cli import pretrain as pretrain_cli
+from xlnet_tf.models.xlnet_config import XLNetConfig
+from xlnet_tf.finetuning.finetuning_config import finetune_config_from_dict
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_classifier import XLNetClassifier
 from xlnet_tf.models.xlnet_task import finetuning_adjustments

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from xlnet_tf import _keras_registration
-from xlnet_tf.config import XLNetConfig
+from xlnet_tf.models.xlnet_config import XLNetConfig
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_classifier import XLNetClassifier
 from xlnet_tf.models.xlnet_multiple_choice import XLNetMultipleChoice

@@ -17,7 +17,7 @@ from keras_hub.src.utils import preset_utils
 
 from xlnet_tf import (XLNetClassifier, XLNetClassifierPreprocessor, XLNetSpanLabeler,
                       XLNetTokenizer)
-from xlnet_tf.config import XLNetConfig
+from xlnet_tf.models.xlnet_config import XLNetConfig
 from xlnet_tf.models import preset_io
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 
-from xlnet_tf.config import XLNetConfig
+from xlnet_tf.models.xlnet_config import XLNetConfig
 from xlnet_tf.layers.seeded_dropout import micro_batch_counter
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_classifier import XLNetClassifier

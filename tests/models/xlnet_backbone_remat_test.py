@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from xlnet_tf.config import XLNetConfig
+from xlnet_tf.models.xlnet_config import XLNetConfig
 from xlnet_tf.layers.xlnet_block import XLNetBlock
 from xlnet_tf.models import xlnet_backbone
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone

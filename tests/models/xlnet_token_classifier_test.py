@@ -1,7 +1,7 @@
 import keras
 import numpy as np
 
-from xlnet_tf.config import XLNetConfig
+from xlnet_tf.models.xlnet_config import XLNetConfig
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_token_classifier import XLNetTokenClassifier
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pipelines.finetuning_data import main, run
+from xlnet_tf.pipelines.finetuning_data import main, run
 from xlnet_tf.data.finetuning_records import finetuning_record_dataset, read_finetuning_manifest
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 from xlnet_tf.preprocessing.xlnet_squad_preprocessor import XLNetSquadPreprocessor
-from xlnet_tf.serving.text_preprocessor import TextPreprocessor
+from xlnet_tf.preprocessing.text_preprocessor import TextPreprocessor
 from xlnet_tf.tokenizer import XLNetTokenizer
 
 SPIECE = os.path.join(os.path.dirname(__file__), "..", "testdata", "tiny_spiece.model")

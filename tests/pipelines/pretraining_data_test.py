@@ -11,8 +11,8 @@ import pytest
 import sentencepiece as spm
 import tensorflow as tf
 
-from pipelines import pretraining_data
-from pipelines.pretraining_data import PipelineInputError
+from xlnet_tf.pipelines import pretraining_data
+from xlnet_tf.pipelines.pretraining_data import PipelineInputError
 from xlnet_tf.text_normalization import normalize_text
 from xlnet_tf.text_normalization import split_long_line
 
@@ -246,7 +246,7 @@ def test_missing_path_fails_before_the_pipeline(tmp_path):
     assert not os.path.exists(tmp_path / "out")
     code = pretraining_data.main(["--input", missing, "--vocab", VOCAB, "--output_dir", str(tmp_path / "out")])
     assert code == 2
-    from xlnet_tf import cli
+    from xlnet_tf.cli import main as cli
 
     code = cli.main(["prepare-pretraining", "--input", missing, "--vocab", VOCAB, "--output_dir", str(tmp_path / "o")])
     assert code == 2

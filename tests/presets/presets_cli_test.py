@@ -3,7 +3,7 @@
 import os
 
 from tests.presets.conftest import RELEASE_ARCHIVE, release_zip_bytes
-from xlnet_tf import cli
+from xlnet_tf.cli import main as cli
 
 
 def rows(output):

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from tests.serving.conftest import SEQUENCE_LENGTH, make_task_model
-from xlnet_tf.config import XLNetConfig
+from xlnet_tf.models.xlnet_config import XLNetConfig
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_classifier import XLNetClassifier
 from xlnet_tf.serving.export_task_model import (BFLOAT16_TOLERANCE, METADATA_FILE, export_task_model,
@@ -92,7 +92,7 @@ def test_unknown_dtype_is_named(tmp_path):
 
 
 def test_cli_dtype_needs_a_fine_tuning_workdir(tmp_path, capsys):
-    from xlnet_tf import export
+    from xlnet_tf.serving import export_pretrained as export
 
     code = export.main(["--preset", str(tmp_path), "--output", str(tmp_path / "out"),
                         "--dtype", "bfloat16"])

@@ -153,10 +153,10 @@ def tokenizer():
 
 @pytest.fixture(scope="session")
 def real_classifier_export(tmp_path_factory):
-    from xlnet_tf.config import XLNetConfig
+    from xlnet_tf.models.xlnet_config import XLNetConfig
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
     from xlnet_tf.models.xlnet_classifier import XLNetClassifier
-    from xlnet_tf.serving.task_export import export_task_workdir
+    from xlnet_tf.serving.export_task_workdir import export_task_workdir
 
     root = tmp_path_factory.mktemp("cls")
     model = XLNetClassifier(XLNetBackbone(XLNetConfig(**CONFIG)), num_classes=3)
@@ -170,10 +170,10 @@ def real_classifier_export(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def real_span_export(tmp_path_factory):
-    from xlnet_tf.config import XLNetConfig
+    from xlnet_tf.models.xlnet_config import XLNetConfig
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
     from xlnet_tf.models.xlnet_span_labeler import XLNetSpanLabeler
-    from xlnet_tf.serving.task_export import export_task_workdir
+    from xlnet_tf.serving.export_task_workdir import export_task_workdir
 
     root = tmp_path_factory.mktemp("span")
     model = XLNetSpanLabeler(XLNetBackbone(XLNetConfig(**CONFIG)), start_n_top=3, end_n_top=3)

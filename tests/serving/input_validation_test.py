@@ -66,8 +66,8 @@ def test_classifier_valid_ids_match_the_model_and_stay_core_ops(real_classifier_
 
 @pytest.fixture(scope="module")
 def backbone_export(tmp_path_factory):
-    from xlnet_tf.config import XLNetConfig
-    from xlnet_tf.export import export_saved_model
+    from xlnet_tf.models.xlnet_config import XLNetConfig
+    from xlnet_tf.serving.export_pretrained import export_saved_model
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 
     backbone = XLNetBackbone(XLNetConfig(**CONFIG))

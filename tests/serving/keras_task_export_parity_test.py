@@ -17,11 +17,11 @@ import tensorflow as tf
 from xlnet_tf import (XLNetClassifier, XLNetClassifierPreprocessor, XLNetMultipleChoice,
                       XLNetMultipleChoicePreprocessor, XLNetSpanLabeler, XLNetSpanLabelerPreprocessor,
                       XLNetTokenClassifier, XLNetTokenClassifierPreprocessor, XLNetTokenizer)
-from xlnet_tf.config import XLNetConfig
-from xlnet_tf.finetuning.config import TaskSection
+from xlnet_tf.models.xlnet_config import XLNetConfig
+from xlnet_tf.finetuning.finetuning_config import TaskSection
 from xlnet_tf.finetuning.finetuning_run import preprocessing_info
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
-from xlnet_tf.serving.task_export import export_task_workdir
+from xlnet_tf.serving.export_task_workdir import export_task_workdir
 
 SPIECE = os.path.join(os.path.dirname(__file__), "..", "testdata", "tiny_spiece.model")
 LENGTH = 24

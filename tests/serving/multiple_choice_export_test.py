@@ -28,10 +28,10 @@ CHOICES = [
 
 @pytest.fixture(scope="module")
 def choice_export(tmp_path_factory):
-    from xlnet_tf.config import XLNetConfig
+    from xlnet_tf.models.xlnet_config import XLNetConfig
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
     from xlnet_tf.models.xlnet_multiple_choice import XLNetMultipleChoice
-    from xlnet_tf.serving.task_export import export_task_workdir
+    from xlnet_tf.serving.export_task_workdir import export_task_workdir
 
     root = tmp_path_factory.mktemp("choice")
     model = XLNetMultipleChoice(XLNetBackbone(XLNetConfig(**CONFIG)), dropout=0.0)
@@ -161,7 +161,7 @@ def test_text_signature_matches_the_fine_tuning_encoder(choice_export, tokenizer
 def test_predict_cli_answers_multiple_choice(choice_export, tmp_path, capsys):
     import json
 
-    from xlnet_tf.predict import main
+    from xlnet_tf.cli.predict import main
 
     model, path, loaded = choice_export
     options = [f"option {k}" for k in range(NUM_CHOICES)]

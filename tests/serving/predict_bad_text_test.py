@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from xlnet_tf import predict
-from xlnet_tf.predict import main
+from xlnet_tf.cli import predict
+from xlnet_tf.cli.predict import main
 
 BAD = "caf\udce9 au lait"  # how Python hands over the argv bytes b"caf\xe9 au lait" (PEP 383)
 REPLACED = "caf\ufffd au lait"

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from tests.serving.conftest import LABELS, PASSAGES, QUESTIONS
-from xlnet_tf.predict import main
+from xlnet_tf.cli.predict import main
 
 
 def _lines(capsys):

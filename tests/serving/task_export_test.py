@@ -15,8 +15,8 @@ from xlnet_tf.preprocessing.squad_postprocessing import squad_best_answer
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 from xlnet_tf.preprocessing.xlnet_squad_preprocessor import XLNetSquadPreprocessor
 from xlnet_tf.serving.signature_custom_ops import signature_custom_ops
-from xlnet_tf.serving.task_export import export_task_workdir
-from xlnet_tf.serving.text_preprocessor import TextPreprocessor
+from xlnet_tf.serving.export_task_workdir import export_task_workdir
+from xlnet_tf.preprocessing.text_preprocessor import TextPreprocessor
 
 
 def test_classifier_matches_in_memory_model(real_classifier_export, tokenizer):

@@ -73,8 +73,8 @@ class _KillAfterEpoch:
 
 @pytest.mark.slow
 def test_pretraining_killed_and_resumed_on_ram_ends_with_the_uninterrupted_weights(tmp_path):
-    from xlnet_tf.training.pretraining_run import run_pretraining
-    from xlnet_tf.training.run_config import load_run_config
+    from xlnet_tf.pretraining.pretraining_run import run_pretraining
+    from xlnet_tf.pretraining.pretraining_config import load_run_config
 
     # The records are read from ram:// too (manifest and shards through gfile).
     local = write_records(str(tmp_path / "records"), cyclic_tokens(3000, period=11), vocabulary_size=40)
@@ -118,7 +118,7 @@ def test_pretraining_killed_and_resumed_on_ram_ends_with_the_uninterrupted_weigh
 @pytest.fixture(scope="module")
 def ram_preset():
     """A tiny backbone preset (with `spiece.model`) written straight to ram://."""
-    from xlnet_tf.config import XLNetConfig
+    from xlnet_tf.models.xlnet_config import XLNetConfig
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 
     backbone = XLNetBackbone(XLNetConfig(vocabulary_size=200, num_layers=2, num_heads=2, head_dim=8,
@@ -136,12 +136,12 @@ def ram_preset():
 def test_finetuning_killed_and_resumed_on_ram_then_exported_to_ram(ram_preset, monkeypatch):
     import tensorflow_text  # noqa: F401  (SentencePiece ops of the strings-in signature)
 
-    from xlnet_tf.finetuning.config import load_finetune_config
+    from xlnet_tf.finetuning.finetuning_config import load_finetune_config
     from xlnet_tf.finetuning.finetuning_run import run_finetuning
     from xlnet_tf.models.xlnet_task import load_task_preset
     from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
-    from xlnet_tf.serving.task_export import export_task_workdir
-    from xlnet_tf.serving.text_preprocessor import TextPreprocessor
+    from xlnet_tf.serving.export_task_workdir import export_task_workdir
+    from xlnet_tf.preprocessing.text_preprocessor import TextPreprocessor
     from xlnet_tf.tokenizer import XLNetTokenizer
 
     data = _ram("data")
@@ -216,7 +216,7 @@ def test_beam_jobs_write_records_and_manifests_to_ram():
     DoFns see the same ram:// filesystem. With `--direct_num_workers N
     --direct_running_mode multi_processing` (or a distributed runner) every worker is its
     own process with its own empty ram://: there, use `gs://` (a real bucket) or a shared disk."""
-    from pipelines import finetuning_data, pretraining_data
+    from xlnet_tf.pipelines import finetuning_data, pretraining_data
     from xlnet_tf.data.finetuning_records import finetuning_record_dataset, read_finetuning_manifest
     from xlnet_tf.data.pretraining_records import PretrainingRecords
 
@@ -255,8 +255,8 @@ def test_predict_reads_model_and_inputs_from_ram(ram_preset, capsys):
     """`xlnet-tf predict` with the SavedModel and the --jsonl input both on ram://."""
     from xlnet_tf.models.xlnet_classifier import XLNetClassifier
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
-    from xlnet_tf.predict import main
-    from xlnet_tf.serving.task_export import export_task_workdir
+    from xlnet_tf.cli.predict import main
+    from xlnet_tf.serving.export_task_workdir import export_task_workdir
 
     task = _ram("task-preset")
     model = XLNetClassifier(XLNetBackbone.from_preset(ram_preset), num_classes=2, dropout=0.0)

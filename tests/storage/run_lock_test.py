@@ -10,7 +10,7 @@ import uuid
 import pytest
 import tensorflow as tf
 
-from xlnet_tf.config import ConfigError
+from xlnet_tf.models.xlnet_config import ConfigError
 from xlnet_tf.storage.run_lock import LOCK_FILE, RunLock, RunLockedError
 
 

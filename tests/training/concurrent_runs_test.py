@@ -9,7 +9,7 @@ import pytest
 
 from tests.training.helpers import cyclic_tokens, write_records
 from tests.training.subprocess_runs import REPO, environment, metrics, pretrain_command
-from xlnet_tf import pretrain_cli
+from xlnet_tf.cli import pretrain as pretrain_cli
 
 TRAIN_STEPS = 40
 STEPS = [f"training.train_steps={TRAIN_STEPS}", "training.steps_per_epoch=2",

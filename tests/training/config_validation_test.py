@@ -6,12 +6,12 @@ import os
 import pytest
 
 from tests.training.helpers import TINY_RUN, cyclic_tokens, tiny_config, write_records
-from xlnet_tf import pretrain_cli
-from xlnet_tf.config import ConfigError
+from xlnet_tf.cli import pretrain as pretrain_cli
+from xlnet_tf.models.xlnet_config import ConfigError
 from xlnet_tf.data.pretraining_records import PretrainingRecords
-from xlnet_tf.finetuning.config import load_finetune_config
-from xlnet_tf.training.pretraining_run import check_init_from
-from xlnet_tf.training.run_config import load_run_config
+from xlnet_tf.finetuning.finetuning_config import load_finetune_config
+from xlnet_tf.pretraining.pretraining_run import check_init_from
+from xlnet_tf.pretraining.pretraining_config import load_run_config
 
 
 def _sets(extra=()):

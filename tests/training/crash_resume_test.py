@@ -23,7 +23,8 @@ import yaml
 from tests.training.helpers import cyclic_tokens, write_records
 from tests.training.subprocess_runs import (REPO, environment, kill_at_backup_epoch, metrics,
                                             pretrain_command)
-from xlnet_tf import export, pretrain_cli
+from xlnet_tf.cli import pretrain as pretrain_cli
+from xlnet_tf.serving import export_pretrained as export
 from xlnet_tf.storage import atomic_files
 
 TRAIN_STEPS, STEPS_PER_EPOCH = 12, 2

@@ -49,7 +49,7 @@ def test_scoring_masks_hide_the_word_and_order_its_pieces():
 
 
 def test_forward_only_scorer_keeps_the_weights_and_drops_bi_data():
-    from xlnet_tf.config import XLNetConfig
+    from xlnet_tf.models.xlnet_config import XLNetConfig
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 

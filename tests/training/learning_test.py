@@ -9,8 +9,8 @@ import pytest
 import sentencepiece as spm
 
 from tests.training.helpers import write_records
-from xlnet_tf.training.pretraining_run import run_pretraining
-from xlnet_tf.training.run_config import load_run_config
+from xlnet_tf.pretraining.pretraining_run import run_pretraining
+from xlnet_tf.pretraining.pretraining_config import load_run_config
 
 LEARNING_RUN = [
     "model.vocabulary_size=200", "model.num_layers=2", "model.num_heads=2", "model.head_dim=16",

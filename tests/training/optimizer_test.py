@@ -8,8 +8,8 @@ import tensorflow as tf
 from tests.training.helpers import as_dataset, require_two_cpus, synthetic_batches, tiny_config
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
-from xlnet_tf.training import create_optimizer
-from xlnet_tf.training.optimizer import AllReducedAdamW
+from xlnet_tf.optimizers import create_optimizer
+from xlnet_tf.optimizers.all_reduced_adamw import AllReducedAdamW
 
 
 def _variables():

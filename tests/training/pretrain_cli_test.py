@@ -9,7 +9,8 @@ import tensorflow as tf
 import yaml
 
 from tests.training.helpers import TINY_RUN, cyclic_tokens, write_records
-from xlnet_tf import export, pretrain_cli
+from xlnet_tf.cli import pretrain as pretrain_cli
+from xlnet_tf.serving import export_pretrained as export
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 
@@ -85,8 +86,8 @@ def test_backup_keeps_the_recurrence_memory_of_the_last_two_epochs(finished_run)
 
 
 def test_gradient_accumulation_counts_optimizer_updates(tmp_path, records):
-    from xlnet_tf.training.pretraining_run import run_pretraining
-    from xlnet_tf.training.run_config import load_run_config
+    from xlnet_tf.pretraining.pretraining_run import run_pretraining
+    from xlnet_tf.pretraining.pretraining_config import load_run_config
 
     config = load_run_config([], overrides=list(TINY_RUN) + [
         f"data.train_files={records}", "training.gradient_accumulation_steps=2"])

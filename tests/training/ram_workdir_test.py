@@ -11,9 +11,9 @@ from xlnet_tf.storage import atomic_files
 
 
 def test_pretraining_in_a_ram_workdir_writes_everything_through_gfile(tmp_path):
-    from xlnet_tf.export import export_workdir
-    from xlnet_tf.training.pretraining_run import run_pretraining
-    from xlnet_tf.training.run_config import load_run_config
+    from xlnet_tf.serving.export_pretrained import export_workdir
+    from xlnet_tf.pretraining.pretraining_run import run_pretraining
+    from xlnet_tf.pretraining.pretraining_config import load_run_config
 
     records = write_records(str(tmp_path / "records"), cyclic_tokens(2000), vocabulary_size=40)
     config = load_run_config([], overrides=list(TINY_RUN) + [

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from tests.training.helpers import require_two_cpus
-from xlnet_tf.training.recurrence_memory import RecurrenceMemory
+from xlnet_tf.models.recurrence_memory import RecurrenceMemory
 
 SHAPE = dict(per_replica_batch_size=2, num_layers=1, memory_length=3, hidden_dim=4)
 

@@ -5,9 +5,9 @@ import os
 import numpy as np
 import pytest
 
-from xlnet_tf.config import ConfigError
-from xlnet_tf.training import WarmupDecaySchedule, create_optimizer, uses_weight_decay
-from xlnet_tf.training.run_config import load_run_config, parse_override
+from xlnet_tf.models.xlnet_config import ConfigError
+from xlnet_tf.optimizers import WarmupDecaySchedule, create_optimizer, uses_weight_decay
+from xlnet_tf.pretraining.pretraining_config import load_run_config, parse_override
 from xlnet_tf.training.strategy import StrategyError, resolve_batch_sizes
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

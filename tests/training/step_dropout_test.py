@@ -13,7 +13,7 @@ from tests.training.helpers import as_dataset, require_two_cpus, synthetic_batch
 from xlnet_tf.layers.seeded_dropout import micro_batch_counter, step_dropout_seed
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import BACKBONE_INPUTS, XLNetPretrainer
-from xlnet_tf.training import create_optimizer
+from xlnet_tf.optimizers import create_optimizer
 
 DROPOUT = dict(dropout=0.3, attention_dropout=0.3, memory_length=0, reuse_length=0)
 

@@ -23,12 +23,12 @@ import yaml
 from tests.training.helpers import (TINY_RUN, cyclic_tokens, synthetic_batches, tiny_config,
                                     write_records)
 from tests.training.optimizer_test import _gradients, _variables
-from xlnet_tf.finetuning.layerwise_adamw import LayerwiseAdamW
+from xlnet_tf.optimizers.layerwise_adamw import LayerwiseAdamW
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 from xlnet_tf.training import strategy as strategy_module
-from xlnet_tf.training.optimizer import AllReducedAdamW, create_optimizer
-from xlnet_tf.training.run_config import run_config_from_dict
+from xlnet_tf.optimizers.all_reduced_adamw import AllReducedAdamW, create_optimizer
+from xlnet_tf.pretraining.pretraining_config import run_config_from_dict
 from xlnet_tf.training.xla_check import function_op_types, jit_compiled_functions, xla_step_report
 
 
@@ -85,7 +85,7 @@ def _tiny_config_values(**distribution):
 
 
 def test_run_pretraining_hands_distribution_tpu_to_the_resolver(monkeypatch, tmp_path):
-    from xlnet_tf.training.pretraining_run import run_pretraining
+    from xlnet_tf.pretraining.pretraining_run import run_pretraining
 
     records = write_records(str(tmp_path / "records"), cyclic_tokens(600), vocabulary_size=40)
     values = _tiny_config_values(strategy="tpu", tpu="my-tpu-node")
@@ -106,8 +106,8 @@ def test_run_pretraining_hands_distribution_tpu_to_the_resolver(monkeypatch, tmp
 
 
 def test_pretrain_cli_tpu_flag_sets_distribution_tpu(monkeypatch, tmp_path):
-    from xlnet_tf import pretrain_cli
-    from xlnet_tf.training import pretraining_run
+    from xlnet_tf.cli import pretrain as pretrain_cli
+    from xlnet_tf.pretraining import pretraining_run
 
     seen = {}
 

@@ -8,7 +8,7 @@ import tensorflow as tf
 from tests.training.helpers import as_dataset, synthetic_batches, tiny_config
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
-from xlnet_tf.training import create_optimizer
+from xlnet_tf.optimizers import create_optimizer
 
 
 def _model(dtype=None, **config):

@@ -21,11 +21,11 @@ import yaml
 from tests.training.helpers import cyclic_tokens, write_records
 from xlnet_tf.data.pretraining import pretraining_dataset
 from xlnet_tf.finetuning.finetuning_run import build_task_model, compile_arguments
-from xlnet_tf.finetuning.layerwise_adamw import LayerwiseAdamW, layer_decay_multipliers
+from xlnet_tf.optimizers.layerwise_adamw import LayerwiseAdamW, layer_decay_multipliers
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
-from xlnet_tf.training.optimizer import create_optimizer
-from xlnet_tf.training.run_config import run_config_from_dict
+from xlnet_tf.optimizers.all_reduced_adamw import create_optimizer
+from xlnet_tf.pretraining.pretraining_config import run_config_from_dict
 from xlnet_tf.training.xla_check import (XlaCheckError, jit_compiled_functions,
                                          ops_without_xla_kernel, scan_hlo, xla_step_report)
 

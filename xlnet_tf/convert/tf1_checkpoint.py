@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from xlnet_tf.config import XLNetConfig
+from xlnet_tf.models.xlnet_config import XLNetConfig
 from xlnet_tf.convert.checkpoint_mapping import CheckpointMapping
 from xlnet_tf.convert.conversion_error import ConversionError
 

@@ -318,7 +318,7 @@ def raw_dataset(task, role, shuffle_files=False, data_dir=None):
     """Unbatched canonical examples of the training (`role="train"`) or evaluation set.
 
     Args:
-        task: a resolved `xlnet_tf.finetuning.config.TaskSection`.
+        task: a resolved `xlnet_tf.finetuning.finetuning_config.TaskSection`.
         role: "train" or "eval".
         shuffle_files: let TFDS shuffle its files (training).
         data_dir: TFDS data directory (None = default).
@@ -450,7 +450,7 @@ def finetuning_dataset(task, tokenizer, role, batch_size, training=None, seed=0,
     """Batched `(features, labels)` for training or evaluation.
 
     Args:
-        task: a resolved `TaskSection` (`xlnet_tf.finetuning.config.resolve_task`).
+        task: a resolved `TaskSection` (`xlnet_tf.finetuning.finetuning_config.resolve_task`).
         tokenizer: an `xlnet_tf.tokenizer.XLNetTokenizer`.
         role: "train" or "eval" (which file / split to read).
         batch_size: examples (windows for span tasks) per batch.

@@ -1,6 +1,6 @@
 """Reader of the fine-tuning TFRecords written by `xlnet-tf prepare-finetuning`.
 
-Format "xlnet_tf.finetuning.v1" (see `pipelines/finetuning_data.py`): per split,
+Format "xlnet_tf.finetuning.v1" (see `xlnet_tf/pipelines/finetuning_data.py`): per split,
 `{split}-SSSSS-of-NNNNN.tfrecord` files of `tf.train.Example`s with the packer's
 outputs and the label, and a `manifest.json` next to them.
 """

@@ -23,8 +23,8 @@ import os
 import keras
 import yaml
 
-from xlnet_tf.config import ConfigError
-from xlnet_tf.finetuning.config import FinetuneConfig, finetune_config_from_dict
+from xlnet_tf.models.xlnet_config import ConfigError
+from xlnet_tf.finetuning.finetuning_config import FinetuneConfig, finetune_config_from_dict
 from xlnet_tf.storage import atomic_files
 from xlnet_tf.storage.run_config_file import read_run_config, write_run_config
 from xlnet_tf.storage.run_lock import RunLock
@@ -112,7 +112,7 @@ def _init_adjustments(init, explicit):
     """`{field: {"preset", "finetune"}}`: a (pretraining) backbone preset's settings that
     fine-tuning changes (`finetuning_adjustments`); fields in `explicit` (the user's
     `model.*` overrides) are left to them. Empty for a task preset."""
-    from xlnet_tf.config import XLNetConfig
+    from xlnet_tf.models.xlnet_config import XLNetConfig
     from xlnet_tf.models.xlnet_task import finetuning_adjustments
 
     if _exists(os.path.join(init, "task.json")):
@@ -174,14 +174,14 @@ def _run_finetuning(config, workdir, run_scope, *, strategy):
 
     from xlnet_tf.data import finetuning as data
     from xlnet_tf.finetuning.evaluation import evaluate
-    from xlnet_tf.finetuning.layerwise_adamw import LayerwiseAdamW, layer_decay_multipliers
+    from xlnet_tf.optimizers.layerwise_adamw import LayerwiseAdamW, layer_decay_multipliers
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
     from xlnet_tf.tokenizer import XLNetTokenizer
     from xlnet_tf.training.callbacks import JsonlMetricsLogger
-    from xlnet_tf.training.optimizer import uses_weight_decay
+    from xlnet_tf.optimizers.all_reduced_adamw import uses_weight_decay
     from xlnet_tf.training.run_backup import RunBackup
     from xlnet_tf.training.strategy import resolve_batch_sizes, resolve_strategy, task_info
-    from xlnet_tf.training.warmup_decay_schedule import WarmupDecaySchedule
+    from xlnet_tf.optimizers.warmup_decay_schedule import WarmupDecaySchedule
 
     config = finetune_config_from_dict(config.to_dict())
     t, o = config.training, config.optimizer

@@ -214,7 +214,7 @@ def backbone_config_dict(config_json):
 
 def read_backbone_config(preset):
     """The `XLNetConfig` of a preset, whatever its layout (project's or keras-hub's)."""
-    from xlnet_tf.config import XLNetConfig
+    from xlnet_tf.models.xlnet_config import XLNetConfig
 
     return XLNetConfig.from_any_dict(backbone_config_dict(read_config_json(preset)))
 

@@ -7,7 +7,7 @@ import tensorflow as tf
 from keras import ops
 from keras_hub.models import Backbone
 
-from xlnet_tf.config import XLNetConfig
+from xlnet_tf.models.xlnet_config import XLNetConfig
 from xlnet_tf.layers import seeded_dropout
 from xlnet_tf.layers.attention_masks import xlnet_attention_masks
 from xlnet_tf.layers.relative_position_encoding import RelativePositionEncoding

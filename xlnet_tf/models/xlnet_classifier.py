@@ -40,7 +40,7 @@ class XLNetClassifier(XLNetTask):
         float32 logits `[B, num_classes]` (for regression, `[B, 1]` predictions).
 
     Example:
-    >>> from xlnet_tf.config import XLNetConfig
+    >>> from xlnet_tf.models.xlnet_config import XLNetConfig
     >>> from xlnet_tf.models.xlnet_backbone import XLNetBackbone
     >>> backbone = XLNetBackbone(XLNetConfig(vocabulary_size=50, num_layers=2, num_heads=2,
     ...     head_dim=4, hidden_dim=8, intermediate_dim=16))

@@ -11,7 +11,7 @@ from keras import ops
 from xlnet_tf.layers.seeded_dropout import training_dropout_seed
 from xlnet_tf.models import preset_io
 from xlnet_tf.models.xlnet_backbone import OPTIONAL_INPUTS, REQUIRED_INPUTS, XLNetBackbone
-from xlnet_tf.training.recurrence_memory import RecurrenceMemory
+from xlnet_tf.models.recurrence_memory import RecurrenceMemory
 
 BACKBONE_INPUTS = REQUIRED_INPUTS + OPTIONAL_INPUTS
 TARGET_KEYS = ("target_ids", "target_mask")
@@ -56,7 +56,7 @@ class XLNetPretrainer(keras.Model):
 
     Example:
     >>> import numpy as np
-    >>> from xlnet_tf.config import XLNetConfig
+    >>> from xlnet_tf.models.xlnet_config import XLNetConfig
     >>> config = XLNetConfig(vocabulary_size=50, num_layers=2, num_heads=2, head_dim=4,
     ...                      hidden_dim=8, intermediate_dim=16)
     >>> pretrainer = XLNetPretrainer(XLNetBackbone(config))

@@ -171,7 +171,7 @@ class XLNetTask(Task):
     # ------------------------------------------------------------------ compile
     def compile_from_config(self, config):
         """Recompiles a loaded model (`.keras`) with its saved optimizer, loss and metrics."""
-        from xlnet_tf.training.optimizer import uses_weight_decay
+        from xlnet_tf.optimizers.all_reduced_adamw import uses_weight_decay
 
         config = keras.saving.deserialize_keras_object(config)
         super().compile(**config)
@@ -208,7 +208,7 @@ class XLNetTask(Task):
 
         When `train_steps` is unknown the rate stays at `learning_rate` after the
         warmup. LayerNorm parameters and biases get no weight decay
-        (`xlnet_tf.training.optimizer.uses_weight_decay`).
+        (`xlnet_tf.optimizers.all_reduced_adamw.uses_weight_decay`).
 
         Args:
             learning_rate: peak learning rate (the original fine-tuning: 2e-5 .. 5e-5).
@@ -219,8 +219,8 @@ class XLNetTask(Task):
             epsilon: Adam epsilon (1e-6 as the original).
             clip_norm: global gradient-norm clip (0: none).
         """
-        from xlnet_tf.training.optimizer import uses_weight_decay
-        from xlnet_tf.training.warmup_decay_schedule import WarmupDecaySchedule
+        from xlnet_tf.optimizers.all_reduced_adamw import uses_weight_decay
+        from xlnet_tf.optimizers.warmup_decay_schedule import WarmupDecaySchedule
 
         if warmup_steps is None:
             warmup_steps = 100 if train_steps is None else int(0.1 * train_steps)
@@ -303,7 +303,7 @@ class XLNetTask(Task):
     def from_config(cls, config):
         """Rebuilds the model; the backbone comes serialized (`backbone`) or, in task
         presets written before it was, as its `XLNetConfig` dict (`backbone_config`)."""
-        from xlnet_tf.config import XLNetConfig
+        from xlnet_tf.models.xlnet_config import XLNetConfig
         from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 
         config = dict(config)
@@ -542,7 +542,7 @@ HEAD_SHAPE_ARGUMENTS = ("num_classes",)
 
 def _load_task(task_class, preset, saved, task_file, load_weights, overrides):
     """Builds `task_class` from a parsed `task.json` of either layout and loads its weights."""
-    from xlnet_tf.config import XLNetConfig
+    from xlnet_tf.models.xlnet_config import XLNetConfig
     from xlnet_tf.models import preset_io
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 

@@ -75,7 +75,7 @@ def download_preset(name, force=False, progress=None):
             }
 
             def build(directory):
-                from xlnet_tf.convert.cli import write_preset
+                from xlnet_tf.cli.convert import write_preset
 
                 write_preset(pretrainer, directory, vocabulary)
                 atomic_files.write_json(os.path.join(directory, preset_cache.MANIFEST_FILE), manifest)

@@ -1,7 +1,4 @@
-"""Pretraining machinery: strategies, optimizer and schedule, recurrence memory, run config, callbacks."""
+"""The training engine shared by pretraining and fine-tuning: strategy, batch arithmetic, callbacks, run directory."""
 
-from xlnet_tf.training.optimizer import AllReducedAdamW, create_optimizer, uses_weight_decay
-from xlnet_tf.training.recurrence_memory import RecurrenceMemory
 from xlnet_tf.training.strategy import (configure_virtual_cpu_devices, per_replica_batch_size,
                                         resolve_batch_sizes, resolve_strategy)
-from xlnet_tf.training.warmup_decay_schedule import WarmupDecaySchedule

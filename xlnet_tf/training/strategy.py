@@ -11,7 +11,7 @@ import os
 
 import tensorflow as tf
 
-from xlnet_tf.run_arguments import STRATEGY_CHOICES
+from xlnet_tf.cli.run_arguments import STRATEGY_CHOICES
 
 STRATEGIES = STRATEGY_CHOICES
 

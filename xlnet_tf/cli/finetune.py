@@ -12,7 +12,7 @@ model lands in `WORKDIR/final/` (a task preset) for `xlnet-tf export`.
 import argparse
 import sys
 
-from xlnet_tf.run_arguments import add_run_arguments, resolve_run_config
+from xlnet_tf.cli.run_arguments import add_run_arguments, resolve_run_config
 
 
 def _parser():
@@ -39,7 +39,7 @@ def main(argv=None) -> int:
     config, code = resolve_run_config(args, parser, "finetune", shorthands)
     if config is None:
         return code
-    from xlnet_tf.config import ConfigError
+    from xlnet_tf.models.xlnet_config import ConfigError
     from xlnet_tf.finetuning.finetuning_run import run_finetuning
     from xlnet_tf.training.strategy import StrategyError
 

@@ -5,7 +5,7 @@ Sources, in order of precedence: `--preset DIR`, `--checkpoint FILE` (a
 `config.yaml` next to its work directory), or `--workdir DIR` (its final
 export's preset if present, else its newest checkpoint). Fine-tuning work
 directories (a `task` section in `config.yaml`) go to
-`xlnet_tf.serving.task_export.export_task_workdir`.
+`xlnet_tf.serving.export_task_workdir.export_task_workdir`.
 
 Output layout:
     OUTPUT/preset/        a preset in keras-hub's layout (`xlnet_tf.models.preset_io`): config.json,
@@ -130,7 +130,7 @@ def export_from_checkpoint(checkpoint, run_config_path, output_dir):
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
     import tensorflow as tf
 
-    from xlnet_tf.training.run_config import load_run_config
+    from xlnet_tf.pretraining.pretraining_config import load_run_config
 
     if not tf.io.gfile.exists(checkpoint) or tf.io.gfile.isdir(checkpoint):
         raise ExportError(f"Checkpoint not found: {checkpoint}")
@@ -160,7 +160,7 @@ def export_workdir(workdir, output_dir, dtype="float32"):
 
     config_path, values = _read_workdir_config(workdir)
     if "task" in values:
-        from xlnet_tf.serving.task_export import export_task_workdir
+        from xlnet_tf.serving.export_task_workdir import export_task_workdir
 
         return export_task_workdir(workdir, output_dir, dtype=dtype)
     if dtype != "float32":

@@ -3,7 +3,7 @@
 Sections: `task` (what to learn and from which data), `model` (dropout
 overrides of the initial preset), `optimizer` (the pretraining optimizer
 section plus `layer_decay`), `training` and `distribution` (the pretraining
-sections, see `xlnet_tf.training.run_config`) and `evaluation`. YAML files
+sections, see `xlnet_tf.pretraining.pretraining_config`) and `evaluation`. YAML files
 are sparse overrides of the defaults below, `--set section.key=value` comes
 last; unknown keys and wrong types fail with the dotted key name. The
 resolved config (dataset defaults filled in) is written to
@@ -21,9 +21,9 @@ from typing import Any, List, Mapping, Optional, Sequence
 
 import yaml
 
-from xlnet_tf.config import ConfigError
+from xlnet_tf.models.xlnet_config import ConfigError
 from xlnet_tf.data.finetuning_tasks import DATASETS, METRICS, TASK_TYPES, dataset_spec, default_metrics
-from xlnet_tf.training.run_config import (_SCIENTIFIC, MIXED_PRECISION, DistributionSection,
+from xlnet_tf.pretraining.pretraining_config import (_SCIENTIFIC, MIXED_PRECISION, DistributionSection,
                                           OptimizerSection, TrainingSection, merge_config_sources,
                                           validate_optimizer)
 

@@ -19,7 +19,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import yaml
 
-from xlnet_tf.config import ConfigError, XLNetConfig
+from xlnet_tf.models.xlnet_config import ConfigError, XLNetConfig
 from xlnet_tf.data.pretraining_sizes import check_pretraining_sizes
 
 MIXED_PRECISION = ("float32", "mixed_bfloat16", "mixed_float16")

@@ -22,7 +22,8 @@ import sys
 import time
 
 DEFAULT_WORKDIR = "xlnet_quickstart"
-TINY_CONFIG = os.path.join(os.path.dirname(__file__), "resources", "pretrain_tiny.yaml")
+TINY_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "resources",
+                           "pretrain_tiny.yaml")
 
 
 def _stage(title):
@@ -115,7 +116,7 @@ def main(argv=None) -> int:
     records = os.path.join(workdir, "records")
     if not os.path.exists(os.path.join(records, "manifest.json")):
         _stage("3/5 records: xlnet-tf prepare-pretraining (Beam DirectRunner)")
-        from pipelines.pretraining_data import main as prepare_main
+        from xlnet_tf.pipelines.pretraining_data import main as prepare_main
 
         code = prepare_main(["--input", *inputs, "--output_dir", records, "--vocab", vocabulary,
                              "--num_shards", "2", "--chunk_length", "512", "--overwrite"])
@@ -127,8 +128,8 @@ def main(argv=None) -> int:
 
     # 4. Pretraining.
     _stage(f"4/5 pretraining the tiny XLNet (its configured steps, at most {args.minutes:g} minutes)")
-    from xlnet_tf.training.pretraining_run import run_pretraining
-    from xlnet_tf.training.run_config import load_run_config
+    from xlnet_tf.pretraining.pretraining_run import run_pretraining
+    from xlnet_tf.pretraining.pretraining_config import load_run_config
 
     run_dir = os.path.join(workdir, "pretrain")
     config = load_run_config([TINY_CONFIG], [
@@ -163,7 +164,7 @@ def show_what_was_learned(loss, records, vocabulary, vocabulary_size, preset, he
     """
     import sentencepiece as spm
 
-    from xlnet_tf.learning_report import (context_free_entropy, describe_loss,
+    from xlnet_tf.pretraining.learning_report import (context_free_entropy, describe_loss,
                                           format_predictions, masked_word_predictions)
 
     print(describe_loss(loss, context_free_entropy(records), vocabulary_size))

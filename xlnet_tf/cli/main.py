@@ -13,17 +13,17 @@ import importlib
 import sys
 
 COMMANDS = {
-    "convert": ("xlnet_tf.convert.cli:main", "checkpoint conversion (tf1 | transformers) to a preset directory"),
+    "convert": ("xlnet_tf.cli.convert:main", "checkpoint conversion (tf1 | transformers) to a preset directory"),
     "vocab": ("xlnet_tf.tokenizer_training:main", "train a SentencePiece vocabulary with XLNet's special ids"),
-    "prepare-pretraining": ("pipelines.pretraining_data:main", "Beam job: raw text / TFDS -> pretraining TFRecords"),
-    "pretrain": ("xlnet_tf.pretrain_cli:main", "pretrain with model.fit"),
-    "quickstart": ("xlnet_tf.quickstart:main", "the whole main job on a built-in corpus (vocab, records, pretrain, export)"),
-    "finetune": ("xlnet_tf.finetune_cli:main", "fine-tune a task model"),
-    "prepare-finetuning": ("pipelines.finetuning_data:main", "Beam job: JSONL/CSV/TFDS -> fine-tuning TFRecords"),
-    "export": ("xlnet_tf.export:main", "export a SavedModel from a work directory or preset"),
-    "predict": ("xlnet_tf.predict:main", "run an exported SavedModel on text"),
-    "configs": ("xlnet_tf.run_arguments:configs_main", "list the shipped run configs (names for --config)"),
-    "presets": ("xlnet_tf.presets.presets_cli:main", "list the named presets; --download NAME fetches, checks and converts one"),
+    "prepare-pretraining": ("xlnet_tf.pipelines.pretraining_data:main", "Beam job: raw text / TFDS -> pretraining TFRecords"),
+    "pretrain": ("xlnet_tf.cli.pretrain:main", "pretrain with model.fit"),
+    "quickstart": ("xlnet_tf.cli.quickstart:main", "the whole main job on a built-in corpus (vocab, records, pretrain, export)"),
+    "finetune": ("xlnet_tf.cli.finetune:main", "fine-tune a task model"),
+    "prepare-finetuning": ("xlnet_tf.pipelines.finetuning_data:main", "Beam job: JSONL/CSV/TFDS -> fine-tuning TFRecords"),
+    "export": ("xlnet_tf.serving.export_pretrained:main", "export a SavedModel from a work directory or preset"),
+    "predict": ("xlnet_tf.cli.predict:main", "run an exported SavedModel on text"),
+    "configs": ("xlnet_tf.cli.run_arguments:configs_main", "list the shipped run configs (names for --config)"),
+    "presets": ("xlnet_tf.cli.presets:main", "list the named presets; --download NAME fetches, checks and converts one"),
 }
 
 # Commands that need an optional dependency: command -> (import name, extra that installs it).

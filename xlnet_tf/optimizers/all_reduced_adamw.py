@@ -12,8 +12,8 @@ import re
 
 import keras
 
-from xlnet_tf.training.fused_adamw import FusedAdamW
-from xlnet_tf.training.warmup_decay_schedule import WarmupDecaySchedule
+from xlnet_tf.optimizers.fused_adamw import FusedAdamW
+from xlnet_tf.optimizers.warmup_decay_schedule import WarmupDecaySchedule
 
 # Variables whose path matches get no weight decay: LayerNorm scales/offsets,
 # all biases (including XLNet's r_w/r_r/r_s attention biases and the LM bias).

@@ -2,7 +2,7 @@
 
 import keras
 
-from xlnet_tf.training.fused_adamw import FusedAdamW
+from xlnet_tf.optimizers.fused_adamw import FusedAdamW
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")

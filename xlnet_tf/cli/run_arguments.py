@@ -31,7 +31,7 @@ def shipped_config_dir():
     Returns:
         The absolute path of the folder, or None when neither exists.
     """
-    package = os.path.dirname(os.path.abspath(__file__))
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # xlnet_tf/
     for candidate in (os.path.join(package, "configs"),
                       os.path.join(os.path.dirname(package), "configs")):
         if os.path.isfile(os.path.join(candidate, _MARKER)):
@@ -209,12 +209,12 @@ def resolve_run_config(args, parser, kind, extra_overrides=()):
         print(f"xlnet-tf {kind}: {e}", file=sys.stderr)
         return None, 2
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-    from xlnet_tf.config import ConfigError
+    from xlnet_tf.models.xlnet_config import ConfigError
 
     if kind == "pretrain":
-        from xlnet_tf.training.run_config import load_run_config as load
+        from xlnet_tf.pretraining.pretraining_config import load_run_config as load
     else:
-        from xlnet_tf.finetuning.config import load_finetune_config as load
+        from xlnet_tf.finetuning.finetuning_config import load_finetune_config as load
     overrides = run_overrides(args) + list(extra_overrides)
     try:
         config = load(files, overrides)

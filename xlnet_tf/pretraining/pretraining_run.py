@@ -11,7 +11,7 @@ built. The work directory afterwards holds:
     checkpoints/     ckpt-{step}.weights.h5, the newest `keep_checkpoints`
     backup/          RunBackup state (resume after any interruption, even mid-write)
     RUN_LOCK         while a run is active: who holds the work directory (one run at a time)
-    export/          preset/ and saved_model/ (see `xlnet_tf.export`)
+    export/          preset/ and saved_model/ (see `xlnet_tf.serving.export_pretrained`)
 
 Every file is written atomically (`xlnet_tf.storage.atomic_files`).
 
@@ -27,10 +27,10 @@ import hashlib
 import logging
 import os
 
-from xlnet_tf.config import ConfigError
+from xlnet_tf.models.xlnet_config import ConfigError
 from xlnet_tf.storage.run_config_file import read_run_config, write_run_config
 from xlnet_tf.storage.run_lock import RunLock
-from xlnet_tf.training.run_config import RunConfig, run_config_from_dict
+from xlnet_tf.pretraining.pretraining_config import RunConfig, run_config_from_dict
 
 _log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ def check_init_from(config: RunConfig, records):
     config_path = os.path.join(init, "config.json")
     if not _isfile(config_path):
         raise ConfigError(f"training.init_from: {init} has no config.json (is it a preset directory?).")
-    from xlnet_tf.config import XLNetConfig
+    from xlnet_tf.models.xlnet_config import XLNetConfig
 
     try:
         preset = XLNetConfig.from_json(config_path)
@@ -211,7 +211,7 @@ def _run_pretraining(config, workdir, run_scope, *, strategy, export, extra_call
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
     from xlnet_tf.training import callbacks as run_callbacks
-    from xlnet_tf.training.optimizer import create_optimizer
+    from xlnet_tf.optimizers.all_reduced_adamw import create_optimizer
     from xlnet_tf.training.run_backup import RunBackup
     from xlnet_tf.training.strategy import resolve_batch_sizes, resolve_strategy, task_info
 
@@ -328,7 +328,7 @@ def _run_pretraining(config, workdir, run_scope, *, strategy, export, extra_call
                "train_steps": t.train_steps,
                "final": {k: float(v[-1]) for k, v in history.history.items() if v}}
     if export and is_chief:
-        from xlnet_tf.export import export_pretrainer
+        from xlnet_tf.serving.export_pretrained import export_pretrainer
 
         summary["export"] = export_pretrainer(pretrainer, os.path.join(workdir, "export"),
                                               vocabulary=_vocabulary_file(config, records))

@@ -232,7 +232,7 @@ class ReadSource(beam.DoFn):
 def _tfds_examples(location, settings):
     """Canonical examples of a TFDS split, through the fine-tuning reader's column mapping."""
     from xlnet_tf.data.finetuning import raw_dataset
-    from xlnet_tf.finetuning.config import TaskSection
+    from xlnet_tf.finetuning.finetuning_config import TaskSection
 
     name, split = location
     task = TaskSection(type=settings["task_type"], dataset=name, train_split=split,
@@ -267,9 +267,9 @@ class EncodeExamples(beam.DoFn):
     def setup(self):
         import tensorflow as tf
 
-        from xlnet_tf.finetuning.config import TaskSection
+        from xlnet_tf.finetuning.finetuning_config import TaskSection
         from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
-        from xlnet_tf.serving.text_preprocessor import TextPreprocessor
+        from xlnet_tf.preprocessing.text_preprocessor import TextPreprocessor
         from xlnet_tf.tokenizer import XLNetTokenizer
 
         s = self._settings

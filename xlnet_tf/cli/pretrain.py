@@ -11,7 +11,7 @@ Run the same command again after any interruption to resume.
 import argparse
 import sys
 
-from xlnet_tf.run_arguments import add_run_arguments, resolve_run_config
+from xlnet_tf.cli.run_arguments import add_run_arguments, resolve_run_config
 
 
 def _parser():
@@ -32,8 +32,8 @@ def main(argv=None) -> int:
     if config is None:
         return code
     # TensorFlow loads only from here on, so --print-config and config errors stay fast.
-    from xlnet_tf.config import ConfigError
-    from xlnet_tf.training.pretraining_run import run_pretraining
+    from xlnet_tf.models.xlnet_config import ConfigError
+    from xlnet_tf.pretraining.pretraining_run import run_pretraining
     from xlnet_tf.training.strategy import StrategyError
 
     try:
