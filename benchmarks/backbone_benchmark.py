@@ -34,9 +34,12 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.two_stream_batch import two_stream_batch  # noqa: E402
+
 BASE = dict(vocabulary_size=32000, num_layers=12, num_heads=12, head_dim=64, hidden_dim=768,
             intermediate_dim=3072)
-PREDICTIONS_PER_512 = 85
 IMPLEMENTATIONS = ("torch", "keras", "keras_xla", "keras_bf16", "keras_bf16_xla")
 DEFAULT_IMPLEMENTATIONS = ("torch", "keras", "keras_xla", "keras_bf16")
 LABELS = {"torch": "HF PyTorch (eager)", "keras": "ours tf.function", "keras_xla": "ours tf.function+XLA",
@@ -45,29 +48,7 @@ LABELS = {"torch": "HF PyTorch (eager)", "keras": "ours tf.function", "keras_xla
 
 def make_inputs(batch, length, seed=0):
     """Identical numpy inputs for both frameworks: a two-stream pretraining-style batch."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    num_predict = max(1, round(PREDICTIONS_PER_512 * length / 512))
-    token_ids = rng.integers(10, BASE["vocabulary_size"], size=(batch, length)).astype(np.int32)
-    segment_ids = np.zeros((batch, length), np.int32)
-    segment_ids[:, length // 2:] = 1
-    padding_mask = np.ones((batch, length), np.int32)
-    perm_mask = np.zeros((batch, length, length), np.float32)
-    target_mapping = np.zeros((batch, num_predict, length), np.float32)
-    targets = np.zeros((batch, num_predict), np.int32)
-    for b in range(batch):
-        positions = rng.choice(length, num_predict, replace=False)
-        rank = np.empty(length, np.int64)
-        rank[rng.permutation(length)] = np.arange(length)
-        is_target = np.zeros(length, bool)
-        is_target[positions] = True
-        # Targets see context and earlier targets; context never sees targets.
-        perm_mask[b] = is_target[None, :] & (~is_target[:, None] | (rank[None, :] >= rank[:, None]))
-        target_mapping[b, np.arange(num_predict), positions] = 1.0
-        targets[b] = token_ids[b, positions]
-    return dict(token_ids=token_ids, segment_ids=segment_ids, padding_mask=padding_mask,
-                perm_mask=perm_mask, target_mapping=target_mapping, targets=targets)
+    return two_stream_batch(batch, length, BASE["vocabulary_size"], seed)
 
 
 def _rss_mib():

@@ -142,12 +142,9 @@ def build_data(directory, language, *, train_words, vocab_size, seed, fast_recor
         write_records(records, tokens, vocabulary_size=vocab_size, chunk_length=512,
                       sentence_length=40, vocabulary=vocabulary)
     else:
-        from xlnet_tf.pipelines.pretraining_data import main as prepare_main
+        from xlnet_tf.pipelines.pretraining_data import prepare_pretraining_data
 
-        code = prepare_main(["--input", corpus, "--output_dir", records, "--vocab", vocabulary,
-                             "--num_shards", "1", "--chunk_length", "512", "--overwrite"])
-        if code:
-            raise RuntimeError(f"prepare-pretraining failed with exit code {code}")
+        prepare_pretraining_data([corpus], records, vocabulary, num_shards=1, chunk_length=512, overwrite=True)
     return records, vocabulary, spellings
 
 
@@ -171,7 +168,7 @@ def piece_statistics(language, spellings):
 
 # ---------------------------------------------------------------- evaluation
 
-def heldout_windows(language, spellings, *, seq_length, count, seed, special_ids):
+def heldout_windows(language, spellings, *, sequence_length, count, seed, special_ids):
     """Held-out examples `A <sep> B <sep> <cls>` with one masked word each.
 
     Returns a dict of numpy arrays: token_ids, segment_ids `[N, L]`, target_positions
@@ -179,7 +176,7 @@ def heldout_windows(language, spellings, *, seq_length, count, seed, special_ids
     `-log p(word | neighbours)` of each masked word.
     """
     rng = np.random.default_rng(seed + 7)
-    body = seq_length - 3
+    body = sequence_length - 3
     half = body // 2
     max_pieces = max(len(s) for s in spellings)
     out = {k: [] for k in ("token_ids", "segment_ids", "target_positions", "target_ids", "bound")}
@@ -317,13 +314,11 @@ def run_config(records, vocabulary, vocab_size, steps, overrides):
 
 def matched_config(config):
     """`config` with what HF's PLM collator cannot do turned off: memory, bi_data, blocks."""
-    import dataclasses
-
     from xlnet_tf.pretraining.pretraining_config import run_config_from_dict
 
     values = config.to_dict()
     values["model"].update(memory_length=0, reuse_length=0, bi_data=False)
-    values["data"]["perm_size"] = config.data.seq_length
+    values["data"]["perm_size"] = config.data.sequence_length
     return run_config_from_dict(values)
 
 
@@ -353,10 +348,10 @@ def matched_batches(config, steps):
 
     d, m = config.data, config.model
     dataset = pretraining_dataset(
-        d.train_files, seq_length=d.seq_length, reuse_length=m.reuse_length,
+        d.train_files, sequence_length=d.sequence_length, reuse_length=m.reuse_length,
         num_predict=d.num_predict, perm_size=d.perm_size,
         batch_size=config.training.global_batch_size, bi_data=m.bi_data, seed=d.seed,
-        sentencepiece_model=d.vocabulary)
+        sentencepiece_model=d.vocabulary, mask_alpha=d.mask_alpha)
     for batch in dataset.take(steps).as_numpy_iterator():
         yield batch
 
@@ -408,7 +403,11 @@ def train_hf(config, vocabulary, steps, schedule_steps=None):
     model = XLNetLMHeadModel(hf_config)
     tokenizer = XLNetTokenizer(vocab_file=vocabulary)
     collator = DataCollatorForPermutationLanguageModeling(
-        tokenizer=tokenizer, plm_probability=1 / 6, max_span_length=5, return_tensors="pt")
+        # The same share of predicted tokens as ours (num_predict of sequence_length); the
+        # collator's spans (up to 5 tokens, each in a context of span / plm_probability) play
+        # the part of our reader's span masking.
+        tokenizer=tokenizer, plm_probability=config.data.num_predict / config.data.sequence_length,
+        max_span_length=5, return_tensors="pt")
     decay, no_decay = [], []
     for name, parameter in model.named_parameters():
         (no_decay if ("bias" in name or "layer_norm" in name or name.endswith(("r_w_bias",
@@ -476,8 +475,11 @@ def run(args):
         os.path.join(workdir, "data"), language, train_words=args.train_words,
         vocab_size=args.vocab_size, seed=args.seed, fast_records=args.fast_records)
     config = run_config(records, vocabulary, args.vocab_size, args.steps, args.overrides)
-    special = {"sep": 4, "cls": 3, "mask": 6}
-    windows = heldout_windows(language, spellings, seq_length=config.data.seq_length,
+    from xlnet_tf.formats import special_tokens
+
+    special = {"sep": special_tokens.SEP_TOKEN_ID, "cls": special_tokens.CLS_TOKEN_ID,
+               "mask": special_tokens.MASK_TOKEN_ID}
+    windows = heldout_windows(language, spellings, sequence_length=config.data.sequence_length,
                               count=args.eval_words, seed=args.seed, special_ids=special)
     figures = {"bounds": language.entropies(), "pieces": piece_statistics(language, spellings),
                "heldout_bound": float(windows["bound"].mean()), "steps": args.steps,
@@ -501,12 +503,39 @@ def run(args):
                 pretrainer, windows)
         else:
             figures["ours_matched"] = figures.get("ours")
-        hf_steps = args.hf_steps or args.steps
-        model, hf_losses, hf_targets, hf_seconds = train_hf(config, vocabulary, hf_steps, args.steps)
-        figures["hf"] = {"epoch_losses": hf_losses, "seconds": hf_seconds, "steps": hf_steps,
-                         "targets_per_sequence": hf_targets}
-        figures["hf"]["chain"], figures["hf"]["independent"] = score_hf(model, windows, special["mask"])
+        if args.only_hf:
+            hf_steps = args.hf_steps or args.steps
+            model, hf_losses, hf_targets, hf_seconds = train_hf(config, vocabulary, hf_steps, args.steps)
+            figures["hf"] = {"epoch_losses": hf_losses, "seconds": hf_seconds, "steps": hf_steps,
+                             "targets_per_sequence": hf_targets}
+            figures["hf"]["chain"], figures["hf"]["independent"] = score_hf(
+                model, windows, special["mask"])
+        else:
+            figures["hf"] = hf_in_own_process(args, workdir)
     return figures
+
+
+def hf_in_own_process(args, workdir):
+    """HF's side of the run in a fresh process on the same data; returns its figures.
+
+    PyTorch sharing a process with TensorFlow after our training ran many times slower
+    (TensorFlow's thread pools stay up), so each framework gets a process of its own.
+    """
+    import subprocess
+
+    output = os.path.join(workdir, "hf_side.txt")
+    command = [sys.executable, os.path.abspath(__file__), "--only-hf", "--workdir", workdir,
+               "--output", output, "--steps", str(args.steps), "--num-words", str(args.num_words),
+               "--successors", str(args.successors), "--vocab-size", str(args.vocab_size),
+               "--train-words", str(args.train_words), "--eval-words", str(args.eval_words),
+               "--seed", str(args.seed)]
+    command += (["--hf-steps", str(args.hf_steps)] if args.hf_steps else [])
+    command += (["--fast-records"] if args.fast_records else [])
+    for override in args.overrides:
+        command += ["--set", override]
+    subprocess.run(command, check=True)
+    with open(os.path.splitext(output)[0] + ".json") as f:
+        return json.load(f)["hf"]
 
 
 def format_table(f):
@@ -518,13 +547,13 @@ def format_table(f):
         f"{f['heldout_bound']:.3f}), left only {b['left']:.3f}, no context {b['unigram']:.3f}",
         f"tokens: unigram entropy {p['token_unigram']:.3f} nats, entropy rate with full left "
         f"context {p['token_rate_left']:.3f} nats (a floor for any predicted token)",
-        f"run: {f['steps']} steps, seq {c['data']['seq_length']}, batch "
+        f"run: {f['steps']} steps, seq {c['data']['sequence_length']}, batch "
         f"{c['training']['global_batch_size']}, num_predict {c['data']['num_predict']}, lr "
         f"{c['optimizer']['learning_rate']:g}, warmup {c['optimizer']['warmup_steps']}, eps "
         f"{c['optimizer']['adam_epsilon']:g}, init {c['model']['initializer_range']:g}, dropout "
         f"{c['model']['dropout']:g}, memory {c['model']['memory_length']}, reuse "
         f"{c['model']['reuse_length']}, bi_data {c['model']['bi_data']}, perm_size "
-        f"{c['data']['perm_size']}",
+        f"{c['data']['perm_size']}, mask_alpha {c['data'].get('mask_alpha', 6)}",
         "",
         "| model | masked word, chain rule (nats) | / bound | independent pieces (nats) | "
         "train loss, last epoch (nats/token) | steps/min |",

@@ -106,14 +106,14 @@ def _cpu_seconds():
 
 
 def beam_run(corpus, vocab, workers, num_shards):
-    from xlnet_tf.pipelines import pretraining_data
+    from xlnet_tf.cli import prepare_pretraining
 
     output_dir = tempfile.mkdtemp(prefix="xlnet_bench_")
-    argv = ["--input", corpus, "--vocab", vocab, "--output_dir", output_dir, "--num_shards", str(num_shards)]
+    argv = ["--input", corpus, "--vocab", vocab, "--output-dir", output_dir, "--num-shards", str(num_shards)]
     if workers > 1:
         argv += ["--direct_num_workers", str(workers), "--direct_running_mode", "multi_processing"]
     start, start_cpu = time.perf_counter(), _cpu_seconds()
-    manifest = pretraining_data.run(argv).manifest
+    manifest = prepare_pretraining.run(argv).manifest
     seconds = time.perf_counter() - start
     _wait_for_children()
     cpu_seconds = _cpu_seconds() - start_cpu

@@ -45,6 +45,10 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.two_stream_batch import two_stream_batch  # noqa: E402
+
 SIZES = {
     "base": dict(num_layers=12, num_heads=12, head_dim=64, hidden_dim=768, intermediate_dim=3072),
     "large": dict(num_layers=24, num_heads=16, head_dim=64, hidden_dim=1024, intermediate_dim=4096),
@@ -53,29 +57,13 @@ VOCAB = 32000
 
 
 def make_batch(batch, length, seed=0):
+    """`two_stream_batch` in the reader's keys: `target_ids` and an all-ones `target_mask`."""
     import numpy as np
 
-    rng = np.random.default_rng(seed)
-    num_predict = max(1, round(85 * length / 512))
-    token_ids = rng.integers(10, VOCAB, size=(batch, length)).astype(np.int32)
-    perm_mask = np.zeros((batch, length, length), np.float32)
-    target_mapping = np.zeros((batch, num_predict, length), np.float32)
-    targets = np.zeros((batch, num_predict), np.int32)
-    for b in range(batch):
-        positions = rng.choice(length, num_predict, replace=False)
-        rank = np.empty(length, np.int64)
-        rank[rng.permutation(length)] = np.arange(length)
-        is_target = np.zeros(length, bool)
-        is_target[positions] = True
-        perm_mask[b] = is_target[None, :] & (~is_target[:, None] | (rank[None, :] >= rank[:, None]))
-        target_mapping[b, np.arange(num_predict), positions] = 1.0
-        targets[b] = token_ids[b, positions]
-    segment_ids = np.zeros((batch, length), np.int32)
-    segment_ids[:, length // 2:] = 1
-    return {"token_ids": token_ids, "segment_ids": segment_ids,
-            "padding_mask": np.ones((batch, length), np.int32), "perm_mask": perm_mask,
-            "target_mapping": target_mapping, "target_ids": targets,
-            "target_mask": np.ones((batch, num_predict), np.float32)}
+    data = two_stream_batch(batch, length, VOCAB, seed)
+    data["target_ids"] = data.pop("targets")
+    data["target_mask"] = np.ones(data["target_ids"].shape, np.float32)
+    return data
 
 
 def _peak_rss_gb():

@@ -84,7 +84,7 @@ def measure_reader(directory, seq, reuse, num_predict, perm, batch, batches, war
     from xlnet_tf.data.pretraining import pretraining_dataset
 
     t0 = time.perf_counter()
-    dataset = pretraining_dataset(directory, seq_length=seq, reuse_length=reuse, num_predict=num_predict,
+    dataset = pretraining_dataset(directory, sequence_length=seq, reuse_length=reuse, num_predict=num_predict,
                                   perm_size=perm, batch_size=batch, bi_data=True, seed=0,
                                   sentencepiece_model=None)
     iterator = iter(dataset)

@@ -59,6 +59,24 @@ def _imported_modules(folder):
     return found
 
 
+def _files_importing(folder, module):
+    """Every `.py` file under `folder` with an absolute import of `module` (or one of its submodules)."""
+    found = []
+    for root, _, files in os.walk(os.path.join(REPO, folder)):
+        for name in files:
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(root, name)
+            for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+                names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                         else [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                         else [])
+                if any(n.split(".")[0] == module for n in names):
+                    found.append(path)
+                    break
+    return sorted(found)
+
+
 def test_core_install_has_no_beam_and_the_beam_and_test_extras_do():
     core, extras = _requirements()
     assert "apache-beam" not in core
@@ -79,8 +97,24 @@ def test_every_imported_distribution_is_declared_and_every_declared_one_imported
     assert not undeclared, f"imported but not declared in setup.cfg: {undeclared}"
     used = {DISTRIBUTIONS[m] for m in third_party}
     assert core - used == set(), f"declared in install_requires but never imported: {core - used}"
-    # Beam is only needed by the Beam jobs (and the quick start, which runs one).
-    assert imported["apache_beam"].startswith(os.path.join(REPO, "pipelines"))
+    # Beam is only needed by the Beam jobs (and the quick start, which runs one); their transforms
+    # live in the package (`xlnet_tf.pipelines`), so one wheel ships them to Dataflow workers.
+    beam_users = _files_importing("xlnet_tf", "apache_beam") + _files_importing("pipelines", "apache_beam")
+    assert beam_users, "no Beam job found"
+    for path in beam_users:
+        assert path.startswith(os.path.join(REPO, "xlnet_tf", "pipelines") + os.sep), path
+
+
+def test_top_level_pipelines_folder_is_scripts_not_a_package():
+    assert not os.path.exists(os.path.join(REPO, "pipelines", "__init__.py"))
+    setup_py = open(os.path.join(REPO, "setup.py"), encoding="utf-8").read()
+    assert 'find_packages(include=["xlnet_tf", "xlnet_tf.*"])' in setup_py
+    for script, command in (("pretraining_data.py", "prepare_pretraining"),
+                            ("finetuning_data.py", "prepare_finetuning")):
+        source = open(os.path.join(REPO, "pipelines", script), encoding="utf-8").read()
+        assert f"from xlnet_tf.cli.{command} import main" in source
+    assert _setup_cfg()["options.entry_points"]["console_scripts"].split() == [
+        "xlnet-tf", "=", "xlnet_tf.cli.main:main"]
 
 
 def test_supported_versions_match_the_readme():
@@ -95,6 +129,7 @@ def test_supported_versions_match_the_readme():
         assert f"| {version} |" in readme
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_wheel_ships_the_configs_and_names_work_after_a_normal_install(tmp_path):
     wheels = tmp_path / "wheels"
@@ -107,19 +142,28 @@ def test_wheel_ships_the_configs_and_names_work_after_a_normal_install(tmp_path)
         expected = {f"xlnet_tf/configs/{folder}/{f}" for f in os.listdir(os.path.join(REPO, "configs", kind))}
         assert expected <= names, expected - names
     assert "xlnet_tf/resources/pretrain_tiny.yaml" in names
+    # No generic top-level `pipelines` package; the Beam transforms are in `xlnet_tf.pipelines`.
+    assert not any(name.startswith("pipelines/") for name in names), sorted(
+        n for n in names if n.startswith("pipelines/"))
+    assert {"xlnet_tf/pipelines/__init__.py", "xlnet_tf/pipelines/pretraining_data.py",
+            "xlnet_tf/pipelines/finetuning_data.py"} <= names
+    top_level = next(n for n in names if n.endswith(".dist-info/top_level.txt"))
+    assert zipfile.ZipFile(wheel).read(top_level).decode().split() == ["xlnet_tf"]
+    entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+    assert "xlnet-tf = xlnet_tf.cli.main:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
     # A normal (non-editable) install, used from a directory without configs/.
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target",
                     str(target), str(wheel)], check=True, timeout=300, capture_output=True)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    script = ("import sys; sys.path.insert(0, sys.argv[1]); import xlnet_tf.cli as c; "
+    script = ("import sys; sys.path.insert(0, sys.argv[1]); from xlnet_tf.cli import main as c; "
               "print(c.__file__); sys.exit(c.main(['configs']))")
     result = subprocess.run([sys.executable, "-c", script, str(target)], cwd=elsewhere,
                             capture_output=True, text=True, timeout=120,
                             env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == str(target / "xlnet_tf" / "cli.py")
+    assert lines[0] == str(target / "xlnet_tf" / "cli" / "main.py")
     assert lines[-1] == f"Files: {target / 'xlnet_tf' / 'configs'}"
     assert any(line.startswith("  glue_mrpc ") for line in lines)

@@ -6,6 +6,7 @@ import pytest
 import sentencepiece as spm
 
 from xlnet_tf import tokenizer_training
+from xlnet_tf.cli import vocab
 from xlnet_tf.text_normalization import split_long_line
 from xlnet_tf.tokenizer import SPECIAL_PIECES
 from xlnet_tf.tokenizer import XLNetTokenizer
@@ -109,12 +110,12 @@ def test_cli_main(tmp_path, capsys):
     _write_corpus(tmp_path / "a.txt", seed=1)
     _write_corpus(tmp_path / "b.txt", seed=2)
     output = tmp_path / "out" / "spiece.model"
-    code = tokenizer_training.main(["--input", str(tmp_path / "*.txt"), "--vocab-size", "40", "--output", str(output),
+    code = vocab.main(["--input", str(tmp_path / "*.txt"), "--vocab-size", "40", "--output", str(output),
                                     "--num-threads", "1", "--character-coverage", "1.0"])
     assert code == 0
     assert _pieces(str(output))[:9] == list(SPECIAL_PIECES)
     assert "40 pieces" in capsys.readouterr().out
-    code = tokenizer_training.main(["--input", str(tmp_path / "missing.txt"), "--vocab-size", "40",
+    code = vocab.main(["--input", str(tmp_path / "missing.txt"), "--vocab-size", "40",
                                     "--output", str(output)])
     assert code == 2
     assert "missing.txt' matches no file" in capsys.readouterr().err

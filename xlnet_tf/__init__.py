@@ -20,25 +20,16 @@ _os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 __version__ = "0.1.0"
 
+# Public name -> defining module. The Keras classes are those of the registration
+# table, less the building blocks (layers) and the optimizers, which are
+# imported from their own modules.
 _EXPORTS = {
     "ConfigError": "xlnet_tf.models.xlnet_config",
     "XLNetConfig": "xlnet_tf.models.xlnet_config",
-    "XLNetBackbone": "xlnet_tf.models.xlnet_backbone",
-    "XLNetPretrainer": "xlnet_tf.models.xlnet_pretrainer",
-    "XLNetTask": "xlnet_tf.models.xlnet_task",
     "load_task_preset": "xlnet_tf.models.xlnet_task",
-    "XLNetClassifier": "xlnet_tf.models.xlnet_classifier",
-    "XLNetSpanLabeler": "xlnet_tf.models.xlnet_span_labeler",
-    "XLNetMultipleChoice": "xlnet_tf.models.xlnet_multiple_choice",
-    "XLNetTokenClassifier": "xlnet_tf.models.xlnet_token_classifier",
-    "XLNetPacker": "xlnet_tf.preprocessing.xlnet_packer",
     "XLNetSquadPreprocessor": "xlnet_tf.preprocessing.xlnet_squad_preprocessor",
-    "XLNetTokenizer": "xlnet_tf.tokenizer",
-    "XLNetPreprocessor": "xlnet_tf.preprocessing.xlnet_preprocessor",
-    "XLNetClassifierPreprocessor": "xlnet_tf.preprocessing.xlnet_classifier_preprocessor",
-    "XLNetSpanLabelerPreprocessor": "xlnet_tf.preprocessing.xlnet_span_labeler_preprocessor",
-    "XLNetMultipleChoicePreprocessor": "xlnet_tf.preprocessing.xlnet_multiple_choice_preprocessor",
-    "XLNetTokenClassifierPreprocessor": "xlnet_tf.preprocessing.xlnet_token_classifier_preprocessor",
+    **{name: module for name, module in _keras_registration.KERAS_CLASSES.items()
+       if not module.startswith(("xlnet_tf.layers.", "xlnet_tf.optimizers."))},
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

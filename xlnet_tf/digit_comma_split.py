@@ -71,26 +71,21 @@ class DigitCommaSplit:
 
     def split_ids(self, ids):
         """Applies the rule to one sequence of ids (a list); returns a list."""
-        if self._firing.isdisjoint(ids):
-            return list(ids)
-        out = []
-        for token_id in ids:
-            replacement = self.replacements.get(token_id)
-            if replacement is None:
-                out.append(token_id)
-            else:
-                out.extend(replacement)
-        return out
+        return self._spliced(ids, ids, self.replacements)
 
     def split_pieces(self, ids, pieces):
         """Applies the rule to one sequence of piece texts, given their ids; returns a list."""
+        return self._spliced(ids, pieces, self.replacement_pieces)
+
+    def _spliced(self, ids, items, replacements):
+        """`items` (one per id) with the item of each firing id replaced by `replacements[id]`."""
         if self._firing.isdisjoint(ids):
-            return list(pieces)
+            return list(items)
         out = []
-        for token_id, piece in zip(ids, pieces):
-            replacement = self.replacement_pieces.get(token_id)
+        for token_id, item in zip(ids, items):
+            replacement = replacements.get(token_id)
             if replacement is None:
-                out.append(piece)
+                out.append(item)
             else:
                 out.extend(replacement)
         return out

@@ -9,13 +9,18 @@ import numpy as np
 from keras_hub.tokenizers import SentencePieceTokenizer
 
 from xlnet_tf.digit_comma_split import DigitCommaSplit
+from xlnet_tf.formats import special_tokens
+from xlnet_tf.formats.preset_files import PREPROCESSING_FILE
+from xlnet_tf.formats.preset_files import TOKENIZER_CONFIG_FILE
+from xlnet_tf.formats.preset_files import TOKENIZER_REGISTERED_NAME
+from xlnet_tf.formats.special_tokens import SPECIAL_PIECES
 from xlnet_tf.text_normalization import normalize_text
 from xlnet_tf.text_normalization import normalize_text_tf
 
-# The released vocabulary's reserved pieces, by id. Everything else in the
-# project (packer, pretraining records, reader) hard-codes these ids, so a
-# vocabulary that orders them differently is refused at load time.
-SPECIAL_PIECES = ("<unk>", "<s>", "</s>", "<cls>", "<sep>", "<pad>", "<mask>", "<eod>", "<eop>")
+# `SPECIAL_PIECES` (re-exported from `xlnet_tf.formats.special_tokens`) are the released
+# vocabulary's reserved pieces, by id. Everything else in the project (packer, pretraining
+# records, reader) relies on these ids, so a vocabulary that orders them differently is
+# refused at load time.
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
@@ -30,7 +35,7 @@ class XLNetTokenizer(SentencePieceTokenizer):
        collapsed, LaTeX quotes to `"`, accents stripped unless `keep_accents`,
        lowercasing when `lowercase`), the same normalization the pretraining
        data went through (`xlnet_tf.text_normalization`),
-    3. exposes the special ids (`cls_id`, `sep_id`, ...).
+    3. exposes the special ids the keras-hub way (`cls_token_id`, `sep_token_id`, ...).
 
     Inside `tf.data.Dataset.map` or a `tf.function` (and so in an exported
     SavedModel) it runs tensorflow-text ops only; called eagerly it runs the
@@ -95,21 +100,22 @@ class XLNetTokenizer(SentencePieceTokenizer):
             self._add_special_token(piece, f"{name}_token")
         super().__init__(proto=_decode_proto(proto), sequence_length=sequence_length, dtype=dtype, **kwargs)
 
-    unk_id = property(lambda self: 0, doc="Id of `<unk>` (0).")
-    bos_id = property(lambda self: 1, doc="Id of `<s>` (1).")
-    eos_id = property(lambda self: 2, doc="Id of `</s>` (2).")
-    cls_id = property(lambda self: 3, doc="Id of `<cls>` (3).")
-    sep_id = property(lambda self: 4, doc="Id of `<sep>` (4).")
-    pad_id = property(lambda self: 5, doc="Id of `<pad>` (5).")
-    mask_id = property(lambda self: 6, doc="Id of `<mask>` (6).")
-    eod_id = property(lambda self: 7, doc="Id of `<eod>` (7).")
-    eop_id = property(lambda self: 8, doc="Id of `<eop>` (8).")
+    # The earlier spellings of `unk_token_id`, `cls_token_id`, ..., kept for one release. Unlike
+    # keras-hub's attributes they need no loaded vocabulary: the ids are fixed by the format.
+    unk_id = property(lambda self: special_tokens.UNK_TOKEN_ID, doc="Id of `<unk>` (0).")
+    bos_id = property(lambda self: special_tokens.BOS_TOKEN_ID, doc="Id of `<s>` (1).")
+    eos_id = property(lambda self: special_tokens.EOS_TOKEN_ID, doc="Id of `</s>` (2).")
+    cls_id = property(lambda self: special_tokens.CLS_TOKEN_ID, doc="Id of `<cls>` (3).")
+    sep_id = property(lambda self: special_tokens.SEP_TOKEN_ID, doc="Id of `<sep>` (4).")
+    pad_id = property(lambda self: special_tokens.PAD_TOKEN_ID, doc="Id of `<pad>` (5).")
+    mask_id = property(lambda self: special_tokens.MASK_TOKEN_ID, doc="Id of `<mask>` (6).")
+    eod_id = property(lambda self: special_tokens.EOD_TOKEN_ID, doc="Id of `<eod>` (7).")
+    eop_id = property(lambda self: special_tokens.EOP_TOKEN_ID, doc="Id of `<eop>` (8).")
 
     @property
     def special_ids(self):
         """`{"unk": 0, "bos": 1, ..., "eop": 8}`, the layout written into manifests."""
-        names = ("unk", "bos", "eos", "cls", "sep", "pad", "mask", "eod", "eop")
-        return {name: i for i, name in enumerate(names)}
+        return dict(special_tokens.SPECIAL_TOKEN_IDS)
 
     def set_proto(self, proto):
         try:
@@ -219,7 +225,7 @@ class XLNetTokenizer(SentencePieceTokenizer):
 
 
     @classmethod
-    def from_preset(cls, preset, config_file="tokenizer.json", **kwargs):
+    def from_preset(cls, preset, config_file=TOKENIZER_CONFIG_FILE, **kwargs):
         """The tokenizer of a preset: a name (`xlnet-tf presets`), a directory (local,
         `gs://`, `ram://`) or a `hf://` / `kaggle://` handle.
 
@@ -238,15 +244,20 @@ class XLNetTokenizer(SentencePieceTokenizer):
         saved = preset_io.fetch(preset, config_file, required=False)
         if saved is not None:
             config = preset_io.read_json(saved)
-            if config.get("registered_name") != "xlnet_tf>XLNetTokenizer":
+            if config.get("registered_name") != TOKENIZER_REGISTERED_NAME:
                 raise ValueError(f"{saved} holds a {config.get('class_name')!r}, not an XLNetTokenizer.")
             settings = dict(config.get("config", {}))
             if isinstance(settings.get("dtype"), dict):  # serialized by keras-hub's / our preset writer
                 settings["dtype"] = keras.dtype_policies.deserialize(settings["dtype"]).name
         else:
-            info = preset_io.fetch(preset, "preprocessing.json", required=False)
-            if info is not None and preset_io.read_json(info).get("lower_case") is not None:
-                settings["lowercase"] = bool(preset_io.read_json(info)["lower_case"])
+            info = preset_io.fetch(preset, PREPROCESSING_FILE, required=False)
+            if info is not None:
+                from xlnet_tf.storage.renamed_keys import RENAMED_KEYS, renamed_keys
+
+                info = renamed_keys(preset_io.read_json(info), RENAMED_KEYS["preprocessing"],
+                                    source=info, warn=False)
+                if info.get("lowercase") is not None:
+                    settings["lowercase"] = bool(info["lowercase"])
         settings.update(kwargs)
         if settings.get("proto") is None:
             settings["proto"] = preset_io.read_bytes(preset_io.vocabulary_path(preset))

@@ -1,6 +1,7 @@
 """Trains a SentencePiece vocabulary with the released XLNet special ids.
 
-`xlnet-tf vocab --input FILES --vocab-size N --output spiece.model`
+The library behind `xlnet-tf vocab --input FILES --vocab-size N --output spiece.model`
+(`xlnet_tf.cli.vocab`).
 
 The released XLNet vocabulary is a unigram SentencePiece model whose first
 nine pieces are `<unk> <s> </s> <cls> <sep> <pad> <mask> <eod> <eop>` (ids
@@ -19,18 +20,20 @@ pieces seen at encode time. Lines longer than `max_sentence_chars` are split
 at spaces (as the Beam job does) instead of being dropped by SentencePiece.
 """
 
-import argparse
 import glob as _glob
 import io
 import os
 import sys
 
+from xlnet_tf.formats.special_tokens import BOS_TOKEN_ID
+from xlnet_tf.formats.special_tokens import CONTROL_SYMBOLS
+from xlnet_tf.formats.special_tokens import EOS_TOKEN_ID
+from xlnet_tf.formats.special_tokens import SPECIAL_PIECES
+from xlnet_tf.formats.special_tokens import UNK_TOKEN_ID
+from xlnet_tf.formats.special_tokens import USER_DEFINED_SYMBOLS
 from xlnet_tf.text_normalization import normalize_text
 from xlnet_tf.text_normalization import split_long_line
 
-SPECIAL_PIECES = ("<unk>", "<s>", "</s>", "<cls>", "<sep>", "<pad>", "<mask>", "<eod>", "<eop>")
-CONTROL_SYMBOLS = ("<cls>", "<sep>", "<pad>", "<mask>", "<eod>")
-EOP_SYMBOL = "<eop>"
 DEFAULT_EXTRA_SYMBOLS = (".", "(", ")", '"', "-", "\u2013", "\u00a3", "\u20ac")
 
 
@@ -182,10 +185,11 @@ def train_vocabulary(
             input_sentence_size=int(input_sentence_size),
             shuffle_input_sentence=bool(shuffle_input_sentence),
             control_symbols=list(CONTROL_SYMBOLS),
-            user_defined_symbols=[EOP_SYMBOL, *extra_symbols],
-            unk_id=0,
-            bos_id=1,
-            eos_id=2,
+            user_defined_symbols=[*USER_DEFINED_SYMBOLS, *extra_symbols],
+            unk_id=UNK_TOKEN_ID,
+            bos_id=BOS_TOKEN_ID,
+            eos_id=EOS_TOKEN_ID,
+            # `<pad>` is a control symbol at its fixed id, not SentencePiece's own padding piece.
             pad_id=-1,
             # Normalization happened above; the model keeps SentencePiece's default
             # nmt_nfkc rule so it behaves like the released model on raw input too.
@@ -226,69 +230,3 @@ def train_vocabulary(
         "files": files,
     }
 
-
-def _parser():
-    parser = argparse.ArgumentParser(
-        prog="xlnet-tf vocab",
-        allow_abbrev=False,
-        description="Train a unigram SentencePiece vocabulary whose ids 0..8 are XLNet's special pieces "
-        "(<unk> <s> </s> <cls> <sep> <pad> <mask> <eod> <eop>).",
-    )
-    parser.add_argument("--input", nargs="+", required=True, help="text files or globs (local or gs://); "
-                        "one sentence per line, blank line between documents")
-    parser.add_argument("--vocab-size", "--vocab_size", type=int, required=True, dest="vocab_size")
-    parser.add_argument("--output", required=True, help="path of the spiece.model to write")
-    parser.add_argument("--character-coverage", "--character_coverage", type=float, default=0.99995,
-                        dest="character_coverage")
-    parser.add_argument("--input-sentence-size", "--input_sentence_size", type=int, default=10_000_000,
-                        dest="input_sentence_size", help="sentences sampled for training; 0 = all")
-    parser.add_argument("--no-shuffle", action="store_true", help="take the first sentences instead of sampling")
-    parser.add_argument("--extra-symbols", "--extra_symbols", default=" ".join(DEFAULT_EXTRA_SYMBOLS),
-                        dest="extra_symbols",
-                        help="space-separated user-defined pieces after <eop> (default: the original's punctuation); "
-                        "pass '' for none")
-    parser.add_argument("--lowercase", action="store_true", help="uncased vocabulary")
-    parser.add_argument("--keep-accents", "--keep_accents", action="store_true", dest="keep_accents")
-    parser.add_argument("--max-sentence-chars", "--max_sentence_chars", type=int, default=4096,
-                        dest="max_sentence_chars")
-    parser.add_argument("--soft-vocab-limit", action="store_true",
-                        help="allow a smaller vocabulary than asked when the corpus is too small")
-    parser.add_argument("--num-threads", "--num_threads", type=int, default=None, dest="num_threads")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--verbose", action="store_true")
-    return parser
-
-
-def main(argv=None):
-    """Entry point of `xlnet-tf vocab`; returns the exit code."""
-    parser = _parser()
-    args = parser.parse_args(argv)
-    try:
-        result = train_vocabulary(
-            args.input,
-            args.vocab_size,
-            args.output,
-            character_coverage=args.character_coverage,
-            input_sentence_size=args.input_sentence_size,
-            shuffle_input_sentence=not args.no_shuffle,
-            extra_symbols=tuple(args.extra_symbols.split()),
-            lowercase=args.lowercase,
-            keep_accents=args.keep_accents,
-            max_sentence_chars=args.max_sentence_chars,
-            hard_vocab_limit=not args.soft_vocab_limit,
-            num_threads=args.num_threads,
-            seed=args.seed,
-            verbose=args.verbose,
-        )
-    except VocabularyTrainingError as e:
-        print(f"xlnet-tf vocab: error: {e}", file=sys.stderr)
-        return 2
-    print(
-        f"Wrote {result['path']}: {result['vocabulary_size']} pieces from {result['sentences']} sentences in "
-        f"{len(result['files'])} file(s); {result['undecodable_lines']} undecodable line(s) skipped."
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # Run in a fresh interpreter: a meta-path blocker makes `import apache_beam` fail as if it
@@ -17,7 +19,7 @@ class BlockBeam:
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
 sys.meta_path.insert(0, BlockBeam())
-from xlnet_tf.cli import main
+from xlnet_tf.cli.main import main
 
 command = sys.argv[1]
 args = {"quickstart": ["--minutes", "0.1"],
@@ -32,6 +34,7 @@ def _run(command, cwd):
                           text=True, timeout=120, env={**os.environ, "PYTHONPATH": REPO})
 
 
+@pytest.mark.subprocess
 def test_beam_commands_name_the_extra_in_one_line(tmp_path):
     for command in ("prepare-pretraining", "prepare-finetuning", "quickstart"):
         result = _run(command, tmp_path)

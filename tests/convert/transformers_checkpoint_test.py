@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 
 import numpy as np
@@ -56,69 +57,62 @@ def test_tied_biases_become_one_shared_set():
     assert backbone.config.activation == "relu"
 
 
-def test_missing_variable_is_named(tmp_path):
-    path = copy_case(tmp_path, "two_stream",
-                     edit_weights=lambda w: w.pop("transformer.layer.1.ff.layer_2.bias"))
-    with pytest.raises(ConversionError, match=r"missing source variable 'transformer\.layer\.1\.ff\.layer_2\.bias'"):
-        convert_transformers_checkpoint(path)
+def _add_extra_variable(weights):
+    weights["sequence_summary.summary.weight"] = np.ones((16, 16), np.float32)
 
 
-def test_unknown_extra_variable_is_named(tmp_path):
-    def add(weights):
-        weights["sequence_summary.summary.weight"] = np.ones((16, 16), np.float32)
-
-    path = copy_case(tmp_path, "two_stream", edit_weights=add)
-    with pytest.raises(ConversionError, match=r"unused source variable 'sequence_summary\.summary\.weight' "
-                                              r"with shape \(16, 16\)"):
-        convert_transformers_checkpoint(path)
+def _add_extra_layer(weights):
+    for name in [n for n in weights if n.startswith("transformer.layer.1.")]:
+        weights[name.replace("layer.1.", "layer.2.")] = weights[name]
 
 
-def test_extra_layer_is_unused(tmp_path):
-    def add_layer(weights):
-        for name in [n for n in weights if n.startswith("transformer.layer.1.")]:
-            weights[name.replace("layer.1.", "layer.2.")] = weights[name]
+def _set(name, value):
+    """An `edit_weights` that sets one weight; `value(weights)` computes it."""
+    return lambda weights: weights.__setitem__(name, value(weights))
 
-    path = copy_case(tmp_path, "two_stream", edit_weights=add_layer)
-    with pytest.raises(ConversionError, match=r"unused source variable 'transformer\.layer\.2\.rel_attn\.q'"):
-        convert_transformers_checkpoint(path)
+
+# Each edit of the two_stream fixture and the error that names it.
+BAD_CHECKPOINTS = {
+    "missing variable": (
+        dict(edit_weights=lambda w: w.pop("transformer.layer.1.ff.layer_2.bias")),
+        r"missing source variable 'transformer\.layer\.1\.ff\.layer_2\.bias'"),
+    "unknown extra variable": (
+        dict(edit_weights=_add_extra_variable),
+        r"unused source variable 'sequence_summary\.summary\.weight' with shape \(16, 16\)"),
+    "extra layer": (
+        dict(edit_weights=_add_extra_layer), r"unused source variable 'transformer\.layer\.2\.rel_attn\.q'"),
+    "wrong per-layer bias shape": (
+        dict(edit_weights=_set("transformer.layer.1.rel_attn.r_s_bias", lambda w: np.ones((2, 7), np.float32))),
+        r"'transformer\.layer\.1\.rel_attn\.r_s_bias' has shape \(2, 7\)"),
+    "untied biases that differ converted as tied": (
+        dict(edit_config=lambda c: c.update(untie_r=False)),
+        r"untie_r false but transformer\.layer\.\*\.rel_attn\.r_w_bias differ across layers"),
+    "untied lm head": (
+        dict(edit_weights=_set("lm_loss.weight", lambda w: w["transformer.word_embedding.weight"] + 1.0)),
+        "'lm_loss.weight'.*differs from the word embedding"),
+}
+
+
+def conversion_error(tmp_path, **edits):
+    """The message of the ConversionError that converting an edited two_stream copy raises."""
+    with pytest.raises(ConversionError) as error:
+        convert_transformers_checkpoint(copy_case(tmp_path, "two_stream", **edits))
+    return str(error.value)
+
+
+@pytest.mark.parametrize("name", sorted(BAD_CHECKPOINTS))
+def test_bad_checkpoint_is_refused_naming_the_variable(tmp_path, name):
+    edits, pattern = BAD_CHECKPOINTS[name]
+    message = conversion_error(tmp_path, **edits)
+    assert re.search(pattern, message), message
 
 
 def test_wrong_shape_names_both_shapes(tmp_path):
-    def widen(weights):
-        weights["transformer.layer.0.ff.layer_1.weight"] = np.ones((33, 16), np.float32)
-
-    path = copy_case(tmp_path, "two_stream", edit_weights=widen)
-    with pytest.raises(ConversionError) as error:
-        convert_transformers_checkpoint(path)
-    message = str(error.value)
+    message = conversion_error(tmp_path, edit_weights=_set("transformer.layer.0.ff.layer_1.weight",
+                                                           lambda w: np.ones((33, 16), np.float32)))
     assert "transformer.layer.0.ff.layer_1.weight" in message
     assert "(16, 33)" in message and "(33, 16)" in message and "(16, 32)" in message
     assert "feedforward_intermediate" in message
-
-
-def test_wrong_per_layer_bias_shape_is_named(tmp_path):
-    def shrink(weights):
-        weights["transformer.layer.1.rel_attn.r_s_bias"] = np.ones((2, 7), np.float32)
-
-    path = copy_case(tmp_path, "two_stream", edit_weights=shrink)
-    with pytest.raises(ConversionError, match=r"'transformer\.layer\.1\.rel_attn\.r_s_bias' has shape \(2, 7\)"):
-        convert_transformers_checkpoint(path)
-
-
-def test_untied_biases_that_differ_cannot_convert_as_tied(tmp_path):
-    path = copy_case(tmp_path, "two_stream", edit_config=lambda c: c.update(untie_r=False))
-    with pytest.raises(ConversionError, match=r"untie_r false but transformer\.layer\.\*\.rel_attn\.r_w_bias "
-                                              r"differ across layers"):
-        convert_transformers_checkpoint(path)
-
-
-def test_untied_lm_head_is_rejected(tmp_path):
-    def untie(weights):
-        weights["lm_loss.weight"] = weights["transformer.word_embedding.weight"] + 1.0
-
-    path = copy_case(tmp_path, "two_stream", edit_weights=untie)
-    with pytest.raises(ConversionError, match="'lm_loss.weight'.*differs from the word embedding"):
-        convert_transformers_checkpoint(path)
 
 
 def test_explicit_tied_lm_head_copy_is_accepted(tmp_path):

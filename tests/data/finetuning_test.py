@@ -68,7 +68,7 @@ def test_local_jsonl_csv_and_label_errors(tokenizer, tmp_path):
 def test_token_classification_labels_first_pieces_only(tokenizer, tmp_path):
     rows = [{"tokens": ["Anna", "lives", "here"], "tags": [1, 0, 0]}, {"tokens": ["river"], "tags": [2]}]
     (tmp_path / "ner.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    task = _task(f"task.train_file={tmp_path / 'ner.jsonl'}", "task.type=token_classification",
+    task = _task(f"task.train_file={tmp_path / 'ner.jsonl'}", "task.task_type=token_classification",
                  "task.num_classes=3", "task.sequence_length=16")
     features, labels = next(iter(data.finetuning_dataset(task, tokenizer, "train", 2, training=False)))
     labels = labels.numpy()
@@ -84,7 +84,7 @@ def test_token_classification_labels_first_pieces_only(tokenizer, tmp_path):
 
 def test_config_defaults_and_strictness():
     task = _task("task.dataset=glue/stsb")
-    assert (task.type, task.num_classes, task.metrics) == ("regression", 1, ["pearson_spearman"])
+    assert (task.task_type, task.num_classes, task.metrics) == ("regression", 1, ["pearson_spearman"])
     from xlnet_tf.models.xlnet_config import ConfigError
 
     with pytest.raises(ConfigError, match="Unknown fine-tuning dataset|Known TFDS"):
@@ -92,10 +92,10 @@ def test_config_defaults_and_strictness():
     with pytest.raises(ConfigError, match="task.sequence_length must be int"):
         _task("task.dataset=glue/sst2", "task.sequence_length=long")
     with pytest.raises(ConfigError, match="does not match"):
-        _task("task.dataset=glue/sst2", "task.type=span")
+        _task("task.dataset=glue/sst2", "task.task_type=span")
 
 
-def _write_records(directory, kind, rows, length=8):
+def _write_records(directory, kind, rows, length=8, task_key="task_type"):
     directory.mkdir()
     path = directory / "train-00000-of-00001.tfrecord"
     with tf.io.TFRecordWriter(str(path)) as writer:
@@ -112,7 +112,7 @@ def _write_records(directory, kind, rows, length=8):
                 feature["label"] = ints([label])
             writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
     manifest = {"format": "xlnet_tf.finetuning.v1", "sequence_length": length,
-                "task": {"kind": kind, "num_classes": 2, "label_names": ["a", "b"], "has_text_pair": False},
+                "task": {task_key: kind, "num_classes": 2, "label_names": ["a", "b"], "has_text_pair": False},
                 "splits": {"train": {"files": [{"file": path.name, "num_records": len(rows)}],
                                      "num_records": len(rows)}}}
     (directory / "manifest.json").write_text(json.dumps(manifest))
@@ -125,7 +125,7 @@ def test_prepared_records_feed_training_batches(tokenizer, tmp_path):
     features, labels = next(iter(data.finetuning_dataset(task, tokenizer, "train", 4)))
     assert features["token_ids"].shape == (4, 8) and labels.shape == (4,)
     _write_records(tmp_path / "span", "span", [([10, 11, 12, 13, 4, 20, 4, 3], 2)] * 4)
-    span = _task(f"task.records_dir={tmp_path / 'span'}", "task.type=span", "task.sequence_length=8",
+    span = _task(f"task.records_dir={tmp_path / 'span'}", "task.task_type=span", "task.sequence_length=8",
                  "task.max_query_length=2")
     features, labels = next(iter(data.finetuning_dataset(span, tokenizer, "train", 2)))
     assert features["start_positions"].numpy().tolist() == [2, 2]
@@ -133,3 +133,15 @@ def test_prepared_records_feed_training_batches(tokenizer, tmp_path):
     with pytest.raises(ValueError, match="sequence length 8"):
         next(iter(data.finetuning_dataset(_task(f"task.records_dir={tmp_path / 'cls'}",
                                                 "task.num_classes=2"), tokenizer, "train", 2)))
+
+
+def test_records_of_an_earlier_version_with_task_kind_still_feed_training(tokenizer, tmp_path):
+    """Manifests written before `task_type` spell it `task.kind`; they are read as they are."""
+    from xlnet_tf.data.finetuning_record_dataset import read_finetuning_manifest
+
+    rows = [([5, 5, 10, 11, 12, 13, 4, 3], i % 2) for i in range(4)]
+    _write_records(tmp_path / "old", "classification", rows, task_key="kind")
+    assert read_finetuning_manifest(tmp_path / "old")["task"]["task_type"] == "classification"
+    task = _task(f"task.records_dir={tmp_path / 'old'}", "task.sequence_length=8", "task.num_classes=2")
+    features, labels = next(iter(data.finetuning_dataset(task, tokenizer, "train", 4)))
+    assert features["token_ids"].shape == (4, 8) and sorted(labels.numpy().tolist()) == [0, 0, 1, 1]

@@ -21,7 +21,7 @@ SENTENCE = 3  # a sentence starts at every stream position that is a multiple of
 
 
 def _settings(**overrides):
-    settings = dict(seq_length=16, reuse_length=8, num_predict=4, perm_size=4, batch_size=4,
+    settings = dict(sequence_length=16, reuse_length=8, num_predict=4, perm_size=4, batch_size=4,
                     bi_data=False, seed=7, sentencepiece_model=None)
     settings.update(overrides)
     return settings
@@ -81,7 +81,7 @@ def test_factorization_masks_golden():
     is_masked = tf.constant([False, True, True, False, True, False])  # masked <sep> stays context
     order = tf.constant([5, 2, 0, 4, 1, 3])
     perm_mask, is_target = plm_sampling.factorization_masks(tokens, is_masked, order,
-                                                            sep_id=SEP, cls_id=CLS)
+                                                            sep_token_id=SEP, cls_token_id=CLS)
     # Targets: 1 (order 2) and 4 (order 1). Context rows are blocked from both targets; the
     # target at 4 comes first and sees no target (not even itself); the target at 1 sees 4.
     expected = np.array([
@@ -153,6 +153,39 @@ def test_span_mask_covers_whole_words():
     assert spans_seen > 0
 
 
+def _whole_word_share(mask_ratio, seeds=40):
+    """Share of targets whose whole 3-token word is a target, 1/4 of 120 tokens predicted."""
+    word_start = np.arange(200) < 150
+    tokens = tf.constant(np.array([[100 + i, 150 + i, 160 + i] for i in range(40)]).reshape(-1))
+    whole = total = 0
+    for s in range(seeds):
+        mask = plm_sampling.span_mask(tokens, 30, tf.constant([s, 9]), word_start=word_start,
+                                      mask_ratio=mask_ratio).numpy().reshape(40, 3)
+        whole += mask[mask.all(axis=1)].sum()
+        total += mask.sum()
+    return whole / total
+
+
+def test_mask_alpha_near_length_over_predictions_gives_whole_word_targets():
+    # With one word in 6 under spans, the rest of a quarter's targets are single pieces;
+    # with one in 4 the spans supply nearly all of them, as whole words.
+    matched, default = _whole_word_share(4), _whole_word_share(6)
+    assert matched > 0.85
+    assert default < 0.8
+    assert matched - default > 0.15
+
+
+def test_mask_alpha_reaches_the_reader(records_dir):
+    first = _batches(pretraining_dataset(records_dir, **_settings()), 3)
+    default = _batches(pretraining_dataset(records_dir, **_settings(mask_alpha=6)), 3)
+    other = _batches(pretraining_dataset(records_dir, **_settings(mask_alpha=2)), 3)
+    for a, b in zip(first, default):
+        np.testing.assert_array_equal(a["target_mapping"], b["target_mapping"])
+    assert any((a["target_mapping"] != c["target_mapping"]).any() for a, c in zip(first, other))
+    with pytest.raises(ValueError, match="mask_alpha must be >= 1"):
+        pretraining_dataset(records_dir, **_settings(mask_alpha=0))
+
+
 # ---------------------------------------------------------------- statistics
 
 
@@ -174,7 +207,7 @@ def test_span_lengths_follow_one_over_n():
 
 
 def test_predicted_fraction_is_one_in_six(records_dir):
-    settings = _settings(seq_length=48, reuse_length=24, num_predict=8, perm_size=8,
+    settings = _settings(sequence_length=48, reuse_length=24, num_predict=8, perm_size=8,
                          batch_size=2)
     targets = 0
     batches = _batches(pretraining_dataset(records_dir, **settings), 15)
@@ -302,6 +335,7 @@ def test_input_context_shards_match_one_pipeline(records_dir, batches_8):
             np.testing.assert_array_equal(rebuilt[key], value, err_msg=key)
 
 
+@pytest.mark.subprocess
 def test_mirrored_strategy_replicas_keep_their_rows(records_dir):
     """distribute_datasets_from_function on 2 logical CPUs: each replica's rows continue."""
     script = textwrap.dedent(f"""
@@ -311,7 +345,7 @@ def test_mirrored_strategy_replicas_keep_their_rows(records_dir):
         from xlnet_tf.data.pretraining import pretraining_dataset
         strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
         def dataset_fn(context):
-            return pretraining_dataset({records_dir!r}, seq_length=16, reuse_length=8, num_predict=4,
+            return pretraining_dataset({records_dir!r}, sequence_length=16, reuse_length=8, num_predict=4,
                 perm_size=4, batch_size=4, bi_data=True, seed=7, sentencepiece_model=None,
                 input_context=context)
         dist = strategy.distribute_datasets_from_function(dataset_fn)
@@ -355,7 +389,7 @@ def test_same_seed_same_batches_other_seed_differs(records_dir, batches_8):
 
 
 def test_new_epoch_resamples(records_dir, batches_8):
-    steps = pretraining_steps_per_epoch(records_dir, seq_length=16, reuse_length=8,
+    steps = pretraining_steps_per_epoch(records_dir, sequence_length=16, reuse_length=8,
                                         batch_size=8, bi_data=False)
     assert steps == EPOCH_STEPS_8
     batches = batches_8

@@ -1,22 +1,23 @@
 import numpy as np
 
+from tests.harness import run_layer_test
 from xlnet_tf.layers.relative_attention import RelativeAttention
 from xlnet_tf.layers.xlnet_block import XLNetBlock
 
 B, L, H, N, D = 2, 4, 8, 2, 4
 
 
-def inputs(seed=0):
+def inputs(seed=0, num_heads=N, head_dim=D):
     rng = np.random.default_rng(seed)
     return dict(
         content_stream=rng.normal(size=(B, L, H)).astype("float32"),
         position_encoding=rng.normal(size=(1, 2 * L, H)).astype("float32"),
         segment_different=np.zeros((B, L, L), bool),
         content_mask=np.zeros((B, L, L), bool),
-        content_bias=np.zeros((N, D), "float32"),
-        positional_bias=np.zeros((N, D), "float32"),
-        segment_bias=np.zeros((N, D), "float32"),
-        segment_encoding=np.zeros((2, N, D), "float32"),
+        content_bias=np.zeros((num_heads, head_dim), "float32"),
+        positional_bias=np.zeros((num_heads, head_dim), "float32"),
+        segment_bias=np.zeros((num_heads, head_dim), "float32"),
+        segment_encoding=np.zeros((2, num_heads, head_dim), "float32"),
     )
 
 
@@ -82,13 +83,17 @@ def test_masked_keys_have_no_influence():
     np.testing.assert_allclose(np.asarray(out1), np.asarray(out2), atol=1e-5)
 
 
-def test_get_config_round_trips():
-    layer = RelativeAttention(num_heads=3, head_dim=5, dropout=0.2, attention_dropout=0.1,
-                              layer_norm_epsilon=1e-6)
-    assert RelativeAttention.from_config(layer.get_config()).get_config() == layer.get_config()
-    block = XLNetBlock(hidden_dim=8, num_heads=2, head_dim=4, intermediate_dim=16, activation="relu",
-                       dropout=0.1)
-    assert XLNetBlock.from_config(block.get_config()).get_config() == block.get_config()
+def test_attention_layer_contract():
+    # Content stream only: the query output is absent.
+    run_layer_test(RelativeAttention, dict(num_heads=3, head_dim=5, dropout=0.2, attention_dropout=0.1,
+                                           layer_norm_epsilon=1e-6),
+                   inputs(num_heads=3, head_dim=5), ((B, L, H), None))
+    # Both streams, two predictions per row.
+    args = inputs(7)
+    run_layer_test(RelativeAttention, dict(num_heads=N, head_dim=D),
+                   dict(args, query_stream=args["content_stream"][:, :2], query_mask=args["content_mask"][:, :2],
+                        target_mapping=np.eye(L, dtype="float32")[None, :2].repeat(B, 0)),
+                   ((B, L, H), (B, 2, H)))
 
 
 def test_block_feedforward_golden():

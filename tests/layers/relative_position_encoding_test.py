@@ -2,6 +2,7 @@ import keras
 import numpy as np
 import pytest
 
+from tests.harness import run_layer_test, run_precision_test
 from xlnet_tf.layers.relative_position_encoding import RelativePositionEncoding
 
 
@@ -45,15 +46,15 @@ def test_bi_data_rejects_odd_batch():
         RelativePositionEncoding(hidden_dim=4, bi_data=True)(query_length=2, key_length=2, batch_size=3)
 
 
-def test_get_config_round_trip():
-    layer = RelativePositionEncoding(hidden_dim=6, attention_type="uni", bi_data=True, clamp_length=5)
-    clone = RelativePositionEncoding.from_config(layer.get_config())
-    assert clone.get_config() == layer.get_config()
+def test_layer_contract():
+    # uni: K + 1 = 4 distances; bi_data: one encoding per row.
+    run_layer_test(RelativePositionEncoding, dict(hidden_dim=6, attention_type="uni", bi_data=True, clamp_length=5),
+                   dict(query_length=2, key_length=3, batch_size=2), (2, 4, 6))
 
 
 def test_computes_in_float32_under_bfloat16():
     layer = RelativePositionEncoding(hidden_dim=8, dtype="mixed_bfloat16")
     out = layer(query_length=4, key_length=4)
     assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
-    reference = RelativePositionEncoding(hidden_dim=8)(query_length=4, key_length=4)
-    np.testing.assert_allclose(np.asarray(keras.ops.cast(out, "float32")), np.asarray(reference), atol=1e-2)
+    run_precision_test(lambda dtype: RelativePositionEncoding(hidden_dim=8, dtype=dtype),
+                       dict(query_length=4, key_length=4), tolerance=1e-2)

@@ -4,7 +4,29 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.harness import run_layer_test, run_precision_test
 from xlnet_tf.layers.xlnet_block import XLNetBlock, _in_float32
+
+
+def block_inputs(seed=0, hidden=16, heads=2, head_dim=8, batch=2, length=5):
+    rng = np.random.default_rng(seed)
+    no_mask = np.zeros((batch, length, length), bool)
+    bias = rng.normal(size=(heads, head_dim)).astype("float32") * 0.1
+    return dict(content_stream=rng.normal(size=(batch, length, hidden)).astype("float32"),
+                position_encoding=rng.normal(size=(1, 2 * length, hidden)).astype("float32"),
+                segment_different=no_mask, content_mask=no_mask, content_bias=bias, positional_bias=bias,
+                segment_bias=bias, segment_encoding=rng.normal(size=(2, heads, head_dim)).astype("float32") * 0.1)
+
+
+def test_block_layer_contract():
+    run_layer_test(XLNetBlock, dict(hidden_dim=8, num_heads=2, head_dim=4, intermediate_dim=16,
+                                    activation="relu", dropout=0.1),
+                   block_inputs(hidden=8, heads=2, head_dim=4), ((2, 5, 8), None))
+
+
+def test_mixed_bfloat16_block_is_close_to_float32():
+    kwargs = dict(hidden_dim=16, num_heads=2, head_dim=8, intermediate_dim=32, activation="gelu")
+    run_precision_test(lambda dtype: XLNetBlock(**kwargs, dtype=dtype), block_inputs(1), tolerance=0.1)
 
 
 def test_activation_of_bfloat16_is_computed_in_float32():

@@ -4,8 +4,8 @@ import random
 
 import pytest
 
-from xlnet_tf.metrics.squad import squad_scores
-from xlnet_tf.metrics.squad import squad_v2_best_thresholds
+from xlnet_tf.metrics.squad_metrics import squad_scores
+from xlnet_tf.metrics.squad_metrics import squad_v2_best_thresholds
 
 # Five questions, sorted by null score. Raw scores if answered with the best span:
 #   q1 null -3.0  gold "Paris"      pred "Paris"  exact 1  f1 1

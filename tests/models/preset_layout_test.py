@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from keras_hub.src.utils import preset_utils
 
+from tests.harness import tiny_config
 from xlnet_tf import (XLNetClassifier, XLNetClassifierPreprocessor, XLNetSpanLabeler,
                       XLNetTokenizer)
 from xlnet_tf.models.xlnet_config import XLNetConfig
@@ -24,8 +25,7 @@ from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 from xlnet_tf.models.xlnet_task import load_task_preset
 
 SPIECE = os.path.join(os.path.dirname(__file__), "..", "testdata", "tiny_spiece.model")
-CONFIG = dict(vocabulary_size=200, num_layers=2, num_heads=2, head_dim=4, hidden_dim=8,
-              intermediate_dim=16, dropout=0.0, attention_dropout=0.0)
+CONFIG = tiny_config(vocabulary_size=200)
 TEXTS = ["A quiet river runs by the mill.", "Rain.", ""]
 PRETRAINER_FILES = ["assets/tokenizer/vocabulary.spm", "config.json", "lm_head.weights.h5", "metadata.json",
                     "model.weights.h5", "spiece.model", "tokenizer.json"]
@@ -47,17 +47,17 @@ def ids_inputs():
 
 @pytest.fixture(scope="module")
 def pretrainer_preset(tmp_path_factory):
-    pretrainer = XLNetPretrainer(XLNetBackbone(XLNetConfig(**CONFIG)))
+    pretrainer = XLNetPretrainer(XLNetBackbone(CONFIG))
     pretrainer.lm_bias.assign(np.linspace(-1, 1, 200).astype("float32"))
     path = str(tmp_path_factory.mktemp("layout") / "pretrainer")
-    pretrainer.save_to_preset(path, vocabulary=SPIECE)
+    pretrainer.save_to_preset(path, vocabulary_file=SPIECE)
     return pretrainer, path
 
 
 @pytest.fixture(scope="module")
 def classifier_preset(tmp_path_factory):
     tokenizer = XLNetTokenizer(SPIECE, lowercase=True)
-    model = XLNetClassifier(XLNetBackbone(XLNetConfig(**CONFIG)), num_classes=3,
+    model = XLNetClassifier(XLNetBackbone(CONFIG), num_classes=3,
                             preprocessor=XLNetClassifierPreprocessor(tokenizer, sequence_length=16))
     path = str(tmp_path_factory.mktemp("layout") / "classifier")
     model.save_to_preset(path)
@@ -140,7 +140,7 @@ def test_a_new_head_size_keeps_the_backbone_and_starts_a_fresh_head(classifier_p
 
 
 def test_presets_of_the_earlier_layout_are_still_read(tmp_path):
-    backbone = XLNetBackbone(XLNetConfig(**CONFIG))
+    backbone = XLNetBackbone(CONFIG)
     old = tmp_path / "old_backbone"
     old.mkdir()
     (old / "config.json").write_text(json.dumps(backbone.config.to_dict()))
@@ -155,7 +155,7 @@ def test_presets_of_the_earlier_layout_are_still_read(tmp_path):
     assert XLNetTokenizer.from_preset(str(old))(TEXTS) == XLNetTokenizer(SPIECE)(TEXTS)
 
     # A task preset of the earlier layout: every weight in task.weights.h5, format xlnet_tf.task.v1.
-    model = XLNetClassifier(XLNetBackbone(XLNetConfig(**CONFIG)), num_classes=3)
+    model = XLNetClassifier(XLNetBackbone(CONFIG), num_classes=3)
     old_task = tmp_path / "old_task"
     old_task.mkdir()
     (old_task / "config.json").write_text(json.dumps(model.backbone.config.to_dict()))

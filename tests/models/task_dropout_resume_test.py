@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 
-from xlnet_tf.models.xlnet_config import XLNetConfig
+from tests.harness import tiny_config
 from xlnet_tf.layers.seeded_dropout import micro_batch_counter
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_classifier import XLNetClassifier
@@ -12,8 +12,7 @@ from xlnet_tf.models.xlnet_multiple_choice import XLNetMultipleChoice
 from xlnet_tf.models.xlnet_span_labeler import XLNetSpanLabeler
 from xlnet_tf.models.xlnet_token_classifier import XLNetTokenClassifier
 
-CONFIG = XLNetConfig(vocabulary_size=40, num_layers=2, num_heads=2, head_dim=4, hidden_dim=8,
-                     intermediate_dim=16, dropout=0.1, attention_dropout=0.1)
+CONFIG = tiny_config(dropout=0.1, attention_dropout=0.1)
 BATCH, LENGTH, STEPS = 2, 6, 4
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from xlnet_tf.models.xlnet_config import XLNetConfig
+from tests.harness import tiny_config, tiny_two_stream_inputs
 from xlnet_tf.layers.xlnet_block import XLNetBlock
 from xlnet_tf.models import xlnet_backbone
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
@@ -13,21 +13,12 @@ from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 
 
 def _config(dropout=0.0, **overrides):
-    values = dict(vocabulary_size=40, num_layers=2, num_heads=2, head_dim=4, hidden_dim=8,
-                  intermediate_dim=16, dropout=dropout, attention_dropout=dropout,
-                  memory_length=4, reuse_length=3)
-    values.update(overrides)
-    return XLNetConfig(**values)
+    return tiny_config(**dict(dict(dropout=dropout, attention_dropout=dropout, memory_length=4, reuse_length=3),
+                              **overrides))
 
 
-def _inputs(batch=2, length=6, predictions=3, seed=0):
-    rng = np.random.default_rng(seed)
-    return {"token_ids": rng.integers(9, 40, (batch, length)).astype("int32"),
-            "segment_ids": np.repeat([[0] * 3 + [1] * (length - 3)], batch, 0).astype("int32"),
-            "padding_mask": np.ones((batch, length), "int32"),
-            "perm_mask": (rng.random((batch, length, length)) < 0.3).astype("float32"),
-            "target_mapping": np.eye(length, dtype="float32")[None, :predictions].repeat(batch, 0),
-            "mems": rng.standard_normal((batch, 2, 4, 8)).astype("float32")}
+def _inputs(seed=0):
+    return tiny_two_stream_inputs(_config(), batch_size=2, sequence_length=6, num_predict=3, seed=seed)
 
 
 def _loss_and_gradients(backbone, inputs):

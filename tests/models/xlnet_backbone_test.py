@@ -4,26 +4,20 @@ import keras
 import numpy as np
 import pytest
 
-from xlnet_tf import XLNetBackbone, XLNetConfig
+from tests import harness
+from tests.harness import run_layer_test, run_model_saving_test, run_precision_test, run_preset_test, tiny_inputs
+from xlnet_tf import XLNetBackbone
 
 V, B, L = 30, 4, 6
 
 
 def tiny_config(**overrides):
-    values = dict(vocabulary_size=V, num_layers=3, num_heads=2, head_dim=4, hidden_dim=8,
-                  intermediate_dim=16, dropout=0.0, attention_dropout=0.0)
-    values.update(overrides)
-    return XLNetConfig(**values)
+    """The harness's tiny config with 3 layers (so a leak must cross a middle layer) and 30 pieces."""
+    return harness.tiny_config(**dict(dict(vocabulary_size=V, num_layers=3), **overrides))
 
 
 def make_inputs(seed=0, batch=B, length=L):
-    rng = np.random.default_rng(seed)
-    segment_ids = np.zeros((batch, length), "int32")
-    segment_ids[:, length // 2:] = 1
-    segment_ids[:, -1] = 2
-    return {"token_ids": rng.integers(9, V, (batch, length)).astype("int32"),
-            "segment_ids": segment_ids,
-            "padding_mask": np.ones((batch, length), "int32")}
+    return tiny_inputs(tiny_config(), batch, length, seed)
 
 
 def permutation_inputs(order, seed=0):
@@ -183,27 +177,27 @@ def test_bi_data_second_half_reads_backward():
     assert np.abs(out[0] - out[1]).max() > 1e-4  # same text, forward vs backward positions
 
 
-def test_get_config_and_keras_file_round_trip(tmp_path, backbone):
+def test_layer_contract():
+    config = tiny_config(memory_length=2)
+    inputs = dict(make_inputs(12), target_mapping=np.eye(L, dtype="float32")[None, :2].repeat(B, 0))
+    layer = run_layer_test(XLNetBackbone, {"config": config}, inputs,
+                           {"sequence_output": (B, L, 8), "query_output": (B, 2, 8), "new_mems": (B, 3, 2, 8)})
+    assert XLNetBackbone.from_config(layer.get_config()).config == config
+
+
+def test_get_config_and_keras_file_round_trip(backbone):
     clone = XLNetBackbone.from_config(backbone.get_config())
     assert clone.config == backbone.config
-    path = os.path.join(tmp_path, "backbone.keras")
-    backbone.save(path)
-    restored = keras.saving.load_model(path)
-    inputs = make_inputs(8)
-    np.testing.assert_allclose(np.asarray(restored(inputs)["sequence_output"]),
-                               np.asarray(backbone(inputs)["sequence_output"]), atol=1e-6)
+    restored = run_model_saving_test(backbone, make_inputs(8))
+    assert restored.config == backbone.config
 
 
 def test_preset_round_trip(tmp_path, backbone):
     preset = os.path.join(tmp_path, "preset")
-    backbone.save_to_preset(preset)
     # keras-hub's layout (no vocabulary given: no tokenizer files).
-    assert sorted(os.listdir(preset)) == ["config.json", "metadata.json", "model.weights.h5"]
-    restored = XLNetBackbone.from_preset(preset)
+    restored = run_preset_test(XLNetBackbone, preset, make_inputs(9), model=backbone,
+                               expected_files=["config.json", "metadata.json", "model.weights.h5"])
     assert restored.config == backbone.config
-    inputs = make_inputs(9)
-    np.testing.assert_allclose(np.asarray(restored(inputs)["sequence_output"]),
-                               np.asarray(backbone(inputs)["sequence_output"]), atol=1e-6)
     with_memory = XLNetBackbone.from_preset(preset, memory_length=5)
     assert with_memory.config.memory_length == 5
     with pytest.raises(ValueError, match="cannot override.*hidden_dim"):
@@ -215,20 +209,13 @@ def test_preset_round_trip(tmp_path, backbone):
 
 def test_mixed_bfloat16_stays_close_to_float32():
     config = tiny_config(memory_length=3)
-    reference = XLNetBackbone(config)
-    mixed = XLNetBackbone(config, dtype="mixed_bfloat16")
-    mixed.set_weights(reference.get_weights())
     inputs = make_inputs(10)
     inputs["padding_mask"][:, :2] = 0
     inputs["perm_mask"] = (np.random.default_rng(0).random((B, L, L)) > 0.5).astype("float32")
     inputs["target_mapping"] = np.eye(L, dtype="float32")[None, :3].repeat(B, 0)
-    expected = reference(inputs)
-    got = mixed(inputs)
-    for key in ("sequence_output", "query_output", "new_mems"):
-        value = np.asarray(keras.ops.cast(got[key], "float32"))
-        assert np.isfinite(value).all(), key
-        # Stated tolerance: bf16 keeps ~3 significant digits; outputs are layer-normalised (O(1)).
-        assert np.abs(value - np.asarray(expected[key])).max() < 0.1, key
+    # Stated tolerance: bf16 keeps ~3 significant digits; outputs are layer-normalised (O(1)).
+    expected, got = run_precision_test(lambda dtype: XLNetBackbone(config, dtype=dtype), inputs, tolerance=0.1)
+    assert sorted(expected) == ["new_mems", "query_output", "sequence_output"]
     assert keras.backend.standardize_dtype(got["sequence_output"].dtype) == "bfloat16"
 
 

@@ -2,14 +2,13 @@ import keras
 import numpy as np
 import pytest
 
-from xlnet_tf.models.xlnet_config import XLNetConfig
+from tests.harness import run_layer_test, run_preset_test, tiny_config
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_classifier import XLNetClassifier
 from xlnet_tf.models.xlnet_task import cls_positions, load_task_preset
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 
-CONFIG = XLNetConfig(vocabulary_size=40, num_layers=2, num_heads=2, head_dim=4, hidden_dim=8,
-                     intermediate_dim=16, dropout=0.0, attention_dropout=0.0)
+CONFIG = tiny_config()
 
 
 def _features(length, pieces=((11, 12, 13), (21, 22))):
@@ -47,17 +46,13 @@ def test_padding_length_and_side_do_not_change_the_prediction():
 
 def test_get_config_round_trip_and_task_preset(tmp_path):
     keras.utils.set_random_seed(1)
-    model = XLNetClassifier(XLNetBackbone(CONFIG), num_classes=2, dropout=0.2)
     features = _features(8)
+    # Logits stay float32 under mixed precision.
+    model = run_layer_test(XLNetClassifier, dict(backbone=XLNetBackbone(CONFIG), num_classes=2, dropout=0.2),
+                           features, (1, 2), output_dtype="float32")
     expected = model(features).numpy()
-    config = model.get_config()
-    clone = XLNetClassifier.from_config(config)
-    assert clone.get_config() == config
-    clone(features)
-    clone.set_weights(model.get_weights())
-    np.testing.assert_allclose(clone(features).numpy(), expected, atol=1e-6)
 
-    model.save_to_preset(str(tmp_path / "task"))
+    run_preset_test(XLNetClassifier, str(tmp_path / "task"), features, model=model)
     restored = load_task_preset(str(tmp_path / "task"))
     assert isinstance(restored, XLNetClassifier) and restored.dropout == 0.2
     np.testing.assert_allclose(restored(features).numpy(), expected, atol=1e-6)

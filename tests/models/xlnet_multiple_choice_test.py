@@ -1,13 +1,12 @@
 import keras
 import numpy as np
 
-from xlnet_tf.models.xlnet_config import XLNetConfig
+from tests.harness import run_layer_test, tiny_config
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_multiple_choice import XLNetMultipleChoice
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 
-CONFIG = XLNetConfig(vocabulary_size=40, num_layers=2, num_heads=2, head_dim=4, hidden_dim=8,
-                     intermediate_dim=16, dropout=0.0, attention_dropout=0.0)
+CONFIG = tiny_config()
 
 
 def _choices(length=12):
@@ -33,6 +32,7 @@ def test_one_logit_per_choice_and_permutation_equivariance():
 
 
 def test_config_round_trip():
-    model = XLNetMultipleChoice(XLNetBackbone(CONFIG), dropout=0.3)
+    model = run_layer_test(XLNetMultipleChoice, dict(backbone=XLNetBackbone(CONFIG), dropout=0.3), _choices(),
+                           (1, 4), output_dtype="float32")
     clone = XLNetMultipleChoice.from_config(model.get_config())
     assert clone.get_config() == model.get_config() and clone.dropout == 0.3

@@ -4,37 +4,33 @@ import keras
 import numpy as np
 import pytest
 
-from xlnet_tf import XLNetBackbone, XLNetConfig, XLNetPretrainer
+from tests.harness import (FIRST_PLAIN_ID, pretraining_features, run_layer_test, run_model_saving_test,
+                           run_preset_test, tiny_config)
+from xlnet_tf import XLNetBackbone, XLNetPretrainer
 
 V, B, L, P = 30, 4, 8, 3
 
 
 def tiny_pretrainer(**overrides):
-    values = dict(vocabulary_size=V, num_layers=2, num_heads=2, head_dim=4, hidden_dim=8,
-                  intermediate_dim=16, dropout=0.0, attention_dropout=0.0)
-    values.update(overrides)
-    return XLNetPretrainer(XLNetBackbone(XLNetConfig(**values)))
+    return XLNetPretrainer(XLNetBackbone(tiny_config(**dict(dict(vocabulary_size=V), **overrides))))
 
 
 def batch(seed=0):
     rng = np.random.default_rng(seed)
     target_positions = np.stack([rng.choice(L, P, replace=False) for _ in range(B)])
-    target_mapping = np.zeros((B, P, L), "float32")
-    for b in range(B):
-        target_mapping[b, np.arange(P), target_positions[b]] = 1.0
-    token_ids = rng.integers(9, V, (B, L)).astype("int32")
+    token_ids = rng.integers(FIRST_PLAIN_ID, V, (B, L))
     perm_mask = np.zeros((B, L, L), "float32")
     for b in range(B):
         perm_mask[b][:, target_positions[b]] = 1.0  # nobody sees the targets
-    return {
-        "token_ids": token_ids,
-        "segment_ids": np.repeat([[0] * (L // 2) + [1] * (L - L // 2)], B, 0).astype("int32"),
-        "padding_mask": np.ones((B, L), "int32"),
-        "perm_mask": perm_mask,
-        "target_mapping": target_mapping,
-        "target_ids": np.take_along_axis(token_ids, target_positions, 1).astype("int32"),
-        "target_mask": np.array([[1, 1, 1]] * (B - 1) + [[1, 1, 0]], "float32"),
-    }
+    return pretraining_features(token_ids, target_positions, perm_mask,
+                                np.array([[1, 1, 1]] * (B - 1) + [[1, 1, 0]], "float32"))
+
+
+def test_layer_contract():
+    layer = run_layer_test(XLNetPretrainer, {"backbone": XLNetBackbone(tiny_config(vocabulary_size=V))}, batch(5),
+                           {"sequence_output": (B, L, 8), "query_output": (B, P, 8), "logits": (B, P, V)},
+                           output_dtype={"logits": "float32"})  # the loss reads float32 logits
+    assert layer.backbone.config.vocabulary_size == V
 
 
 def test_logits_are_tied_to_the_word_embedding():
@@ -84,24 +80,15 @@ def test_preset_round_trip_keeps_lm_bias(tmp_path):
     model = tiny_pretrainer()
     model.lm_bias.assign(np.arange(V, dtype="float32") / V)
     preset = os.path.join(tmp_path, "preset")
-    model.save_to_preset(preset)
-    restored = XLNetPretrainer.from_preset(preset)
+    restored = run_preset_test(XLNetPretrainer, preset, batch(3), model=model, atol=1e-5)
     np.testing.assert_allclose(np.asarray(restored.lm_bias), np.asarray(model.lm_bias))
-    data = batch(3)
-    np.testing.assert_allclose(np.asarray(restored(data)["logits"]), np.asarray(model(data)["logits"]),
-                               atol=1e-5)
     backbone_only = XLNetBackbone.from_preset(preset)
     assert backbone_only.config == model.backbone.config
 
 
-def test_keras_file_round_trip(tmp_path):
+def test_keras_file_round_trip():
     model = tiny_pretrainer()
-    path = os.path.join(tmp_path, "pretrainer.keras")
-    model.save(path)
-    restored = keras.saving.load_model(path)
-    data = batch(4)
-    np.testing.assert_allclose(np.asarray(restored(data)["logits"]), np.asarray(model(data)["logits"]),
-                               atol=1e-5)
+    run_model_saving_test(model, batch(4))
 
 
 def test_unknown_input_key_is_named():

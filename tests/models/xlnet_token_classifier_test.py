@@ -1,13 +1,12 @@
 import keras
 import numpy as np
 
-from xlnet_tf.models.xlnet_config import XLNetConfig
+from tests.harness import run_layer_test, tiny_config
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_token_classifier import XLNetTokenClassifier
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 
-CONFIG = XLNetConfig(vocabulary_size=40, num_layers=2, num_heads=2, head_dim=4, hidden_dim=8,
-                     intermediate_dim=16, dropout=0.0, attention_dropout=0.0)
+CONFIG = tiny_config()
 
 
 def test_per_token_logits_do_not_depend_on_padding():
@@ -23,6 +22,8 @@ def test_per_token_logits_do_not_depend_on_padding():
 
 
 def test_config_round_trip():
-    model = XLNetTokenClassifier(XLNetBackbone(CONFIG), num_classes=7)
+    features = {k: v.numpy() for k, v in XLNetPacker(8)(np.array([[11, 12, 13]], "int32")).items()}
+    model = run_layer_test(XLNetTokenClassifier, dict(backbone=XLNetBackbone(CONFIG), num_classes=7), features,
+                           (1, 8, 7), output_dtype="float32")
     clone = XLNetTokenClassifier.from_config(model.get_config())
     assert clone.get_config() == model.get_config() and clone.num_classes == 7

@@ -40,6 +40,7 @@ def _stream_text(cell):
                    if output.get("output_type") == "stream")
 
 
+@pytest.mark.subprocess
 def test_notebook_runs_top_to_bottom_with_smoke(tmp_path):
     notebook = _read()
     workdir = tmp_path / "workdir"

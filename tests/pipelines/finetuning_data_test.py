@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from xlnet_tf.pipelines.finetuning_data import main, run
-from xlnet_tf.data.finetuning_records import finetuning_record_dataset, read_finetuning_manifest
+from xlnet_tf.formats import finetuning_records
+from xlnet_tf.cli.prepare_finetuning import main, run
+from xlnet_tf.data.finetuning_record_dataset import finetuning_record_dataset, read_finetuning_manifest
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 from xlnet_tf.preprocessing.xlnet_squad_preprocessor import XLNetSquadPreprocessor
 from xlnet_tf.preprocessing.text_preprocessor import TextPreprocessor
@@ -59,10 +60,12 @@ def classification_job(tmp_path_factory):
 def test_counters_and_manifest(classification_job):
     root, _, manifest, _ = classification_job
     assert manifest == read_finetuning_manifest(str(root / "out"))
+    assert sorted(manifest) == sorted(finetuning_records.MANIFEST_KEYS)
+    assert sorted(manifest["task"]) == sorted(finetuning_records.TASK_ENTRY_KEYS)
     assert manifest["examples"]["read"] == 11 + 3
     assert manifest["examples"]["skipped"] == {"undecodable": 2, "missing_field": 1, "empty": 1, "bad_label": 1}
     assert manifest["examples"]["written"] == 6 + 3
-    assert manifest["task"] == {"kind": "classification", "num_classes": 2, "label_names": ["neg", "pos"],
+    assert manifest["task"] == {"task_type": "classification", "num_classes": 2, "label_names": ["neg", "pos"],
                                 "has_text_pair": True}
     assert manifest["splits"]["train"]["num_records"] == 6 and len(manifest["splits"]["train"]["files"]) == 3
     assert sorted(os.listdir(root / "out")) == sorted(

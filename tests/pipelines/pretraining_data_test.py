@@ -11,6 +11,8 @@ import pytest
 import sentencepiece as spm
 import tensorflow as tf
 
+from xlnet_tf.formats import pretraining_records
+from xlnet_tf.cli import prepare_pretraining
 from xlnet_tf.pipelines import pretraining_data
 from xlnet_tf.pipelines.pretraining_data import PipelineInputError
 from xlnet_tf.text_normalization import normalize_text
@@ -31,7 +33,7 @@ def _documents(path):
 
 def _run(output_dir, *inputs, extra=()):
     argv = ["--input", *inputs, "--vocab", VOCAB, "--output_dir", str(output_dir), *extra]
-    return pretraining_data.run(argv)
+    return prepare_pretraining.run(argv)
 
 
 def _read_shard(path):
@@ -98,8 +100,11 @@ def test_feature_spec_and_record_lengths(corpus_run):
 
 def test_manifest_counts_match_files_and_metrics(corpus_run):
     output_dir, job = corpus_run
-    manifest = json.load(open(os.path.join(output_dir, "manifest.json")))
+    manifest = json.load(open(os.path.join(output_dir, pretraining_records.MANIFEST_FILE)))
     assert manifest == job.manifest
+    assert sorted(manifest) == sorted(pretraining_records.MANIFEST_KEYS)
+    assert sorted(manifest["vocabulary"]) == sorted(pretraining_records.VOCABULARY_ENTRY_KEYS)
+    assert all(sorted(entry) == sorted(pretraining_records.SHARD_ENTRY_KEYS) for entry in manifest["shards"])
     documents = _documents(CORPUS)
     assert manifest["format"] == "xlnet_tf.pretraining.v1"
     assert (manifest["chunk_length"], manifest["num_shards"]) == (64, 3)
@@ -244,7 +249,7 @@ def test_missing_path_fails_before_the_pipeline(tmp_path):
     with pytest.raises(PipelineInputError, match=r"Input '.*nowhere/\*\.txt' matches no file"):
         _run(tmp_path / "out", CORPUS, missing)
     assert not os.path.exists(tmp_path / "out")
-    code = pretraining_data.main(["--input", missing, "--vocab", VOCAB, "--output_dir", str(tmp_path / "out")])
+    code = prepare_pretraining.main(["--input", missing, "--vocab", VOCAB, "--output_dir", str(tmp_path / "out")])
     assert code == 2
     from xlnet_tf.cli import main as cli
 
@@ -254,8 +259,8 @@ def test_missing_path_fails_before_the_pipeline(tmp_path):
 
 def test_bad_vocabulary_and_settings(tmp_path):
     with pytest.raises(PipelineInputError, match="Vocabulary '.*nope.model' does not exist"):
-        pretraining_data.run(["--input", CORPUS, "--vocab", str(tmp_path / "nope.model"), "--output_dir",
-                              str(tmp_path / "out")])
+        prepare_pretraining.run(["--input", CORPUS, "--vocab", str(tmp_path / "nope.model"), "--output_dir",
+                                 str(tmp_path / "out")])
     import io
 
     plain = io.BytesIO()
@@ -263,9 +268,9 @@ def test_bad_vocabulary_and_settings(tmp_path):
                                    vocab_size=80, minloglevel=2, hard_vocab_limit=False)
     (tmp_path / "plain.model").write_bytes(plain.getvalue())
     with pytest.raises(PipelineInputError, match="id 3 is '.*', expected '<cls>'"):
-        pretraining_data.run(["--input", CORPUS, "--vocab", str(tmp_path / "plain.model"), "--output_dir",
-                              str(tmp_path / "out")])
-    with pytest.raises(PipelineInputError, match="--num_shards must be >= 1"):
+        prepare_pretraining.run(["--input", CORPUS, "--vocab", str(tmp_path / "plain.model"), "--output_dir",
+                                 str(tmp_path / "out")])
+    with pytest.raises(PipelineInputError, match="--num-shards must be >= 1"):
         _run(tmp_path / "out", CORPUS, extra=["--num_shards", "0"])
 
 
@@ -335,7 +340,7 @@ def test_unknown_arguments_go_to_beam_unchanged():
     options = pretraining_data._beam_options(["--runner", "DataflowRunner", "--project", "p", "--region", "r"])
     assert options.view_as(StandardOptions).runner == "DataflowRunner"
     assert options.view_as(GoogleCloudOptions).project == "p"
-    args, rest = pretraining_data._parser().parse_known_args(
+    args, rest = prepare_pretraining._parser().parse_known_args(
         ["--input", "a.txt", "--vocab", "v", "--output_dir", "o", "--num_workers", "3", "--in", "x"])
     assert args.input == ["a.txt"] and rest == ["--num_workers", "3", "--in", "x"]
 

@@ -92,7 +92,7 @@ def test_unknown_dtype_is_named(tmp_path):
 
 
 def test_cli_dtype_needs_a_fine_tuning_workdir(tmp_path, capsys):
-    from xlnet_tf.serving import export_pretrained as export
+    from xlnet_tf.cli import export
 
     code = export.main(["--preset", str(tmp_path), "--output", str(tmp_path / "out"),
                         "--dtype", "bfloat16"])

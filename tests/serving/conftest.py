@@ -151,35 +151,46 @@ def tokenizer():
     return XLNetTokenizer(SPIECE)
 
 
-@pytest.fixture(scope="session")
-def real_classifier_export(tmp_path_factory):
-    from xlnet_tf.models.xlnet_config import XLNetConfig
+def tiny_backbone():
+    """The serving tests' backbone: the harness's tiny config at `CONFIG`'s sizes."""
+    from tests.harness import tiny_config
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
-    from xlnet_tf.models.xlnet_classifier import XLNetClassifier
+
+    return XLNetBackbone(tiny_config(**CONFIG))
+
+
+def export_task(root, model, preprocessing, through_workdir=True):
+    """Builds `model`, saves it with the test vocabulary and `preprocessing` as the `final` preset
+    of a fine-tuning work directory (or, with `through_workdir=False`, as a bare task preset),
+    and exports that with `export_task_workdir`.
+
+    Returns:
+        `(model, export path, the loaded SavedModel)`.
+    """
     from xlnet_tf.serving.export_task_workdir import export_task_workdir
 
-    root = tmp_path_factory.mktemp("cls")
-    model = XLNetClassifier(XLNetBackbone(XLNetConfig(**CONFIG)), num_classes=3)
     model.build_with_dummy_inputs()
-    model.save_to_preset(str(root / "workdir" / "final"), vocabulary_file=SPIECE, preprocessing={
+    source = root / "workdir" if through_workdir else root / "preset"
+    model.save_to_preset(str(source / "final" if through_workdir else source), vocabulary_file=SPIECE,
+                         preprocessing=preprocessing)
+    path = export_task_workdir(str(source), str(root / "export"))
+    return model, path, tf.saved_model.load(path)
+
+
+@pytest.fixture(scope="session")
+def real_classifier_export(tmp_path_factory):
+    from xlnet_tf.models.xlnet_classifier import XLNetClassifier
+
+    return export_task(tmp_path_factory.mktemp("cls"), XLNetClassifier(tiny_backbone(), num_classes=3), {
         "task_type": "classification", "sequence_length": LENGTH, "text_fields": ["premise", "hypothesis"],
         "truncate": "longest_first", "label_names": LABELS})
-    path = export_task_workdir(str(root / "workdir"), str(root / "export"))
-    return model, path, tf.saved_model.load(path)
 
 
 @pytest.fixture(scope="session")
 def real_span_export(tmp_path_factory):
-    from xlnet_tf.models.xlnet_config import XLNetConfig
-    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
     from xlnet_tf.models.xlnet_span_labeler import XLNetSpanLabeler
-    from xlnet_tf.serving.export_task_workdir import export_task_workdir
 
-    root = tmp_path_factory.mktemp("span")
-    model = XLNetSpanLabeler(XLNetBackbone(XLNetConfig(**CONFIG)), start_n_top=3, end_n_top=3)
-    model.build_with_dummy_inputs()
-    preset = str(root / "preset")
-    model.save_to_preset(preset, vocabulary_file=SPIECE, preprocessing={
-        "task_type": "span", "sequence_length": LENGTH, "text_fields": ["context", "question"], **SQUAD})
-    path = export_task_workdir(preset, str(root / "export"))  # a task preset directly, no workdir
-    return model, path, tf.saved_model.load(path)
+    # A task preset directly, no workdir.
+    return export_task(tmp_path_factory.mktemp("span"), XLNetSpanLabeler(tiny_backbone(), start_n_top=3, end_n_top=3),
+                       {"task_type": "span", "sequence_length": LENGTH, "text_fields": ["context", "question"],
+                        **SQUAD}, through_workdir=False)

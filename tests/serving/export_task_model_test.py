@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 from tests.serving.conftest import SEQUENCE_LENGTH, make_task_model
+from xlnet_tf.formats import serving_metadata
 from xlnet_tf.serving.export_task_model import METADATA_FILE, export_task_model
 from xlnet_tf.serving.signature_custom_ops import signature_custom_ops
 
@@ -70,7 +71,8 @@ def test_metadata_lists_signatures(pair_export):
     path, _ = pair_export
     with open(os.path.join(path, METADATA_FILE)) as f:
         info = json.load(f)
-    assert info["task"] == "classification" and info["has_text_pair"] and info["label_names"] == LABELS
+    assert sorted(info) == sorted(serving_metadata.METADATA_KEYS)
+    assert info["task_type"] == "classification" and info["has_text_pair"] and info["label_names"] == LABELS
     assert info["signatures"]["serving_default"]["inputs"] == ["text", "text_pair"]
     assert info["signatures"]["serve_token_ids"]["inputs"] == ["padding_mask", "segment_ids", "token_ids"]
 
@@ -168,6 +170,7 @@ def test_token_classifier_labels_per_piece(tmp_path, packer, vocabulary):
     assert all(n == b"" for n, m in zip(got["label_names"][0], mask[0]) if m == 0)
 
 
+@pytest.mark.subprocess
 def test_ids_only_export_needs_no_custom_ops(tmp_path):
     model = make_task_model(1, seed=2)
     path = str(tmp_path / "regression")

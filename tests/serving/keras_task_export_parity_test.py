@@ -57,7 +57,7 @@ def export(model, tmp_path, length=LENGTH, **task):
 def test_classifier_single_text(tmp_path, tokenizer):
     model = XLNetClassifier(backbone(), num_classes=3,
                             preprocessor=XLNetClassifierPreprocessor(tokenizer, sequence_length=LENGTH))
-    serve = export(model, tmp_path, type="classification", num_classes=3,
+    serve = export(model, tmp_path, task_type="classification", num_classes=3,
                    label_names=["a", "b", "c"])
     expected = model.predict(TEXTS, verbose=0)
     got = serve(text=tf.constant(TEXTS))
@@ -71,7 +71,7 @@ def test_classifier_text_pairs(tmp_path, tokenizer):
     train.write_text(json.dumps({"premise": "a", "hypothesis": "b", "label": 0}) + "\n")
     model = XLNetClassifier(backbone(), num_classes=2,
                             preprocessor=XLNetClassifierPreprocessor(tokenizer, sequence_length=LENGTH))
-    serve = export(model, tmp_path, type="classification", num_classes=2, train_file=str(train),
+    serve = export(model, tmp_path, task_type="classification", num_classes=2, train_file=str(train),
                    text_fields=["premise", "hypothesis"])
     expected = model.predict(x=(TEXTS, PAIRS), verbose=0)
     got = serve(text=tf.constant(TEXTS), text_pair=tf.constant(PAIRS))
@@ -85,7 +85,7 @@ def test_span_labeler(tmp_path, tokenizer):
     model = XLNetSpanLabeler(backbone(), start_n_top=3, end_n_top=3,
                              preprocessor=XLNetSpanLabelerPreprocessor(
                                  tokenizer, sequence_length=64, max_query_length=8, doc_stride=8))
-    serve = export(model, tmp_path, length=64, type="span", max_query_length=8, doc_stride=8,
+    serve = export(model, tmp_path, length=64, task_type="span", max_query_length=8, doc_stride=8,
                    max_answer_length=10)
     expected = model.predict({"context": contexts, "question": questions}, verbose=0)
     got = serve(context=tf.constant(contexts), question=tf.constant(questions))
@@ -99,7 +99,7 @@ def test_span_labeler(tmp_path, tokenizer):
     null = expected["cls_logits"].reshape(-1)
     threshold = float(np.sort(null)[1])  # between the scores: one row above it, two at or below
     answered = export(
-        model, tmp_path / "tuned", length=64, type="span", max_query_length=8, doc_stride=8,
+        model, tmp_path / "tuned", length=64, task_type="span", max_query_length=8, doc_stride=8,
         max_answer_length=10, version_2=True, null_score_threshold=threshold)(
         context=tf.constant(contexts), question=tf.constant(questions))
     blank = np.array([t == b"" for t in answered["answer_text"].numpy()])
@@ -113,7 +113,7 @@ def test_multiple_choice(tmp_path, tokenizer):
     choices = [["a fox", "a dog"], ["rain", "the sun"], ["x", ""]]
     model = XLNetMultipleChoice(backbone(), preprocessor=XLNetMultipleChoicePreprocessor(
         tokenizer, sequence_length=LENGTH, second_max_length=12))
-    serve = export(model, tmp_path, type="multiple_choice", num_classes=2, max_qa_length=12)
+    serve = export(model, tmp_path, task_type="multiple_choice", num_classes=2, max_qa_length=12)
     expected = model.predict({"context": contexts, "question": ["who", "what", "q"],
                               "choices": choices}, verbose=0)
     # Serving takes the second segment whole: the question joined to each choice, as fine-tuning does.
@@ -126,7 +126,7 @@ def test_token_classifier(tmp_path, tokenizer):
     words = [["The", "quick", "fox"], ["Rain", "falls", "on", "the", "river", "bank"]]
     model = XLNetTokenClassifier(backbone(), num_classes=4,
                                  preprocessor=XLNetTokenClassifierPreprocessor(tokenizer, sequence_length=LENGTH))
-    serve = export(model, tmp_path, type="token_classification", num_classes=4,
+    serve = export(model, tmp_path, task_type="token_classification", num_classes=4,
                    label_names=["O", "B", "I", "X"])
     expected = model.predict(tf.ragged.constant(words), verbose=0)
     got = serve(text=tf.constant([" ".join(w) for w in words]))

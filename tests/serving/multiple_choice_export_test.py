@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.serving.conftest import CONFIG, LENGTH, SPIECE
+from tests.serving.conftest import LENGTH, export_task, tiny_backbone
 from xlnet_tf.serving.export_task_model import METADATA_FILE, export_task_model
 from xlnet_tf.serving.signature_custom_ops import signature_custom_ops
 
@@ -28,21 +28,13 @@ CHOICES = [
 
 @pytest.fixture(scope="module")
 def choice_export(tmp_path_factory):
-    from xlnet_tf.models.xlnet_config import XLNetConfig
-    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
     from xlnet_tf.models.xlnet_multiple_choice import XLNetMultipleChoice
-    from xlnet_tf.serving.export_task_workdir import export_task_workdir
 
-    root = tmp_path_factory.mktemp("choice")
-    model = XLNetMultipleChoice(XLNetBackbone(XLNetConfig(**CONFIG)), dropout=0.0)
-    model.build_with_dummy_inputs()
     # What `preprocessing_info` writes for a RACE-style fine-tuning run.
-    model.save_to_preset(str(root / "workdir" / "final"), vocabulary_file=SPIECE, preprocessing={
+    return export_task(tmp_path_factory.mktemp("choice"), XLNetMultipleChoice(tiny_backbone(), dropout=0.0), {
         "task_type": "multiple_choice", "sequence_length": LENGTH, "num_classes": NUM_CHOICES,
         "truncate": "keep_second", "second_max_length": SECOND_MAX_LENGTH,
         "text_fields": ["context", "question", "options"], "label_names": None})
-    path = export_task_workdir(str(root / "workdir"), str(root / "export"))
-    return model, path, tf.saved_model.load(path)
 
 
 def _training_features(tokenizer, contexts, choices):
@@ -118,7 +110,7 @@ def test_metadata_and_core_ops_only_ids_signature(choice_export):
     _, path, _ = choice_export
     with open(os.path.join(path, METADATA_FILE)) as f:
         info = json.load(f)
-    assert info["task"] == "multiple_choice" and info["num_choices"] == NUM_CHOICES
+    assert info["task_type"] == "multiple_choice" and info["num_choices"] == NUM_CHOICES
     assert info["signatures"]["serving_default"]["inputs"] == ["choices", "context"]
     assert info["signatures"]["serving_default"]["outputs"] == ["label", "logits", "probabilities"]
     assert signature_custom_ops(path)["serve_token_ids"] == []

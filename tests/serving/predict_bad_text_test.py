@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from xlnet_tf.cli import predict
 from xlnet_tf.cli.predict import main
+from xlnet_tf.serving import saved_model_predictor
 
 BAD = "caf\udce9 au lait"  # how Python hands over the argv bytes b"caf\xe9 au lait" (PEP 383)
 REPLACED = "caf\ufffd au lait"
@@ -52,7 +52,7 @@ def test_output_is_all_or_nothing(real_classifier_export, tmp_path, monkeypatch)
             raise RuntimeError("interrupted")
         return {"n": len(calls)}
 
-    monkeypatch.setattr(predict, "_format", failing_format)
+    monkeypatch.setattr(saved_model_predictor, "prediction_record", failing_format)
     with pytest.raises(RuntimeError, match="interrupted"):
         main(["--model", path, "a", "b", "c", "--pair", "x", "--output", str(out), "--batch-size", "2"])
     assert out.read_text() == "previous results\n"

@@ -47,6 +47,7 @@ def test_classifier_bad_inputs(real_classifier_export):
     np.testing.assert_allclose(serve([long_text + " and more"], ["short"])[0], batch[0], atol=1e-6, rtol=0)
 
 
+@pytest.mark.subprocess
 def test_fresh_process_loads_both_exports(real_classifier_export, real_span_export, tmp_path):
     _, cls_path, cls_loaded = real_classifier_export
     _, span_path, span_loaded = real_span_export
@@ -84,6 +85,7 @@ def test_fresh_process_loads_both_exports(real_classifier_export, real_span_expo
     assert out["span_text"] == [a.decode() for a in here_span["answer_text"].numpy()]
 
 
+@pytest.mark.subprocess
 def test_saved_model_cli_shows_both_signatures(real_span_export):
     _, path, _ = real_span_export
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")

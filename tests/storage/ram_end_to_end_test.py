@@ -96,13 +96,17 @@ def test_pretraining_killed_and_resumed_on_ram_ends_with_the_uninterrupted_weigh
     assert atomic_files.weights_file_attributes(backup)["xlnet_backup_epoch"] == 3
     gc.collect()  # Nothing of the first attempt's model survives into the second.
 
-    summary = run_pretraining(config, resumed, export=True)
+    summary = run_pretraining(config, resumed)
+    from xlnet_tf.serving.export_pretrained import export_pretrainer
+
+    export_pretrainer(summary["pretrainer"], os.path.join(resumed, "export"),
+                      vocabulary=summary["vocabulary"])
     assert summary["first_step"] == 6
     assert [m["step"] for m in _jsonl(os.path.join(resumed, "metrics.jsonl"))] == list(range(1, 13))
     checkpoint = "checkpoints/ckpt-00000012.weights.h5"
     assert_same_weights(_h5_arrays(os.path.join(resumed, checkpoint)),
                         _h5_arrays(os.path.join(reference, checkpoint)))
-    # The run's own export went to ram:// as well, and loads back from there.
+    # The export of the run's model went to ram:// as well, and loads back from there.
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 
     preset = os.path.join(resumed, "export", "preset")
@@ -126,7 +130,7 @@ def ram_preset():
     ones = np.ones((1, 4), "int32")
     backbone({"token_ids": ones, "segment_ids": ones * 0, "padding_mask": ones})
     path = _ram("preset")
-    backbone.save_to_preset(path, vocabulary=VOCABULARY)
+    backbone.save_to_preset(path, vocabulary_file=VOCABULARY)
     assert sorted(tf.io.gfile.listdir(path)) == ["assets", "config.json", "metadata.json", "model.weights.h5",
                                                  "spiece.model", "tokenizer.json"]
     return path
@@ -216,8 +220,8 @@ def test_beam_jobs_write_records_and_manifests_to_ram():
     DoFns see the same ram:// filesystem. With `--direct_num_workers N
     --direct_running_mode multi_processing` (or a distributed runner) every worker is its
     own process with its own empty ram://: there, use `gs://` (a real bucket) or a shared disk."""
-    from xlnet_tf.pipelines import finetuning_data, pretraining_data
-    from xlnet_tf.data.finetuning_records import finetuning_record_dataset, read_finetuning_manifest
+    from xlnet_tf.cli import prepare_finetuning, prepare_pretraining
+    from xlnet_tf.data.finetuning_record_dataset import finetuning_record_dataset, read_finetuning_manifest
     from xlnet_tf.data.pretraining_records import PretrainingRecords
 
     inputs, vocabulary = _ram("inputs"), _ram("vocab") + "/spiece.model"
@@ -225,7 +229,7 @@ def test_beam_jobs_write_records_and_manifests_to_ram():
     corpus = "\n\n".join(f"the old house {i} was by the river.\nit was a fine day." for i in range(30))
     atomic_files.write_text(f"{inputs}/corpus.txt", corpus + "\n")
     output = _ram("pretraining-records")
-    result = pretraining_data.run(["--input", f"{inputs}/*.txt", "--vocab", vocabulary,
+    result = prepare_pretraining.run(["--input", f"{inputs}/*.txt", "--vocab", vocabulary,
                                    "--output_dir", output, "--num_shards", "2", "--chunk_length", "16"])
     assert sorted(tf.io.gfile.listdir(output)) == [
         "manifest.json", "pretrain-00000-of-00002.tfrecord", "pretrain-00001-of-00002.tfrecord"]
@@ -238,10 +242,10 @@ def test_beam_jobs_write_records_and_manifests_to_ram():
 
     atomic_files.write_text(f"{inputs}/train.jsonl", sentiment_jsonl(10, 2))
     output = _ram("finetuning-records")
-    manifest = finetuning_data.run(["--task_type", "classification", "--input",
-                                    f"train={inputs}/train.jsonl", "--vocab", vocabulary,
-                                    "--sequence_length", "16", "--num_shards", "2",
-                                    "--output_dir", output])
+    manifest = prepare_finetuning.run(["--task_type", "classification", "--input",
+                                       f"train={inputs}/train.jsonl", "--vocab", vocabulary,
+                                       "--sequence_length", "16", "--num_shards", "2",
+                                       "--output_dir", output])
     # The per-shard counts went through gfile (Beam's WriteToText knows no ram://) and are gone.
     assert sorted(tf.io.gfile.listdir(output)) == [
         "manifest.json", "train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord"]

@@ -46,6 +46,7 @@ def test_released_after_an_exception(tmp_path):
     assert os.listdir(workdir) == []
 
 
+@pytest.mark.subprocess
 def test_dead_holder_is_taken_over_with_a_warning(tmp_path):
     path = tmp_path / LOCK_FILE
     pid = _dead_pid()
@@ -59,6 +60,7 @@ def test_dead_holder_is_taken_over_with_a_warning(tmp_path):
     assert not path.exists()
 
 
+@pytest.mark.subprocess
 def test_holder_on_another_host_is_never_taken_over(tmp_path):
     (tmp_path / LOCK_FILE).write_text(json.dumps(
         {"host": "other-machine", "pid": _dead_pid(), "start_time": "t0", "command": "c"}))

@@ -91,12 +91,12 @@ def test_cli_learning_rate_error_writes_nothing(tmp_path, capsys, records):
 @pytest.mark.parametrize("overrides, message", [
     (["data.perm_size=3"], "data.perm_size=3 must divide model.reuse_length=8"),
     (["data.perm_size=6", "model.reuse_length=6"],
-     "data.perm_size=6 must divide data.seq_length - model.reuse_length=10"),
+     "data.perm_size=6 must divide data.sequence_length - model.reuse_length=10"),
     (["model.reuse_length=12", "model.memory_length=12"],
-     "data.seq_length=16 must exceed model.reuse_length=12 by at least 5"),
+     "data.sequence_length=16 must exceed model.reuse_length=12 by at least 5"),
     (["data.num_predict=17"], "data.num_predict (17) exceeds the new part"),
     (["model.reuse_length=0", "data.perm_size=8", "data.num_predict=4", "model.memory_length=0",
-      "data.seq_length=16"], None),
+      "data.sequence_length=16"], None),
     (["model.bi_data=true", "training.global_batch_size=3", "training.train_steps=8"],
      "model.bi_data needs an even per-replica batch"),
 ])

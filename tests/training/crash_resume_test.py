@@ -24,7 +24,7 @@ from tests.training.helpers import cyclic_tokens, write_records
 from tests.training.subprocess_runs import (REPO, environment, kill_at_backup_epoch, metrics,
                                             pretrain_command)
 from xlnet_tf.cli import pretrain as pretrain_cli
-from xlnet_tf.serving import export_pretrained as export
+from xlnet_tf.cli import export
 from xlnet_tf.storage import atomic_files
 
 TRAIN_STEPS, STEPS_PER_EPOCH = 12, 2
@@ -92,6 +92,7 @@ def _damage(workdir, kind):
     return epoch * STEPS_PER_EPOCH, os.path.join(workdir, "metrics.jsonl")
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["backup weights", "backup metadata", "checkpoint", "memory state",
                                   "config.yaml", "metrics.jsonl"])

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.training.helpers import as_dataset, require_two_cpus, synthetic_batches, tiny_config
+from tests.training.helpers import as_dataset, synthetic_batches, tiny_config
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import BACKBONE_INPUTS, XLNetPretrainer
 from xlnet_tf.optimizers import create_optimizer
@@ -51,11 +51,10 @@ def _train(strategy, batches, weights=None):
 
 
 @pytest.fixture(scope="module")
-def runs():
-    require_two_cpus()
+def runs(two_cpu_devices):
     batches = synthetic_batches(STEPS, GLOBAL_BATCH, seed=1)
     single = _train(tf.distribute.OneDeviceStrategy("/cpu:0"), batches)
-    mirrored = _train(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]), batches,
+    mirrored = _train(tf.distribute.MirroredStrategy(two_cpu_devices), batches,
                       weights=single[1])
     return batches, single, mirrored
 

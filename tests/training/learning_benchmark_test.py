@@ -72,11 +72,11 @@ def test_pretraining_learns_the_synthetic_language(tmp_path):
     config = lb.run_config(records, vocabulary, 40, 300, [
         "model.num_layers=2", "model.num_heads=2", "model.head_dim=16", "model.hidden_dim=32",
         "model.intermediate_dim=64", "model.memory_length=0", "model.reuse_length=0",
-        "model.bi_data=false", "data.seq_length=32", "data.num_predict=6", "data.perm_size=32",
+        "model.bi_data=false", "data.sequence_length=32", "data.num_predict=6", "data.perm_size=32",
         "optimizer.learning_rate=0.003", "optimizer.warmup_steps=20",
         "training.steps_per_epoch=50", "training.steps_per_execution=10"])
     pretrainer, losses, _ = lb.train_ours(config, str(tmp_path / "run"))
-    windows = lb.heldout_windows(language, spellings, seq_length=32, count=64, seed=0,
+    windows = lb.heldout_windows(language, spellings, sequence_length=32, count=64, seed=0,
                                  special_ids=SPECIAL)
     chain, independent = lb.score_ours(pretrainer, windows)
     stats = lb.piece_statistics(language, spellings)

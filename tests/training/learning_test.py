@@ -16,7 +16,7 @@ LEARNING_RUN = [
     "model.vocabulary_size=200", "model.num_layers=2", "model.num_heads=2", "model.head_dim=16",
     "model.hidden_dim=32", "model.intermediate_dim=64", "model.memory_length=16",
     "model.reuse_length=16", "model.bi_data=true", "model.dropout=0.0",
-    "model.attention_dropout=0.0", "model.initializer_range=0.1", "data.seq_length=32",
+    "model.attention_dropout=0.0", "model.initializer_range=0.1", "data.sequence_length=32",
     "data.num_predict=6",
     "data.perm_size=16", "optimizer.learning_rate=0.01", "optimizer.warmup_steps=20",
     "optimizer.weight_decay=0.0", "training.global_batch_size=8", "training.train_steps=320",

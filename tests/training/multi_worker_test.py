@@ -16,6 +16,7 @@ from tests.training.subprocess_runs import (REPO, assert_same_weights, environme
                                             free_ports, metrics, pretrain_command, tf_config)
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_two_workers_match_one_device(tmp_path):
     records = write_records(str(tmp_path / "records"), cyclic_tokens(4000), vocabulary_size=40)

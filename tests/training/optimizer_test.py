@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.training.helpers import as_dataset, require_two_cpus, synthetic_batches, tiny_config
+from tests.training.helpers import as_dataset, synthetic_batches, tiny_config
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 from xlnet_tf.optimizers import create_optimizer
@@ -103,8 +103,6 @@ def test_fused_fit_matches_keras_update_with_accumulation():
                  _train(False, accumulation_steps=2, batch_size=2))
 
 
-def test_fused_fit_on_two_replicas_matches_one_device():
-    require_two_cpus()
-    strategy = tf.distribute.MirroredStrategy(
-        [d.name for d in tf.config.list_logical_devices("CPU")[:2]])
+def test_fused_fit_on_two_replicas_matches_one_device(two_cpu_devices):
+    strategy = tf.distribute.MirroredStrategy(two_cpu_devices)
     _assert_same(_train(True, strategy), _train(False))

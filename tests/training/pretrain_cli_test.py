@@ -10,7 +10,7 @@ import yaml
 
 from tests.training.helpers import TINY_RUN, cyclic_tokens, write_records
 from xlnet_tf.cli import pretrain as pretrain_cli
-from xlnet_tf.serving import export_pretrained as export
+from xlnet_tf.cli import export
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 

@@ -4,15 +4,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.training.helpers import require_two_cpus
 from xlnet_tf.models.recurrence_memory import RecurrenceMemory
 
 SHAPE = dict(per_replica_batch_size=2, num_layers=1, memory_length=3, hidden_dim=4)
 
 
-def _mirrored():
-    require_two_cpus()
-    return tf.distribute.MirroredStrategy([d.name for d in tf.config.list_logical_devices("CPU")[:2]])
+@pytest.fixture
+def mirrored(two_cpu_devices):
+    return tf.distribute.MirroredStrategy(two_cpu_devices)
 
 
 def _filled(strategy):
@@ -27,8 +26,8 @@ def _filled(strategy):
     return memory
 
 
-def test_each_replica_gets_its_own_memory_back(tmp_path):
-    strategy = _mirrored()
+def test_each_replica_gets_its_own_memory_back(tmp_path, mirrored):
+    strategy = mirrored
     memory = _filled(strategy)
     path = str(tmp_path / "memory.npz")
     memory.save(path)
@@ -42,8 +41,8 @@ def test_each_replica_gets_its_own_memory_back(tmp_path):
     assert [int(s.numpy()) for s in steps] == [3, 3]
 
 
-def test_a_memory_that_does_not_fit_is_refused_by_name(tmp_path):
-    strategy = _mirrored()
+def test_a_memory_that_does_not_fit_is_refused_by_name(tmp_path, mirrored):
+    strategy = mirrored
     path = str(tmp_path / "memory.npz")
     _filled(strategy).save(path)
     other_shape = RecurrenceMemory(strategy=strategy, **dict(SHAPE, memory_length=5))

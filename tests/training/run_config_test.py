@@ -65,13 +65,16 @@ def test_overrides_are_strict_and_last():
         load_run_config([], ["optimizer.learning_rate=fast", "training.global_batch_size=2"])
     with pytest.raises(ConfigError, match="multiple of training.steps_per_epoch"):
         load_run_config([], ["training.train_steps=150", "training.global_batch_size=2"])
+    with pytest.raises(ConfigError, match="data.mask_alpha must be >= 1, got 0"):
+        load_run_config([], ["data.mask_alpha=0", "training.global_batch_size=2"])
+    assert config.data.mask_alpha == 4  # the tiny config's: 32 of 128 tokens are targets
 
 
 @pytest.mark.parametrize("name", ["tiny", "base", "large"])
 def test_shipped_configs_load(name):
     config = load_run_config([os.path.join(REPO, "configs", "pretrain", f"{name}.yaml")])
     if name != "tiny":
-        assert (config.data.seq_length, config.model.reuse_length, config.model.memory_length,
+        assert (config.data.sequence_length, config.model.reuse_length, config.model.memory_length,
                 config.data.num_predict, config.data.perm_size, config.model.bi_data) == (
                     512, 256, 384, 85, 256, True)
         assert config.optimizer.adam_epsilon == 1e-6
@@ -80,3 +83,24 @@ def test_shipped_configs_load(name):
 def test_packaged_tiny_config_is_the_configs_one():
     packaged = os.path.join(REPO, "xlnet_tf", "resources", "pretrain_tiny.yaml")
     assert open(packaged).read() == open(os.path.join(REPO, "configs", "pretrain", "tiny.yaml")).read()
+
+
+def test_old_sequence_length_key_is_read_with_a_deprecation_warning(tmp_path):
+    """`data.seq_length` (before `sequence_length`) keeps working for one release, in a file or in --set."""
+    old = tmp_path / "old.yaml"
+    old.write_text("data:\n  seq_length: 64\n")
+    tiny = os.path.join(REPO, "configs", "pretrain", "tiny.yaml")
+    settings = ["data.num_predict=10", "data.perm_size=16", "model.reuse_length=32"]
+    with pytest.warns(FutureWarning, match=r"old.yaml: data.seq_length is deprecated; use data.sequence_length"):
+        from_file = load_run_config([tiny, str(old)], settings)
+    with pytest.warns(FutureWarning, match=r"data.seq_length is deprecated; use data.sequence_length"):
+        from_flag = load_run_config([tiny], ["data.seq_length=64", *settings])
+    assert from_file.data.sequence_length == from_flag.data.sequence_length == 64
+    assert "seq_length" not in from_file.to_yaml()  # the resolved config has the new name only
+
+
+def test_both_spellings_of_sequence_length_in_one_source_is_an_error(tmp_path):
+    both = tmp_path / "both.yaml"
+    both.write_text("data:\n  seq_length: 64\n  sequence_length: 128\n")
+    with pytest.raises(ConfigError, match=r"both data.seq_length .* and data.sequence_length"):
+        load_run_config([str(both)], ["training.global_batch_size=8"])

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.training.helpers import as_dataset, require_two_cpus, synthetic_batches, tiny_config
+from tests.training.helpers import as_dataset, synthetic_batches, tiny_config
 from xlnet_tf.layers.seeded_dropout import micro_batch_counter, step_dropout_seed
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import BACKBONE_INPUTS, XLNetPretrainer
@@ -61,9 +61,8 @@ def test_inference_is_unchanged():
     assert np.abs(trained - model(features, training=False)["logits"].numpy()).max() > 1e-3
 
 
-def test_replicas_draw_different_masks():
-    require_two_cpus()
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+def test_replicas_draw_different_masks(two_cpu_devices):
+    strategy = tf.distribute.MirroredStrategy(two_cpu_devices)
     seeds = strategy.run(lambda: step_dropout_seed(7, tf.constant(3, tf.int64)))
     replica_0, replica_1 = [s.numpy() for s in strategy.experimental_local_results(seeds)]
     assert (replica_0 != replica_1).any()

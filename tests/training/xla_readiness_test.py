@@ -56,7 +56,7 @@ def _pretrainer_and_batch(config, records):
     m, d, t, o = config.model, config.data, config.training, config.optimizer
     per_replica = 2  # bi_data needs an even per-replica batch.
     batch = next(iter(pretraining_dataset(
-        records, seq_length=d.seq_length, reuse_length=m.reuse_length, num_predict=d.num_predict,
+        records, sequence_length=d.sequence_length, reuse_length=m.reuse_length, num_predict=d.num_predict,
         perm_size=d.perm_size, batch_size=per_replica, bi_data=m.bi_data, seed=0,
         sentencepiece_model=None)))
     keras.utils.set_random_seed(0)
@@ -97,7 +97,7 @@ def _assert_step_holds_the_whole_update(report, model, unused=()):
 def test_pretraining_step_is_one_xla_computation_at_the_config_sequence_settings(name, records):
     config = _tiny_run_config(name)
     assert config.training.jit_compile and config.model.bi_data
-    assert (config.data.seq_length, config.model.reuse_length, config.model.memory_length,
+    assert (config.data.sequence_length, config.model.reuse_length, config.model.memory_length,
             config.data.num_predict, config.data.perm_size) == (512, 256, 384, 85, 256)
     model, batch = _pretrainer_and_batch(config, records)
     assert batch["perm_mask"].shape == (2, 512, 512)
@@ -117,7 +117,7 @@ def test_pretraining_xla_step_runs_and_updates_weights_optimizer_and_memory(reco
     # ratios scaled down 8x (seq 64, reuse 32, memory 48, 11 predictions, blocks of 32).
     config = _tiny_run_config(
         "base", model={"reuse_length": 32, "memory_length": 48},
-        data={"seq_length": 64, "num_predict": 11, "perm_size": 32},
+        data={"sequence_length": 64, "num_predict": 11, "perm_size": 32},
         optimizer={"warmup_steps": 0})  # Warmup would make the first update zero.
     model, batch = _pretrainer_and_batch(config, records)
     step = _the_one_xla_step(model)
@@ -137,7 +137,7 @@ def _finetuning_model(task_type, sequence_length, batch_size):
     # Fine-tuning reads no memory and no backward copies (as the original run_classifier/run_squad).
     config = dataclasses.replace(_tiny_run_config("base").model, bi_data=False, memory_length=0)
     backbone = XLNetBackbone(config, dtype="mixed_bfloat16")
-    task = types.SimpleNamespace(type=task_type, num_classes=3, start_n_top=5, end_n_top=5,
+    task = types.SimpleNamespace(task_type=task_type, num_classes=3, start_n_top=5, end_n_top=5,
                                  head_dropout=0.1)
     model = build_task_model(task, backbone)
     model.build_with_dummy_inputs()

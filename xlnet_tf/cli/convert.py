@@ -1,15 +1,16 @@
 """`xlnet-tf convert`: an original TF1 or Hugging Face checkpoint -> a preset directory."""
 
-import argparse
 import sys
 
+from xlnet_tf.cli.command_parser import CommandParser
 from xlnet_tf.convert.conversion_error import ConversionError
+from xlnet_tf.convert.write_preset import write_preset
 
 VERIFY_TOLERANCE = 1e-4
 
 
 def _parser():
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="xlnet-tf convert",
         description="Convert an XLNet checkpoint into a preset directory "
                     "in keras-hub's layout (config.json, model.weights.h5, metadata.json, "
@@ -27,27 +28,6 @@ def _parser():
                         help="run the converted model next to the source on a random batch and fail if the "
                              f"max abs logit difference exceeds {VERIFY_TOLERANCE:g}.")
     return parser
-
-
-def write_preset(pretrainer, output, vocabulary=None):
-    """Saves the converted preset to `output` so that an interrupted run never leaves half a preset.
-
-    The preset is in keras-hub's layout (`XLNetPretrainer.save_to_preset`), so
-    `keras_hub.upload_preset` and every `from_preset` take it.
-
-    A new `output` directory is written under a temporary sibling name and renamed
-    when complete; into an existing directory each file is written atomically.
-    """
-    import tensorflow as tf
-
-    from xlnet_tf.storage import atomic_files
-
-    if tf.io.gfile.exists(output):
-        pretrainer.save_to_preset(output, vocabulary=vocabulary)
-    else:
-        atomic_files.replace_directory(
-            lambda directory: pretrainer.save_to_preset(directory, vocabulary=vocabulary), output)
-    return output
 
 
 def main(argv=None):

@@ -9,14 +9,14 @@ Run the same command again after an interruption to resume. The fine-tuned
 model lands in `WORKDIR/final/` (a task preset) for `xlnet-tf export`.
 """
 
-import argparse
 import sys
 
+from xlnet_tf.cli.command_parser import CommandParser
 from xlnet_tf.cli.run_arguments import add_run_arguments, resolve_run_config
 
 
 def _parser():
-    parser = argparse.ArgumentParser(prog="xlnet-tf finetune", description=(
+    parser = CommandParser(prog="xlnet-tf finetune", description=(
         "Fine-tune an XLNet preset on a task (TFDS dataset or local JSONL/CSV/SQuAD files). YAML "
         "configs are sparse overrides applied in order; --set section.key=value comes last. "
         "Re-running the same command resumes."))

@@ -14,15 +14,15 @@ import sys
 
 COMMANDS = {
     "convert": ("xlnet_tf.cli.convert:main", "checkpoint conversion (tf1 | transformers) to a preset directory"),
-    "vocab": ("xlnet_tf.tokenizer_training:main", "train a SentencePiece vocabulary with XLNet's special ids"),
-    "prepare-pretraining": ("xlnet_tf.pipelines.pretraining_data:main", "Beam job: raw text / TFDS -> pretraining TFRecords"),
+    "vocab": ("xlnet_tf.cli.vocab:main", "train a SentencePiece vocabulary with XLNet's special ids"),
+    "prepare-pretraining": ("xlnet_tf.cli.prepare_pretraining:main", "Beam job: raw text / TFDS -> pretraining TFRecords"),
     "pretrain": ("xlnet_tf.cli.pretrain:main", "pretrain with model.fit"),
     "quickstart": ("xlnet_tf.cli.quickstart:main", "the whole main job on a built-in corpus (vocab, records, pretrain, export)"),
     "finetune": ("xlnet_tf.cli.finetune:main", "fine-tune a task model"),
-    "prepare-finetuning": ("xlnet_tf.pipelines.finetuning_data:main", "Beam job: JSONL/CSV/TFDS -> fine-tuning TFRecords"),
-    "export": ("xlnet_tf.serving.export_pretrained:main", "export a SavedModel from a work directory or preset"),
+    "prepare-finetuning": ("xlnet_tf.cli.prepare_finetuning:main", "Beam job: JSONL/CSV/TFDS -> fine-tuning TFRecords"),
+    "export": ("xlnet_tf.cli.export:main", "export a SavedModel from a work directory or preset"),
     "predict": ("xlnet_tf.cli.predict:main", "run an exported SavedModel on text"),
-    "configs": ("xlnet_tf.cli.run_arguments:configs_main", "list the shipped run configs (names for --config)"),
+    "configs": ("xlnet_tf.cli.configs:main", "list the shipped run configs (names for --config)"),
     "presets": ("xlnet_tf.cli.presets:main", "list the named presets; --download NAME fetches, checks and converts one"),
 }
 

@@ -9,7 +9,9 @@ Examples:
 
 Only the SavedModel is used (its `serving_default` signature: tokenizer and
 packer run inside the graph), so the output is what a TensorFlow Serving
-deployment of the same directory answers.
+deployment of the same directory answers. The model is run by
+`xlnet_tf.serving.saved_model_predictor.SavedModelPredictor`; this module turns
+TEXT arguments and --jsonl lines into its rows and prints its records.
 
 Invalid UTF-8 (in TEXT arguments or --jsonl lines): each undecodable byte
 sequence is replaced with U+FFFD before the model (what the SavedModel itself
@@ -18,15 +20,11 @@ input; the output is always valid UTF-8 JSON. `--output` is written atomically
 once every prediction is done (a failed run leaves no partial file).
 """
 
-import argparse
 import json
-import os
 import sys
 
-METADATA_FILE = "xlnet_tf_serving.json"
-# Per task: the strings-in signature's two inputs (first, second).
-INPUT_NAMES = {"span": ("context", "question"), "multiple_choice": ("context", "choices")}
-DEFAULT_INPUTS = ("text", "text_pair")
+from xlnet_tf.cli.command_parser import CommandParser
+
 REPLACEMENT = "\ufffd"
 
 
@@ -52,7 +50,7 @@ def _clean(text, where, warnings):
 
 
 def _parser():
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="xlnet-tf predict",
         description="Run an exported XLNet task SavedModel on text; one JSON object per input on stdout.",
     )
@@ -78,14 +76,6 @@ def _gfile():
     import tensorflow as tf
 
     return tf.io.gfile
-
-
-def _read_metadata(model_dir):
-    path = os.path.join(model_dir, METADATA_FILE)
-    if not _gfile().exists(path):
-        return {}
-    with _gfile().GFile(path, "r") as f:
-        return json.load(f)
 
 
 def _jsonl_lines(path, warnings):
@@ -168,89 +158,28 @@ def _inputs(args, first, second, has_pair, warnings):
     return rows
 
 
-def _to_python(value):
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    if hasattr(value, "tolist"):
-        return _to_python(value.tolist())
-    if isinstance(value, list):
-        return [_to_python(v) for v in value]
-    if isinstance(value, float):
-        return value if value == value and abs(value) != float("inf") else None
-    return value
-
-
-def _format(task, row, outputs, index, label_names, top_k):
-    text, pair = row
-    if task == "span":
-        record = {"context": text, "question": pair}
-    elif task == "multiple_choice":
-        record = {"context": text, "choices": pair}
-    else:
-        record = {"text": text}
-    if task not in ("span", "multiple_choice") and pair is not None:
-        record["text_pair"] = pair
-    pick = {k: v[index] for k, v in outputs.items()}
-    if task in ("classification", "multiple_choice"):
-        probabilities = pick["probabilities"].tolist()
-        record["label"] = int(pick["label"])
-        if "label_name" in pick:
-            record["label_name"] = _to_python(pick["label_name"])
-        record["probabilities"] = probabilities
-        if top_k > 0:
-            order = sorted(range(len(probabilities)), key=lambda k: -probabilities[k])[:top_k]
-            record["top_k"] = [
-                {"label": k, **({"label_name": label_names[k]} if label_names else {}), "probability": probabilities[k]}
-                for k in order
-            ]
-    elif task == "regression":
-        record["score"] = float(pick["score"])
-    elif task == "token_classification":
-        keep = [i for i, piece in enumerate(pick["pieces"].tolist()) if piece]
-        record["pieces"] = [_to_python(pick["pieces"][i]) for i in keep]
-        record["labels"] = [int(pick["labels"][i]) for i in keep]
-        if "label_names" in pick:
-            record["label_names"] = [_to_python(pick["label_names"][i]) for i in keep]
-    else:
-        record["answer"] = _to_python(pick["answer_text"])
-        record["answer_start"] = int(pick["answer_start"])
-        record["answer_end"] = int(pick["answer_end"])
-        record["score"] = _to_python(float(pick["score"]))
-        record["null_score"] = float(pick["null_score"])
-    return record
-
-
 def main(argv=None):
     """Entry point of `xlnet-tf predict`; returns the exit code."""
     args = _parser().parse_args(argv)
     if args.batch_size < 1:
         print("xlnet-tf predict: --batch-size must be >= 1.", file=sys.stderr)
         return 2
-    if not _gfile().exists(os.path.join(args.model, "saved_model.pb")):
-        print(f"xlnet-tf predict: {args.model!r} is not a SavedModel directory (no saved_model.pb).", file=sys.stderr)
-        return 2
-    metadata = _read_metadata(args.model)
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops of the strings-in signature)
+    from xlnet_tf.serving.saved_model_predictor import SavedModelPredictor
 
-    loaded = tf.saved_model.load(args.model)
-    signature = loaded.signatures.get("serving_default")
-    input_names = sorted(signature.structured_input_signature[1]) if signature is not None else []
-    if signature is None or any(name in input_names for name in ("token_ids",)):
-        print(f"xlnet-tf predict: {args.model!r} has no strings-in `serving_default` signature (it was exported "
-              "ids-only); re-export with the text signature.", file=sys.stderr)
+    try:
+        predictor = SavedModelPredictor(args.model)
+    except ValueError as e:
+        print(f"xlnet-tf predict: {e}", file=sys.stderr)
         return 2
-    task = metadata.get("task") or ("span" if "context" in input_names else "classification")
-    first, second = INPUT_NAMES.get(task, DEFAULT_INPUTS)
-    has_pair = second in input_names
+    first, second = predictor.input_names
     warnings = []
     try:
-        if task == "multiple_choice":
-            rows = _choice_inputs(args, int(metadata.get("num_choices") or 0), warnings)
+        if predictor.task == "multiple_choice":
+            rows = _choice_inputs(args, predictor.num_choices, warnings)
         elif args.choice:
             raise ValueError("--choice is only for multiple-choice models.")
         else:
-            rows = _inputs(args, first, second, has_pair, warnings)
+            rows = _inputs(args, first, second, predictor.has_pair, warnings)
     except (ValueError, OSError) as e:
         print(f"xlnet-tf predict: {e}", file=sys.stderr)
         return 2
@@ -259,22 +188,12 @@ def main(argv=None):
               "was replaced with U+FFFD before the model.", file=sys.stderr)
 
     lines = []
-    for start in range(0, len(rows), args.batch_size):
-        batch = rows[start : start + args.batch_size]
-        feed = {first: tf.constant([t.encode("utf-8") for t, _ in batch], tf.string)}
-        if task == "multiple_choice":
-            feed[second] = tf.constant(
-                [[c.encode("utf-8") for c in choices] for _, choices in batch], tf.string)
-        elif has_pair:
-            feed[second] = tf.constant([p.encode("utf-8") for _, p in batch], tf.string)
-        outputs = {k: v.numpy() for k, v in signature(**feed).items()}
-        for i, row in enumerate(batch):
-            record = _format(task, row, outputs, i, metadata.get("label_names"), args.top_k)
-            line = json.dumps(record, ensure_ascii=False) + "\n"
-            if args.output:
-                lines.append(line)
-            else:
-                sys.stdout.write(line)
+    for record in predictor.predict(rows, batch_size=args.batch_size, top_k=args.top_k):
+        line = json.dumps(record, ensure_ascii=False) + "\n"
+        if args.output:
+            lines.append(line)
+        else:
+            sys.stdout.write(line)
     if args.output:
         from xlnet_tf.storage.atomic_files import write_text
 

@@ -1,8 +1,8 @@
 """`xlnet-tf presets`: list the named presets, or download (and convert) one."""
 
-import argparse
 import sys
 
+from xlnet_tf.cli.command_parser import CommandParser
 from xlnet_tf.presets import preset_cache
 from xlnet_tf.presets.preset_error import PresetError
 from xlnet_tf.presets import preset_registry
@@ -10,7 +10,7 @@ from xlnet_tf.presets.preset_registry import HF_BASE_URL_ENV, RELEASE_BASE_URL_E
 
 
 def _parser():
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="xlnet-tf presets",
         description="List the named presets (name, source, approximate download size, cached or not), or "
                     "download, check, convert and cache one with --download. Cache: "

@@ -8,14 +8,14 @@ Example:
 Run the same command again after any interruption to resume.
 """
 
-import argparse
 import sys
 
+from xlnet_tf.cli.command_parser import CommandParser
 from xlnet_tf.cli.run_arguments import add_run_arguments, resolve_run_config
 
 
 def _parser():
-    parser = argparse.ArgumentParser(prog="xlnet-tf pretrain", description=(
+    parser = CommandParser(prog="xlnet-tf pretrain", description=(
         "Pretrain XLNet with model.fit. YAML configs are sparse overrides applied in order; "
         "--set section.key=value overrides come last. Re-running the same command resumes."))
     add_run_arguments(parser, "run config", "pretrain")
@@ -37,14 +37,21 @@ def main(argv=None) -> int:
     from xlnet_tf.training.strategy import StrategyError
 
     try:
-        summary = run_pretraining(config, args.workdir, export=not args.no_export)
+        summary = run_pretraining(config, args.workdir)
     except (ConfigError, StrategyError) as e:
         print(f"xlnet-tf pretrain: {e}", file=sys.stderr)
         return 2
     final = ", ".join(f"{k} {v:.4f}" for k, v in summary["final"].items())
     print(f"Done: {summary['train_steps']} steps on {summary['replicas']} replica(s); {final}.")
-    for key, path in summary.get("export", {}).items():
-        print(f"{key}: {path}")
+    if not args.no_export and summary.get("pretrainer") is not None:  # The chief exports.
+        import os
+
+        from xlnet_tf.serving.export_pretrained import export_pretrainer
+
+        exported = export_pretrainer(summary["pretrainer"], os.path.join(args.workdir, "export"),
+                                     vocabulary=summary["vocabulary"])
+        for key, path in exported.items():
+            print(f"{key}: {path}")
     return 0
 
 

@@ -4,8 +4,10 @@
 
 1. corpus: by default the English docstrings of the installed Python standard
    library (`xlnet_tf.builtin_corpus`); or `--input FILES` / `--input tfds:NAME`;
-2. vocabulary: `xlnet-tf vocab` (SentencePiece unigram with XLNet's special ids);
-3. records: `xlnet-tf prepare-pretraining` (Beam, DirectRunner);
+2. vocabulary: what `xlnet-tf vocab` runs, `train_vocabulary` (SentencePiece unigram with
+   XLNet's special ids);
+3. records: what `xlnet-tf prepare-pretraining` runs, the Beam job's
+   `prepare_pretraining_data` (DirectRunner);
 4. pretraining: the tiny model of `configs/pretrain/tiny.yaml` (`--config tiny`) for `--minutes`
    on this machine's CPU, printing the loss as it falls;
 5. export: a preset directory and a SavedModel.
@@ -14,12 +16,15 @@ Every stage is skipped when its output already exists, so running the command
 again after an interruption continues where it stopped.
 """
 
-import argparse
 import json
 import os
 import shlex
 import sys
 import time
+
+from xlnet_tf.cli.command_parser import CommandParser
+from xlnet_tf.formats.pretraining_records import MANIFEST_FILE as RECORDS_MANIFEST_FILE
+from xlnet_tf.formats.preset_files import VOCABULARY_FILE
 
 DEFAULT_WORKDIR = "xlnet_quickstart"
 TINY_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "resources",
@@ -31,7 +36,7 @@ def _stage(title):
 
 
 def _parser():
-    parser = argparse.ArgumentParser(prog="xlnet-tf quickstart", description=(
+    parser = CommandParser(prog="xlnet-tf quickstart", description=(
         "Train a vocabulary, prepare records, pretrain a tiny XLNet for a few minutes and export "
         "it, offline. The default corpus is the English documentation of the installed Python "
         "standard library."))
@@ -95,34 +100,42 @@ def main(argv=None) -> int:
         inputs = [corpus]
 
     # 2. Vocabulary.
-    vocabulary = os.path.join(workdir, "spiece.model")
+    vocabulary = os.path.join(workdir, VOCABULARY_FILE)
     vocab_inputs = [i for i in inputs if not i.startswith("tfds:")]
     if not os.path.exists(vocabulary):
         _stage(f"2/5 vocabulary: SentencePiece unigram, {args.vocab_size} pieces")
         if not vocab_inputs:
             # A TFDS-only run trains its vocabulary on the records' source text dumped first.
             vocab_inputs = [_dump_tfds_text(inputs, os.path.join(workdir, "corpus"))]
-        from xlnet_tf.tokenizer_training import main as vocab_main
+        from xlnet_tf.tokenizer_training import VocabularyTrainingError, train_vocabulary
 
-        code = vocab_main(["--input", *vocab_inputs, "--vocab-size", str(args.vocab_size),
-                           "--output", vocabulary])
-        if code:
-            return code
+        try:
+            trained = train_vocabulary(vocab_inputs, args.vocab_size, vocabulary)
+        except VocabularyTrainingError as e:
+            print(f"xlnet-tf quickstart: error: {e}", file=sys.stderr)
+            return 2
+        print(f"{trained['vocabulary_size']} pieces from {trained['sentences']} sentences -> {vocabulary}")
     import sentencepiece as spm
 
     vocabulary_size = spm.SentencePieceProcessor(model_file=vocabulary).get_piece_size()
 
     # 3. Records.
     records = os.path.join(workdir, "records")
-    if not os.path.exists(os.path.join(records, "manifest.json")):
+    if not os.path.exists(os.path.join(records, RECORDS_MANIFEST_FILE)):
         _stage("3/5 records: xlnet-tf prepare-pretraining (Beam DirectRunner)")
-        from xlnet_tf.pipelines.pretraining_data import main as prepare_main
+        from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
+        from xlnet_tf.pipelines.pretraining_data import prepare_pretraining_data
 
-        code = prepare_main(["--input", *inputs, "--output_dir", records, "--vocab", vocabulary,
-                             "--num_shards", "2", "--chunk_length", "512", "--overwrite"])
-        if code:
-            return code
-    with open(os.path.join(records, "manifest.json")) as f:
+        try:
+            job = prepare_pretraining_data(inputs, records, vocabulary, num_shards=2, chunk_length=512,
+                                           overwrite=True)
+        except PipelineInputError as e:
+            print(f"xlnet-tf quickstart: error: {e}", file=sys.stderr)
+            return 2
+        documents = job.manifest["documents"]
+        print(f"{documents['written']} of {documents['read']} documents written (skipped "
+              f"{documents['skipped']})")
+    with open(os.path.join(records, RECORDS_MANIFEST_FILE)) as f:
         manifest = json.load(f)
     print(f"records: {manifest['num_tokens']} tokens in {manifest['num_shards']} shards")
 
@@ -136,13 +149,16 @@ def main(argv=None) -> int:
         f"data.train_files={records}", f"data.vocabulary={vocabulary}",
         f"model.vocabulary_size={vocabulary_size}", "distribution.strategy=one_device",
     ] + list(args.overrides))
-    summary = run_pretraining(config, run_dir, export=True,
-                              extra_callbacks=[time_budget(args.minutes * 60)])
+    summary = run_pretraining(config, run_dir, extra_callbacks=[time_budget(args.minutes * 60)])
     lines = [json.loads(l) for l in open(os.path.join(run_dir, "metrics.jsonl")) if l.strip()]
 
-    # 5. Export (written by run_pretraining).
+    # 5. Export of the trained model.
     _stage("5/5 export")
-    for key, path in summary.get("export", {}).items():
+    from xlnet_tf.serving.export_pretrained import export_pretrainer
+
+    summary["export"] = export_pretrainer(summary["pretrainer"], os.path.join(run_dir, "export"),
+                                          vocabulary=summary["vocabulary"])
+    for key, path in summary["export"].items():
         print(f"{key}: {path}")
     if lines:
         first, last = lines[0], lines[-1]

@@ -10,7 +10,8 @@ resolved config in the work directory records it like any other setting.
 import os
 import sys
 
-STRATEGY_CHOICES = ("auto", "tpu", "mirrored", "multi_worker", "one_device")
+from xlnet_tf.training.strategy import STRATEGIES as STRATEGY_CHOICES
+
 CONFIG_KINDS = ("pretrain", "finetune")
 # A directory is taken for the shipped configs only when it holds this file, so an
 # unrelated `configs/` folder next to the package is never picked up.
@@ -153,32 +154,6 @@ def print_config(config, kind, config_values, overrides, stream=None):
     print(f"# Resolved xlnet-tf {kind} config ({sources or 'defaults only'}).", file=stream)
     print("# Every key below can be changed with --set SECTION.KEY=VALUE.", file=stream)
     print(config.to_yaml(), end="", file=stream)
-
-
-def configs_main(argv=None):
-    """`xlnet-tf configs`: lists the shipped config names with their one-line descriptions."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="xlnet-tf configs", description=(
-        "List the run configs shipped with the package; pass a name to `--config`."))
-    parser.add_argument("kind", nargs="?", choices=CONFIG_KINDS, help="list only these configs")
-    args = parser.parse_args(argv)
-    root = shipped_config_dir()
-    if root is None:
-        print("xlnet-tf configs: no shipped configs were found in this installation.", file=sys.stderr)
-        return 1
-    for kind in [args.kind] if args.kind else CONFIG_KINDS:
-        names = config_names(kind)
-        print(f"{kind} configs (xlnet-tf {kind} --config NAME):")
-        width = max(len(n) for n in names) + 2
-        for name in names:
-            description = config_description(os.path.join(root, kind, name + ".yaml"))
-            if len(description) > 100:
-                description = description[:97].rstrip() + "..."
-            print(f"  {name:<{width}}{description}".rstrip())
-        print()
-    print(f"Files: {root}")
-    return 0
 
 
 def run_overrides(args):

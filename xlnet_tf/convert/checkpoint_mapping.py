@@ -82,6 +82,25 @@ class CheckpointMapping:
         self._assigned[id(variable)] = source_name
         self.assigned_values[path] = (source_name, value)
 
+    def take_tied_copy(self, name, tied_value, tied_to, reason):
+        """Takes the optional source `name`: a stored copy of a weight the model ties to another.
+
+        The model has no weight of its own for it, so the copy is accepted only
+        when it equals `tied_value`; otherwise the mismatch is an error.
+
+        Args:
+            name: the source name; a checkpoint without it is fine.
+            tied_value: the source array the model's weight is tied to, or None
+                when that one was missing (already an error).
+            tied_to: what the copy must equal, for the message (e.g. "the word embedding").
+            reason: why, for the message.
+        """
+        if not self.has(name):
+            return
+        value = self.take(name)
+        if tied_value is not None and (value.shape != tied_value.shape or not np.array_equal(value, tied_value)):
+            self.errors.append(f"{name!r} {value.shape} differs from {tied_to} {tied_value.shape}; {reason}")
+
     def finish(self, model):
         """Raises `ConversionError` listing every problem; returns the names of ignored sources."""
         errors = list(self.errors)

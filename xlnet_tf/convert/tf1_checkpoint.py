@@ -5,11 +5,14 @@ import os
 
 import numpy as np
 
+from xlnet_tf.formats.preset_files import TF1_CONFIG_FILE
+from xlnet_tf.formats.preset_files import VOCABULARY_FILE
 from xlnet_tf.models.xlnet_config import XLNetConfig
+from xlnet_tf.convert.block_weight_names import block_weight_names
 from xlnet_tf.convert.checkpoint_mapping import CheckpointMapping
 from xlnet_tf.convert.conversion_error import ConversionError
 
-CONFIG_NAME = "xlnet_config.json"
+CONFIG_NAME = TF1_CONFIG_FILE
 # Variables that training leaves in a checkpoint and that are not model weights.
 IGNORED_PATTERNS = (
     ("*/adam_m", "optimizer slot"), ("*/adam_v", "optimizer slot"),
@@ -53,7 +56,7 @@ def locate_tf1_checkpoint(input_path, config_path=None):
     config_path = config_path or os.path.join(directory, CONFIG_NAME)
     if not os.path.exists(config_path):
         raise ConversionError(f"No {CONFIG_NAME} found at {config_path}; pass it with --config.")
-    vocabulary = os.path.join(directory, "spiece.model")
+    vocabulary = os.path.join(directory, VOCABULARY_FILE)
     return prefix, config_path, vocabulary if os.path.exists(vocabulary) else None
 
 
@@ -136,29 +139,9 @@ def _assign(mapping, pretrainer, scope):
     ]
     for i, block in enumerate(backbone.blocks):
         layer = f"{t}layer_{i}/"
-        attention = block.attention
-        direct += [
-            (attention.query_kernel, layer + "rel_attn/q/kernel"),
-            (attention.key_kernel, layer + "rel_attn/k/kernel"),
-            (attention.value_kernel, layer + "rel_attn/v/kernel"),
-            (attention.position_kernel, layer + "rel_attn/r/kernel"),
-            (attention.output_kernel, layer + "rel_attn/o/kernel"),
-            (attention.layer_norm.gamma, layer + "rel_attn/LayerNorm/gamma"),
-            (attention.layer_norm.beta, layer + "rel_attn/LayerNorm/beta"),
-            (block.feedforward_intermediate.kernel, layer + "ff/layer_1/kernel"),
-            (block.feedforward_intermediate.bias, layer + "ff/layer_1/bias"),
-            (block.feedforward_output.kernel, layer + "ff/layer_2/kernel"),
-            (block.feedforward_output.bias, layer + "ff/layer_2/bias"),
-            (block.feedforward_layer_norm.gamma, layer + "ff/LayerNorm/gamma"),
-            (block.feedforward_layer_norm.beta, layer + "ff/LayerNorm/beta"),
-        ]
+        direct += [(variable, layer + name) for variable, name in block_weight_names(block, "tf1")]
     for variable, name in direct:
         mapping.assign(variable, mapping.take(name), name)
     # Released models tie the softmax weight to the embedding; accept an explicit copy only if equal.
-    softmax_name = scope + "lm_loss/weight"
-    if mapping.has(softmax_name):
-        softmax = mapping.take(softmax_name)
-        if embedding is not None and (softmax.shape != embedding.shape or not np.array_equal(softmax, embedding)):
-            mapping.errors.append(
-                f"{softmax_name!r} {softmax.shape} differs from the word embedding {embedding.shape}; "
-                "the LM head of XLNetPretrainer is tied to the embedding")
+    mapping.take_tied_copy(scope + "lm_loss/weight", embedding, "the word embedding",
+                           "the LM head of XLNetPretrainer is tied to the embedding")

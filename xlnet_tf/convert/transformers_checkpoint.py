@@ -5,12 +5,19 @@ import os
 
 import numpy as np
 
+from xlnet_tf.formats.preset_files import TRANSFORMERS_CONFIG_FILE
+from xlnet_tf.formats.preset_files import TRANSFORMERS_WEIGHTS_FILE
+from xlnet_tf.formats.preset_files import TRANSFORMERS_WEIGHTS_INDEX_FILE
+from xlnet_tf.formats.preset_files import VOCABULARY_FILE
 from xlnet_tf.models.xlnet_config import XLNetConfig
+from xlnet_tf.convert.block_weight_names import block_weight_names
 from xlnet_tf.convert.checkpoint_mapping import CheckpointMapping
 from xlnet_tf.convert.conversion_error import ConversionError
 
 _BIASES = (("r_w_bias", "content_attention_bias"), ("r_r_bias", "positional_attention_bias"),
            ("r_s_bias", "segment_attention_bias"))
+# The feed-forward layers' torch `Linear` weights in a layer scope (see `block_weight_names`).
+_TORCH_LINEAR_WEIGHTS = (".ff.layer_1.weight", ".ff.layer_2.weight")
 
 
 def _load_file(path):
@@ -28,8 +35,8 @@ def _load_file(path):
 
 def read_safetensors(directory):
     """All tensors of `model.safetensors` (or its shards) as numpy arrays, read without torch."""
-    single = os.path.join(directory, "model.safetensors")
-    index = os.path.join(directory, "model.safetensors.index.json")
+    single = os.path.join(directory, TRANSFORMERS_WEIGHTS_FILE)
+    index = os.path.join(directory, TRANSFORMERS_WEIGHTS_INDEX_FILE)
     if os.path.exists(single):
         return _load_file(single)
     if os.path.exists(index):
@@ -75,9 +82,9 @@ def convert_transformers_checkpoint(input_dir, dtype=None):
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 
-    config_path = os.path.join(input_dir, "config.json")
+    config_path = os.path.join(input_dir, TRANSFORMERS_CONFIG_FILE)
     if not os.path.exists(config_path):
-        raise ConversionError(f"{input_dir}: no config.json (expected a save_pretrained directory).")
+        raise ConversionError(f"{input_dir}: no {TRANSFORMERS_CONFIG_FILE} (expected a save_pretrained directory).")
     try:
         config = XLNetConfig.from_json(config_path)
     except (ValueError, TypeError, KeyError, OSError) as e:
@@ -87,10 +94,10 @@ def convert_transformers_checkpoint(input_dir, dtype=None):
     prefix = "transformer." if "transformer.word_embedding.weight" in arrays else ""
 
     pretrainer = XLNetPretrainer(XLNetBackbone(config, dtype=dtype))
-    mapping = CheckpointMapping(arrays, source=os.path.join(input_dir, "model.safetensors"))
+    mapping = CheckpointMapping(arrays, source=os.path.join(input_dir, TRANSFORMERS_WEIGHTS_FILE))
     _assign(mapping, pretrainer, prefix)
     mapping.finish(pretrainer)
-    vocabulary = os.path.join(input_dir, "spiece.model")
+    vocabulary = os.path.join(input_dir, VOCABULARY_FILE)
     return pretrainer, mapping, vocabulary if os.path.exists(vocabulary) else None
 
 
@@ -122,35 +129,17 @@ def _assign(mapping, pretrainer, prefix):
         mapping.assign(variable, stacked, f"{prefix}layer.*.rel_attn.{hf_name}")
 
     for i, block in enumerate(backbone.blocks):
-        attention_prefix = layers[i]
-        ff = f"{prefix}layer.{i}.ff."
-        attention = block.attention
-        for variable, name in [
-            (attention.query_kernel, attention_prefix + "q"),
-            (attention.key_kernel, attention_prefix + "k"),
-            (attention.value_kernel, attention_prefix + "v"),
-            (attention.position_kernel, attention_prefix + "r"),
-            (attention.output_kernel, attention_prefix + "o"),
-            (attention.layer_norm.gamma, attention_prefix + "layer_norm.weight"),
-            (attention.layer_norm.beta, attention_prefix + "layer_norm.bias"),
-            (block.feedforward_intermediate.bias, ff + "layer_1.bias"),
-            (block.feedforward_output.bias, ff + "layer_2.bias"),
-            (block.feedforward_layer_norm.gamma, ff + "layer_norm.weight"),
-            (block.feedforward_layer_norm.beta, ff + "layer_norm.bias"),
-        ]:
-            mapping.assign(variable, mapping.take(name), name)
-        for dense, name in [(block.feedforward_intermediate, ff + "layer_1.weight"),
-                            (block.feedforward_output, ff + "layer_2.weight")]:
-            weight = mapping.take(name)  # torch Linear: [out, in]
-            mapping.assign(dense.kernel, None if weight is None else weight.T, name,
-                           source_shape=None if weight is None else weight.shape)
+        for variable, name in block_weight_names(block, "transformers"):
+            name = f"{prefix}layer.{i}.{name}"
+            value = mapping.take(name)
+            if value is not None and name.endswith(_TORCH_LINEAR_WEIGHTS):
+                # A torch Linear weight is [out, in]: the transpose of the Keras kernel.
+                mapping.assign(variable, value.T, name, source_shape=value.shape)
+            else:
+                mapping.assign(variable, value, name)
     mapping.assign(pretrainer.lm_bias, mapping.take("lm_loss.bias"), "lm_loss.bias")
-    if mapping.has("lm_loss.weight"):
-        softmax = mapping.take("lm_loss.weight")
-        if embedding is not None and (softmax.shape != embedding.shape or not np.array_equal(softmax, embedding)):
-            mapping.errors.append(
-                f"'lm_loss.weight' {softmax.shape} differs from the word embedding {embedding.shape}; "
-                "the LM head of XLNetPretrainer is tied to the embedding")
+    mapping.take_tied_copy("lm_loss.weight", embedding, "the word embedding",
+                           "the LM head of XLNetPretrainer is tied to the embedding")
 
 
 def _stack(mapping, names, variable, layer_shape):

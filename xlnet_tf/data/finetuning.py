@@ -15,7 +15,7 @@ Two stages:
    - SQuAD-format JSON (`{"data": [{"paragraphs": [{"context", "qas": [...]}]}]}`)
      for span tasks.
    Or `task.records_dir`: the TFRecords of `xlnet-tf prepare-finetuning`
-   (already packed; `xlnet_tf.data.finetuning_records`).
+   (already packed; `xlnet_tf.data.finetuning_record_dataset`).
 2. `finetuning_dataset(task, tokenizer, role, batch_size, ...)` tokenizes and
    packs inside the graph (`XLNetTokenizer` + `XLNetPacker` /
    `XLNetSquadPreprocessor`) and returns `(features, labels)` batches with a
@@ -38,10 +38,14 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf.data.finetuning_tasks import dataset_spec
+from xlnet_tf.data.word_tag_encoder import word_tag_encoder
+from xlnet_tf.formats.special_tokens import CLS_TOKEN_ID
+from xlnet_tf.formats.special_tokens import PAD_TOKEN_ID
+from xlnet_tf.formats.special_tokens import SEP_TOKEN_ID
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 from xlnet_tf.preprocessing.xlnet_squad_preprocessor import XLNetSquadPreprocessor
+from xlnet_tf.storage import atomic_files
 
-IGNORE_LABEL = -100
 _SHUFFLE_BUFFER = 10000
 
 
@@ -119,12 +123,12 @@ def _label_id(value, label_names, num_classes, path, number):
 
 
 def read_local_examples(path, task):
-    """Reads a local file into a dict of numpy/list columns in the canonical fields of `task.type`."""
-    kind = task.type
-    if kind == "span":
+    """Reads a local file into a dict of numpy/list columns in the canonical fields of `task.task_type`."""
+    task_type = task.task_type
+    if task_type == "span":
         return _read_squad_json(path)
     columns = {}
-    if kind in ("classification", "regression"):
+    if task_type in ("classification", "regression"):
         fields = list(task.text_fields or ["text", "text_pair"])
         first, second = fields[0], (fields[1] if len(fields) > 1 else None)
         texts, pairs, labels = [], [], []
@@ -135,17 +139,17 @@ def read_local_examples(path, task):
             has_pair = has_pair or pair is not None
             pairs.append("" if pair is None else str(pair))
             value = _field(row, task.label_field or "label", path, number)
-            if kind == "regression":
+            if task_type == "regression":
                 try:
                     labels.append(float(value))
                 except (TypeError, ValueError) as e:
                     raise ValueError(f"{path}:{number}: regression label {value!r} is not a number.") from e
             else:
                 labels.append(_label_id(value, task.label_names, task.num_classes, path, number))
-        columns = {"text": texts, "label": np.asarray(labels, np.float32 if kind == "regression" else np.int32)}
+        columns = {"text": texts, "label": np.asarray(labels, np.float32 if task_type == "regression" else np.int32)}
         if has_pair:
             columns["text_pair"] = pairs
-    elif kind == "multiple_choice":
+    elif task_type == "multiple_choice":
         contexts, questions, options, labels = [], [], [], []
         for number, row in _read_rows(path):
             contexts.append(str(_field(row, "context", path, number)))
@@ -158,7 +162,7 @@ def read_local_examples(path, task):
             labels.append(_label_id(_field(row, "label", path, number), None, len(choice), path, number))
         columns = {"context": contexts, "question": questions, "options": options,
                    "label": np.asarray(labels, np.int32)}
-    elif kind == "token_classification":
+    elif task_type == "token_classification":
         tokens, tags = [], []
         for number, row in _read_rows(path):
             words = _field(row, "tokens", path, number)
@@ -170,7 +174,7 @@ def read_local_examples(path, task):
         columns = {"tokens": tf.ragged.constant(tokens, dtype=tf.string),
                    "tags": tf.ragged.constant(tags, dtype=tf.int32)}
     else:
-        raise ValueError(f"Unknown task type {kind!r}.")
+        raise ValueError(f"Unknown task type {task_type!r}.")
     first = columns[next(iter(columns))]
     if (first.nrows() if isinstance(first, tf.RaggedTensor) else len(first)) == 0:
         raise ValueError(_empty_file_message(path))
@@ -209,13 +213,10 @@ def check_local_files(task):
 
 
 def _read_squad_json(path):
-    if not tf.io.gfile.exists(path):
-        raise FileNotFoundError(f"SQuAD file not found: {path}")
-    with tf.io.gfile.GFile(path, "r") as f:
-        try:
-            data = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON ({e}); expected SQuAD format.") from e
+    try:
+        data = atomic_files.read_json(path, kind="SQuAD")
+    except ValueError as e:
+        raise ValueError(f"{e}; expected SQuAD format.") from e
     if not isinstance(data, dict) or "data" not in data:
         raise ValueError(f"{path}: expected SQuAD format, a JSON object with a 'data' list.")
     columns = {k: [] for k in ("id", "context", "question", "answer_text", "answer_start",
@@ -260,22 +261,22 @@ def _from_tfds(task, role, shuffle_files, data_dir):
     split = _tfds_split(task, role)
     ds = tfds.load(task.dataset, split=split, shuffle_files=shuffle_files,
                    data_dir=data_dir or None)
-    kind = spec.task_type
-    if kind in ("classification", "regression"):
+    task_type = spec.task_type
+    if task_type in ("classification", "regression"):
         fields = list(task.text_fields or spec.text_fields)
 
         def canonical(ex):
             out = {"text": ex[fields[0]], "label": ex[task.label_field or spec.label_field]}
             if len(fields) > 1:
                 out["text_pair"] = ex[fields[1]]
-            out["label"] = tf.cast(out["label"], tf.float32 if kind == "regression" else tf.int32)
+            out["label"] = tf.cast(out["label"], tf.float32 if task_type == "regression" else tf.int32)
             return out
 
         ds = ds.map(canonical)
-        if kind == "classification":
+        if task_type == "classification":
             ds = ds.filter(lambda ex: ex["label"] >= 0)  # GLUE test splits carry -1
         return ds
-    if kind == "span":
+    if task_type == "span":
         def canonical_squad(ex):
             texts = ex["answers"]["text"]
             starts = ex["answers"]["answer_start"]
@@ -291,7 +292,7 @@ def _from_tfds(task, role, shuffle_files, data_dir):
                 "is_impossible": impossible,
             }
         return ds.map(canonical_squad)
-    if kind == "multiple_choice":
+    if task_type == "multiple_choice":
         num_choices = spec.num_choices
 
         def per_question(ex):
@@ -308,10 +309,10 @@ def _from_tfds(task, role, shuffle_files, data_dir):
                 "label": tf.clip_by_value(tf.cast(letters - ord("A"), tf.int32), 0, num_choices - 1)})
             return questions.map(lambda q: {**q, "context": ex["article"]})
         return ds.flat_map(per_question)
-    if kind == "token_classification":
+    if task_type == "token_classification":
         return ds.map(lambda ex: {"tokens": ex["tokens"],
                                   "tags": tf.cast(ex[task.label_field or spec.label_field], tf.int32)})
-    raise ValueError(f"Unsupported TFDS task type {kind!r}.")
+    raise ValueError(f"Unsupported TFDS task type {task_type!r}.")
 
 
 def raw_dataset(task, role, shuffle_files=False, data_dir=None):
@@ -363,9 +364,9 @@ def squad_eval_references(task, data_dir=None):
 # --------------------------------------------------------------------------- encoding
 def _packer(task, tokenizer, sep=None, cls=None, pad=None, **kwargs):
     return XLNetPacker(task.sequence_length,
-                       sep_token_id=tokenizer.sep_id if sep is None else sep,
-                       cls_token_id=tokenizer.cls_id if cls is None else cls,
-                       pad_token_id=tokenizer.pad_id if pad is None else pad,
+                       sep_token_id=SEP_TOKEN_ID if sep is None else sep,
+                       cls_token_id=CLS_TOKEN_ID if cls is None else cls,
+                       pad_token_id=PAD_TOKEN_ID if pad is None else pad,
                        truncate=kwargs.pop("truncate", task.truncate), **kwargs)
 
 
@@ -381,20 +382,7 @@ def _text_encoder(task, tokenizer):
 
 
 def _token_encoder(task, tokenizer):
-    packer = _packer(task, tokenizer)
-    label_packer = _packer(task, tokenizer, sep=IGNORE_LABEL, cls=IGNORE_LABEL, pad=IGNORE_LABEL)
-
-    def encode(batch):
-        words = batch["tokens"]  # [B, (W)]
-        pieces = tokenizer(words.flat_values)  # [N_words, (P)]
-        first_piece = tf.ragged.range(pieces.row_lengths()) == 0
-        word_tags = tf.repeat(batch["tags"].flat_values, pieces.row_lengths())
-        tags = pieces.with_values(tf.where(first_piece.flat_values, word_tags, IGNORE_LABEL))
-        per_example = lambda x: tf.RaggedTensor.from_row_splits(  # noqa: E731
-            x.values, tf.gather(x.row_splits, words.row_splits))  # [B, (pieces)]
-        features = packer(per_example(pieces))
-        return features, label_packer(per_example(tags))["token_ids"]
-    return encode
+    return word_tag_encoder(tokenizer, task.sequence_length, truncate=task.truncate)
 
 
 def _choice_encoder(task, tokenizer):
@@ -418,16 +406,16 @@ def _choice_encoder(task, tokenizer):
 
 def _records_dataset(task, role, training, seed):
     """`(features, labels)` from `xlnet-tf prepare-finetuning` records, in this module's label layout."""
-    from xlnet_tf.data.finetuning_records import finetuning_record_dataset, read_finetuning_manifest
+    from xlnet_tf.data.finetuning_record_dataset import finetuning_record_dataset, read_finetuning_manifest
 
     manifest = read_finetuning_manifest(task.records_dir)
-    kind, length = manifest["task"]["kind"], int(manifest["sequence_length"])
-    if kind != task.type or length != task.sequence_length:
-        raise ValueError(f"{task.records_dir}: records are {kind!r} with sequence length {length}, but "
-                         f"the config says {task.type!r} / {task.sequence_length}.")
+    task_type, length = manifest["task"]["task_type"], int(manifest["sequence_length"])
+    if task_type != task.task_type or length != task.sequence_length:
+        raise ValueError(f"{task.records_dir}: records are {task_type!r} with sequence length {length}, but "
+                         f"the config says {task.task_type!r} / {task.sequence_length}.")
     split = (task.train_split or "train") if role == "train" else (task.eval_split or "validation")
     ds = finetuning_record_dataset(task.records_dir, split, shuffle=training, seed=seed)
-    if kind == "span":
+    if task_type == "span":
         def to_model(features, label):
             features = {**features, "start_positions": label["start_position"]}
             return features, {"start_logits": label["start_position"],
@@ -468,7 +456,7 @@ def finetuning_dataset(task, tokenizer, role, batch_size, training=None, seed=0,
         the uninterrupted run was); take sample batches from `sample_batch`.
     """
     training = role == "train" if training is None else training
-    kind = task.type
+    task_type = task.task_type
     autotune = tf.data.AUTOTUNE
     if _uses_records(task, role):
         ds = _records_dataset(task, role, training, seed)
@@ -476,7 +464,7 @@ def finetuning_dataset(task, tokenizer, role, batch_size, training=None, seed=0,
             ds = ds.shuffle(_SHUFFLE_BUFFER, seed=seed).repeat()
         return ds.batch(batch_size, drop_remainder=training).prefetch(autotune)
     raw = raw_dataset(task, role, shuffle_files=training, data_dir=data_dir)
-    if kind == "span":
+    if task_type == "span":
         pre = _squad_preprocessor(task, tokenizer)
 
         def windows(ex):
@@ -492,18 +480,18 @@ def finetuning_dataset(task, tokenizer, role, batch_size, training=None, seed=0,
         if training:
             ds = ds.shuffle(_SHUFFLE_BUFFER, seed=seed).repeat()
         return ds.batch(batch_size, drop_remainder=training).prefetch(autotune)
-    if kind == "multiple_choice":
+    if task_type == "multiple_choice":
         if training:
             raw = raw.shuffle(_SHUFFLE_BUFFER, seed=seed).repeat()
         ds = raw.map(_choice_encoder(task, tokenizer), num_parallel_calls=autotune)
         return ds.batch(batch_size, drop_remainder=training).prefetch(autotune)
     if training:
         raw = raw.shuffle(_SHUFFLE_BUFFER, seed=seed).repeat()
-    if kind == "token_classification":  # variable-length word lists
+    if task_type == "token_classification":  # variable-length word lists
         raw = raw.ragged_batch(batch_size, drop_remainder=training)
     else:
         raw = raw.batch(batch_size, drop_remainder=training)
-    encoder = _token_encoder if kind == "token_classification" else _text_encoder
+    encoder = _token_encoder if task_type == "token_classification" else _text_encoder
     return raw.map(encoder(task, tokenizer), num_parallel_calls=autotune).prefetch(autotune)
 
 
@@ -561,7 +549,7 @@ def squad_eval_dataset(task, tokenizer, batch_size, data_dir=None):
 
 def local_file_label_names(task):
     """Label names for a local classification/token task whose file has string labels."""
-    if task.label_names or not task.train_file or task.type not in ("classification",):
+    if task.label_names or not task.train_file or task.task_type not in ("classification",):
         return task.label_names
     return infer_label_names(task.train_file, task.label_field or "label")
 
@@ -569,14 +557,14 @@ def local_file_label_names(task):
 def has_text_pair(task):
     """Whether classification inputs are pairs (two text fields)."""
     if task.records_dir and not (task.train_file or task.dataset):
-        from xlnet_tf.data.finetuning_records import read_finetuning_manifest
+        from xlnet_tf.data.finetuning_record_dataset import read_finetuning_manifest
 
         return bool(read_finetuning_manifest(task.records_dir)["task"].get("has_text_pair"))
     if task.dataset and not task.train_file:
         return len(task.text_fields or dataset_spec(task.dataset).text_fields) > 1
     path = task.train_file or task.eval_file
     fields = list(task.text_fields or ["text", "text_pair"])
-    if len(fields) < 2 or not path or task.type not in ("classification", "regression"):
+    if len(fields) < 2 or not path or task.task_type not in ("classification", "regression"):
         return False
     return tf.io.gfile.exists(path) and any(
         row.get(fields[1]) is not None for _, row in _read_rows(path))

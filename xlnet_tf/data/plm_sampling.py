@@ -142,15 +142,15 @@ def factorization_order(length, perm_size, seed):
     return tf.argsort(visit, stable=True)  # inverse permutation: step of each position
 
 
-def factorization_masks(token_ids, is_masked, order_index, *, sep_id, cls_id):
+def factorization_masks(token_ids, is_masked, order_index, *, sep_token_id, cls_token_id):
     """Builds the attention mask of one part (reuse part or new part) from an order.
 
     Args:
         token_ids: int32 `[L]`.
         is_masked: bool `[L]`, positions chosen for prediction.
         order_index: int32 `[L]`, each position's step in the factorization order.
-        sep_id: id of `<sep>`.
-        cls_id: id of `<cls>`.
+        sep_token_id: id of `<sep>`.
+        cls_token_id: id of `<cls>`.
 
     Returns:
         `(perm_mask, is_target)`: float32 `[L, L]` with 1 where position i may NOT attend
@@ -158,7 +158,7 @@ def factorization_masks(token_ids, is_masked, order_index, *, sep_id, cls_id):
         before it in the order (not itself: its own token is what it predicts); context
         sees only context. Function tokens are context even when masked.
     """
-    is_function = tf.equal(token_ids, sep_id) | tf.equal(token_ids, cls_id)
+    is_function = tf.equal(token_ids, sep_token_id) | tf.equal(token_ids, cls_token_id)
     is_target = is_masked & ~is_function
     # Context takes order index -1: before every target, so every position may see it
     # and it may see no target.

@@ -27,7 +27,7 @@ are seeded from those, so runs are reproducible, a new epoch gets new masks,
 permutations and A/B pairs, and the same row gives the same examples however the rows
 are grouped into batches.
 
-Example layout (one row, one step; positions of a `seq_length` L window):
+Example layout (one row, one step; positions of a `sequence_length` L window):
     [ reuse part (reuse_length) | A <sep> B <sep> <cls> ]
     segment ids 0 for reuse, A and the first <sep>; 1 for B and the second <sep>; 2 for <cls>.
 A starts where the reuse part ends and is cut at a sentence boundary; B is the true
@@ -42,7 +42,7 @@ import tensorflow as tf
 
 from xlnet_tf.data import plm_sampling
 from xlnet_tf.data.pretraining_records import PretrainingRecords, RecordsError
-from xlnet_tf.data.pretraining_sizes import check_pretraining_sizes
+from xlnet_tf.data.check_pretraining_sizes import check_pretraining_sizes
 
 # Dataset functions are plain TF ops; skipping AutoGraph conversion saves tracing time.
 _plain = tf.autograph.experimental.do_not_convert
@@ -54,20 +54,20 @@ _FEATURES = ("token_ids", "segment_ids", "padding_mask", "perm_mask", "target_ma
 class _Layout:
     """Sizes and row assignment shared by the dataset and `pretraining_steps_per_epoch`."""
 
-    def __init__(self, records, *, seq_length, reuse_length, num_predict, perm_size,
+    def __init__(self, records, *, sequence_length, reuse_length, num_predict, perm_size,
                  batch_size, bi_data, input_context):
         # The per-replica batch's parity is checked below, once the replicas are known.
-        check_pretraining_sizes(seq_length=seq_length, reuse_length=reuse_length,
+        check_pretraining_sizes(sequence_length=sequence_length, reuse_length=reuse_length,
                                 num_predict=num_predict, perm_size=perm_size,
                                 batch_size=batch_size, bi_data=False)
-        self.seq_length = seq_length
+        self.sequence_length = sequence_length
         self.reuse_length = reuse_length
-        self.new_length = seq_length - reuse_length - 3  # tokens of A + B
-        self.window = seq_length - 3  # stream tokens an example consumes
+        self.new_length = sequence_length - reuse_length - 3  # tokens of A + B
+        self.window = sequence_length - 3  # stream tokens an example consumes
         # The stream moves by the reuse part, which becomes the next step's memory; with no
         # reuse part it moves past everything the example read.
         self.advance = reuse_length if reuse_length > 0 else self.window
-        self.predict_new = num_predict * (seq_length - reuse_length) // seq_length
+        self.predict_new = num_predict * (sequence_length - reuse_length) // sequence_length
         self.predict_reuse = num_predict - self.predict_new
 
         if input_context is None:
@@ -99,7 +99,7 @@ class _Layout:
             raise RecordsError(
                 f"The records matched by {records.file_pattern!r} hold {records.num_tokens} tokens: "
                 f"too few for {self.num_ranges} row streams of at least {self.window} tokens "
-                f"(seq_length - 3) each. Use a smaller batch or more data.")
+                f"(sequence_length - 3) each. Use a smaller batch or more data.")
         self.steps_per_epoch = (self.range_length - self.window) // self.advance + 1
 
         # (global row, range index, reverse) for the rows of this pipeline, in the order
@@ -279,16 +279,16 @@ def _windows(chunks, size, shift):
     return chunks.scan(empty, step).unbatch()
 
 
-def _boundaries(tokens, sentences, eod_id):
+def _boundaries(tokens, sentences, eod_token_id):
     """bool `[n-1]`: True at j when a sentence starts at j (bit flip, or after `<eod>`)."""
-    return tf.not_equal(sentences[1:], sentences[:-1]) | tf.equal(tokens[:-1], eod_id)
+    return tf.not_equal(sentences[1:], sentences[:-1]) | tf.equal(tokens[:-1], eod_token_id)
 
 
-def _make_example_fn(layout, *, num_predict, perm_size, seed, special_ids, word_start):
-    length = layout.seq_length
+def _make_example_fn(layout, *, num_predict, perm_size, seed, special_ids, word_start, mask_alpha):
+    length = layout.sequence_length
     reuse = layout.reuse_length
     new = layout.new_length
-    sep_id, cls_id, eod_id = special_ids["sep"], special_ids["cls"], special_ids["eod"]
+    sep_token_id, cls_token_id, eod_token_id = special_ids["sep"], special_ids["cls"], special_ids["eod"]
     base_seed = tf.constant([seed & 0x7FFFFFFF, (seed >> 31) & 0x7FFFFFFF], tf.int64)
     word_start = None if word_start is None else tf.constant(word_start)
 
@@ -304,7 +304,7 @@ def _make_example_fn(layout, *, num_predict, perm_size, seed, special_ids, word_
         new_sentences = sentences[reuse:reuse + new]
 
         # A/B cut: a random sentence boundary inside the new part (cut c = length of A).
-        is_cut = _boundaries(new_tokens, new_sentences, eod_id)  # [new-1]
+        is_cut = _boundaries(new_tokens, new_sentences, eod_token_id)  # [new-1]
         draws = tf.random.stateless_uniform([3], seeds[0])
         cut_scores = tf.where(is_cut, tf.random.stateless_uniform([new - 1], seeds[1]), -1.0)
         has_cut = tf.reduce_any(is_cut)
@@ -315,7 +315,7 @@ def _make_example_fn(layout, *, num_predict, perm_size, seed, special_ids, word_
         # Random B: starts at the last sentence start at or before a uniform point in
         # [0, cut], so the B of length new - cut fits in the distractor window.
         other_new = other[:new]
-        starts = tf.concat([[True], _boundaries(other_new, other_sentences[:new], eod_id)], 0)
+        starts = tf.concat([[True], _boundaries(other_new, other_sentences[:new], eod_token_id)], 0)
         point = tf.cast(draws[2] * tf.cast(cut + 1, tf.float32), tf.int32)
         position = tf.range(new, dtype=tf.int32)
         b_start = tf.reduce_max(tf.where(starts & (position <= point), position, 0))
@@ -328,7 +328,7 @@ def _make_example_fn(layout, *, num_predict, perm_size, seed, special_ids, word_
         in_b = (p > sep1) & (p < length - 2)
         token_ids = tf.where(p < sep1, from_window,
                              tf.where(in_b, tf.where(is_next, next_b, random_b),
-                                      tf.where(p == length - 1, cls_id, sep_id)))
+                                      tf.where(p == length - 1, cls_token_id, sep_token_id)))
         segment_ids = tf.where(p <= sep1, 0, tf.where(p < length - 1, 1, 2))
 
         reverse = element["reverse"]
@@ -339,10 +339,12 @@ def _make_example_fn(layout, *, num_predict, perm_size, seed, special_ids, word_
                 continue
             part_tokens = token_ids[lo:hi]
             is_masked = plm_sampling.span_mask(part_tokens, goal, seeds[2 + 2 * part_index],
-                                               word_start=word_start, reverse=reverse)
+                                               word_start=word_start, reverse=reverse,
+                                               mask_ratio=mask_alpha)
             order = plm_sampling.factorization_order(hi - lo, perm_size, seeds[3 + 2 * part_index])
             parts.append(plm_sampling.factorization_masks(part_tokens, is_masked, order,
-                                                          sep_id=sep_id, cls_id=cls_id))
+                                                          sep_token_id=sep_token_id,
+                                                          cls_token_id=cls_token_id))
         if len(parts) == 2:
             (mask_reuse, target_reuse), (mask_new, target_new) = parts
             # The reuse part (next step's memory) never sees the new part; the new part
@@ -396,37 +398,38 @@ def _load_word_start(records, sentencepiece_model):
         [processor.id_to_piece(i) for i in range(processor.get_piece_size())])
 
 
-def pretraining_steps_per_epoch(file_pattern, *, seq_length, reuse_length, batch_size, bi_data,
+def pretraining_steps_per_epoch(file_pattern, *, sequence_length, reuse_length, batch_size, bi_data,
                                 input_context=None):
     """Steps in one epoch of `pretraining_dataset` with the same arguments.
 
     Every row stream reaches its end at the same step; the next epoch starts each row
     over (a break in continuity: reset recurrence memory there).
     """
-    check_pretraining_sizes(seq_length=seq_length, reuse_length=reuse_length, num_predict=1,
+    check_pretraining_sizes(sequence_length=sequence_length, reuse_length=reuse_length, num_predict=1,
                             perm_size=1, batch_size=batch_size, bi_data=False)
     records = PretrainingRecords(file_pattern)
-    layout = _Layout(records, seq_length=seq_length, reuse_length=reuse_length,
+    layout = _Layout(records, sequence_length=sequence_length, reuse_length=reuse_length,
                      num_predict=1, perm_size=1, batch_size=batch_size, bi_data=bi_data,
                      input_context=input_context)
     return layout.steps_per_epoch
 
 
-def pretraining_dataset(file_pattern, *, seq_length, reuse_length, num_predict, perm_size,
+def pretraining_dataset(file_pattern, *, sequence_length, reuse_length, num_predict, perm_size,
                         batch_size, bi_data, seed, input_context=None, num_epochs=None,
-                        sentencepiece_model="auto", reverse_block_tokens=1 << 18, first_step=0):
+                        sentencepiece_model="auto", reverse_block_tokens=1 << 18, first_step=0,
+                        mask_alpha=6):
     """Pretraining batches for XLNet's permutation language model, with static shapes.
 
     Args:
         file_pattern: shard glob(s) or records directory of `xlnet-tf prepare-pretraining`
             output (`manifest.json` must sit next to the shards).
-        seq_length: L, tokens per example (512 in the paper).
+        sequence_length: L, tokens per example (512 in the paper).
         reuse_length: tokens at the start of each example that the next step will see as
             memory; the row stream advances by this much per step (256 in the paper).
         num_predict: P, prediction slots per example (85 in the paper); about
             `num_predict * (L - reuse) / L` of them in the new part, the rest in the reuse part.
         perm_size: factorization-order block length; must divide `reuse_length` and
-            `seq_length - reuse_length` (256 in the paper).
+            `sequence_length - reuse_length` (256 in the paper).
         batch_size: without `input_context`, the rows of each yielded batch. With
             `input_context`, the GLOBAL batch: each yielded batch is the per-replica batch
             `input_context.get_per_replica_batch_size(batch_size)`; it must divide evenly.
@@ -443,6 +446,11 @@ def pretraining_dataset(file_pattern, *, seq_length, reuse_length, num_predict, 
         first_step: start at this (per-replica) step, counted from the start of epoch 0, as
             if that many batches per local replica had been read, without reading them:
             each row opens its range at the step's position. For resuming a run.
+        mask_alpha: a span of n words sits in a group of `mask_alpha * n` words, so spans
+            cover about one word in `mask_alpha` (the original's `mask_alpha`, 6 with 85 of
+            512 tokens predicted). Targets that the spans leave over are single random
+            tokens, so keep `mask_alpha` near `sequence_length / num_predict` for whole-word
+            targets.
 
     Returns:
         A `tf.data.Dataset` of dicts, B the per-replica (or only) batch:
@@ -455,26 +463,26 @@ def pretraining_dataset(file_pattern, *, seq_length, reuse_length, num_predict, 
         RecordsError: missing files or manifest, inconsistent manifest, too little data.
         ValueError: a missing or non-int size, or inconsistent sizes (batch not
             divisible, perm_size, ...), naming the argument
-            (`xlnet_tf.data.pretraining_sizes.check_pretraining_sizes`).
+            (`xlnet_tf.data.check_pretraining_sizes.check_pretraining_sizes`).
 
     Example:
-        >>> ds = pretraining_dataset("records/pretrain-*.tfrecord", seq_length=512,
+        >>> ds = pretraining_dataset("records/pretrain-*.tfrecord", sequence_length=512,
         ...     reuse_length=256, num_predict=85, perm_size=256, batch_size=16,
         ...     bi_data=True, seed=1)
         >>> batch = next(iter(ds))  # batch["perm_mask"].shape == (16, 512, 512)
     """
     # Arguments first, so a wrong one is named before any file is opened.
-    check_pretraining_sizes(seq_length=seq_length, reuse_length=reuse_length,
+    check_pretraining_sizes(sequence_length=sequence_length, reuse_length=reuse_length,
                             num_predict=num_predict, perm_size=perm_size, batch_size=batch_size,
                             bi_data=bi_data if input_context is None else False)
-    for name, value in (("seed", seed), ("first_step", first_step)):
+    for name, value in (("seed", seed), ("first_step", first_step), ("mask_alpha", mask_alpha)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
             raise ValueError(f"{name} must be an int, got {type(value).__name__} {value!r}.")
     if num_epochs is not None and (isinstance(num_epochs, bool) or not isinstance(
             num_epochs, (int, np.integer)) or num_epochs < 1):
         raise ValueError(f"num_epochs must be None (repeat forever) or an int >= 1, got {num_epochs!r}.")
     records = PretrainingRecords(file_pattern)
-    layout = _Layout(records, seq_length=seq_length, reuse_length=reuse_length,
+    layout = _Layout(records, sequence_length=sequence_length, reuse_length=reuse_length,
                      num_predict=num_predict, perm_size=perm_size, batch_size=batch_size,
                      bi_data=bi_data, input_context=input_context)
     word_start = _load_word_start(records, sentencepiece_model)
@@ -487,6 +495,8 @@ def pretraining_dataset(file_pattern, *, seq_length, reuse_length, num_predict, 
     steps = layout.steps_per_epoch
     if first_step < 0:
         raise ValueError(f"first_step must be >= 0, got {first_step}.")
+    if mask_alpha < 1:
+        raise ValueError(f"mask_alpha must be >= 1 (one word in mask_alpha is masked), got {mask_alpha}.")
     first_epoch, step_in_epoch = divmod(first_step, steps)
     if num_epochs is not None and first_epoch >= num_epochs:
         raise ValueError(f"first_step={first_step} is past the end of {num_epochs} epoch(s) of "
@@ -524,7 +534,8 @@ def pretraining_dataset(file_pattern, *, seq_length, reuse_length, num_predict, 
     examples = tf.data.Dataset.range(len(layout.rows)).interleave(
         row_dataset, cycle_length=len(layout.rows), block_length=1)
     make = _make_example_fn(layout, num_predict=num_predict, perm_size=perm_size, seed=int(seed),
-                            special_ids=records.special_ids, word_start=word_start)
+                            special_ids=records.special_ids, word_start=word_start,
+                            mask_alpha=int(mask_alpha))
     dataset = examples.map(make, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     dataset = dataset.batch(layout.per_replica, drop_remainder=True)
     options = tf.data.Options()

@@ -1,6 +1,7 @@
 """The pretraining records on disk: shard files, their manifest, and token-range lookups.
 
-The record format (v1) is written by `xlnet_tf/pipelines/pretraining_data.py`: every shard file
+The record format (v1, specified in `xlnet_tf/formats/README.md`) is written by
+`xlnet_tf/pipelines/pretraining_data.py`: every shard file
 holds one contiguous token stream cut into records of `chunk_length` tokens, and
 `manifest.json` next to the shards gives each shard's record and token counts. This
 module reads and checks the manifest only; it never opens a shard.
@@ -12,12 +13,10 @@ import os
 
 import tensorflow as tf
 
-MANIFEST_NAME = "manifest.json"
-MANIFEST_FORMAT = "xlnet_tf.pretraining.v1"
-DEFAULT_SHARD_GLOB = "pretrain-*.tfrecord"
-RELEASED_SPECIAL_IDS = {
-    "unk": 0, "bos": 1, "eos": 2, "cls": 3, "sep": 4, "pad": 5, "mask": 6, "eod": 7, "eop": 8,
-}
+from xlnet_tf.formats.pretraining_records import FORMAT as MANIFEST_FORMAT
+from xlnet_tf.formats.pretraining_records import MANIFEST_FILE as MANIFEST_NAME
+from xlnet_tf.formats.pretraining_records import SHARD_GLOB as DEFAULT_SHARD_GLOB
+from xlnet_tf.formats.special_tokens import SPECIAL_TOKEN_IDS as RELEASED_SPECIAL_IDS
 
 
 class RecordsError(ValueError):

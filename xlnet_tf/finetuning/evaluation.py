@@ -8,9 +8,10 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf.data import finetuning as data
-from xlnet_tf.metrics import classification as cls_metrics
-from xlnet_tf.metrics.squad import squad_scores
-from xlnet_tf.metrics.squad import squad_v2_best_thresholds
+from xlnet_tf.formats.finetuning_records import IGNORE_LABEL
+from xlnet_tf.metrics import classification_metrics as cls_metrics
+from xlnet_tf.metrics.squad_metrics import squad_scores
+from xlnet_tf.metrics.squad_metrics import squad_v2_best_thresholds
 from xlnet_tf.preprocessing.squad_postprocessing import squad_predictions
 
 _log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ def evaluate(model, task, tokenizer, batch_size, data_dir=None, collapse_warning
     """Runs `model` over the evaluation set of `task` and returns a flat dict of metrics.
 
     Args:
-        model: a task model matching `task.type`.
+        model: a task model matching `task.task_type`.
         task: a resolved `TaskSection`.
         tokenizer: the run's `XLNetTokenizer`.
         batch_size: evaluation batch size.
@@ -76,7 +77,7 @@ def evaluate(model, task, tokenizer, batch_size, data_dir=None, collapse_warning
         dict of metric name -> float (plus `examples`, and `collapsed` for class tasks).
     """
     predict = _predict_fn(model)
-    if task.type == "span":
+    if task.task_type == "span":
         return _evaluate_span(predict, task, tokenizer, batch_size, data_dir)
     logits, labels = [], []
     for features, batch_labels in data.finetuning_dataset(task, tokenizer, "eval", batch_size,
@@ -85,16 +86,16 @@ def evaluate(model, task, tokenizer, batch_size, data_dir=None, collapse_warning
         labels.append(np.asarray(batch_labels))
     if not logits:
         raise ValueError("The evaluation set is empty.")
-    if task.type == "token_classification":
+    if task.task_type == "token_classification":
         logits = np.concatenate([x.reshape(-1, x.shape[-1]) for x in logits])
         labels = np.concatenate([y.reshape(-1) for y in labels])
-        keep = labels != data.IGNORE_LABEL
+        keep = labels != IGNORE_LABEL
         logits, labels = logits[keep], labels[keep]
     else:
         logits = np.concatenate(logits)
         labels = np.concatenate(labels).reshape(-1)
     result = {"examples": int(labels.shape[0])}
-    if task.type == "regression":
+    if task.task_type == "regression":
         scores = logits.reshape(-1)
         result.update(classification_metrics(task.metrics, labels, scores))
         result["mse"] = float(np.mean((scores - labels) ** 2))

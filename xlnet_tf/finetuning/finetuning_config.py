@@ -2,8 +2,8 @@
 
 Sections: `task` (what to learn and from which data), `model` (dropout
 overrides of the initial preset), `optimizer` (the pretraining optimizer
-section plus `layer_decay`), `training` and `distribution` (the pretraining
-sections, see `xlnet_tf.pretraining.pretraining_config`) and `evaluation`. YAML files
+section plus `layer_decay`), `training` and `distribution` (the sections
+both runs share, `xlnet_tf.training.run_sections`) and `evaluation`. YAML files
 are sparse overrides of the defaults below, `--set section.key=value` comes
 last; unknown keys and wrong types fail with the dotted key name. The
 resolved config (dataset defaults filled in) is written to
@@ -11,21 +11,21 @@ resolved config (dataset defaults filled in) is written to
 
 Example:
 >>> config = load_finetune_config([], ["task.dataset=glue/mrpc", "training.global_batch_size=32"])
->>> config.task.type, config.task.num_classes, config.task.text_fields
+>>> config.task.task_type, config.task.num_classes, config.task.text_fields
 ('classification', 2, ['sentence1', 'sentence2'])
 """
 
 import dataclasses
-import typing
 from typing import Any, List, Mapping, Optional, Sequence
 
 import yaml
 
-from xlnet_tf.models.xlnet_config import ConfigError
+from xlnet_tf.config_schema import ConfigError, build_section, check_sections
+from xlnet_tf.storage.renamed_keys import RENAMED_KEYS, renamed_keys
 from xlnet_tf.data.finetuning_tasks import DATASETS, METRICS, TASK_TYPES, dataset_spec, default_metrics
-from xlnet_tf.pretraining.pretraining_config import (_SCIENTIFIC, MIXED_PRECISION, DistributionSection,
-                                          OptimizerSection, TrainingSection, merge_config_sources,
-                                          validate_optimizer)
+from xlnet_tf.training.config_sources import merge_config_sources
+from xlnet_tf.training.run_sections import (DistributionSection, OptimizerSection, TrainingSection,
+                                           validate_training)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,7 +40,7 @@ class TaskSection:
     Fields left empty/0/null are filled from the dataset's spec by `resolve_task`.
     """
 
-    type: str = ""
+    task_type: str = ""
     dataset: str = ""
     train_file: str = ""
     eval_file: str = ""
@@ -122,31 +122,6 @@ _SECTIONS = {"task": TaskSection, "model": ModelSection, "optimizer": FinetuneOp
              "evaluation": EvaluationSection}
 
 
-def _check(dotted, value, annotation):
-    origin = typing.get_origin(annotation)
-    if origin is typing.Union:
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if value is None:
-            return None
-        annotation = args[0]
-        origin = typing.get_origin(annotation)
-    if origin in (list, List):
-        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"{dotted} must be a list of strings, got {value!r}.")
-        return list(value)
-    if value is None:
-        raise ConfigError(f"{dotted} must be {annotation.__name__}, got null.")
-    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if annotation is float and isinstance(value, str) and _SCIENTIFIC.fullmatch(value.strip()):
-        return float(value)  # YAML 1.1 reads "1e-3" (no dot) as a string; pretraining accepts it too.
-    if annotation is int and isinstance(value, bool):
-        raise ConfigError(f"{dotted} must be int, got bool {value!r}.")
-    if not isinstance(value, annotation):
-        raise ConfigError(f"{dotted} must be {annotation.__name__}, got {type(value).__name__} {value!r}.")
-    return value
-
-
 def finetune_config_from_dict(values: Mapping[str, Any]) -> FinetuneConfig:
     """Builds and validates a `FinetuneConfig` from a sparse nested dict (dataset defaults applied)."""
     if not isinstance(values, Mapping):
@@ -154,21 +129,10 @@ def finetune_config_from_dict(values: Mapping[str, Any]) -> FinetuneConfig:
     # A run's own config.yaml records what it changed in the initial preset; that record is
     # output, not a setting, so feeding the file back through --config must not trip on it.
     values = {k: v for k, v in values.items() if k != "init_adjustments"}
-    unknown = sorted(set(values) - set(_SECTIONS))
-    if unknown:
-        raise ConfigError(f"Unknown section(s) {unknown}; known sections: {sorted(_SECTIONS)}.")
-    sections = {}
-    for name, cls in _SECTIONS.items():
-        section = values.get(name) or {}
-        if not isinstance(section, Mapping):
-            raise ConfigError(f"Section {name!r} must be a mapping, got {type(section).__name__}.")
-        hints = typing.get_type_hints(cls)
-        bad = sorted(set(section) - set(hints))
-        if bad:
-            raise ConfigError(f"Unknown key(s) {[f'{name}.{k}' for k in bad]}; known keys of "
-                              f"{name!r}: {sorted(hints)}.")
-        sections[name] = cls(**{k: _check(f"{name}.{k}", v, hints[k]) for k, v in section.items()})
-    config = FinetuneConfig(**sections)
+    values = renamed_keys(values, RENAMED_KEYS["run_config"], error=ConfigError)
+    check_sections(values, _SECTIONS, "A fine-tuning config")
+    config = FinetuneConfig(**{name: build_section(name, cls, values.get(name) or {})
+                               for name, cls in _SECTIONS.items()})
     return _validate(dataclasses.replace(config, task=resolve_task(config.task)))
 
 
@@ -180,10 +144,10 @@ def resolve_task(task: TaskSection) -> TaskSection:
             spec = dataset_spec(task.dataset)
         except ValueError as e:
             raise ConfigError(f"task.dataset: {e}") from e
-        if task.type and task.type != spec.task_type:
-            raise ConfigError(f"task.type {task.type!r} does not match {task.dataset!r}, a "
+        if task.task_type and task.task_type != spec.task_type:
+            raise ConfigError(f"task.task_type {task.task_type!r} does not match {task.dataset!r}, a "
                               f"{spec.task_type} dataset.")
-        changes["type"] = spec.task_type
+        changes["task_type"] = spec.task_type
         if not task.text_fields and spec.text_fields:
             changes["text_fields"] = list(spec.text_fields)
         if not task.label_field:
@@ -202,12 +166,12 @@ def resolve_task(task: TaskSection) -> TaskSection:
         raise ConfigError("Set task.dataset (a TFDS name, e.g. glue/sst2), task.train_file "
                           "(JSONL/CSV/SQuAD JSON) or task.records_dir (`xlnet-tf prepare-finetuning` "
                           f"output). Known TFDS datasets: {sorted(DATASETS)}.")
-    elif not task.type:
-        changes["type"] = "classification"  # the common case for local text files
+    elif not task.task_type:
+        changes["task_type"] = "classification"  # the common case for local text files
     task = dataclasses.replace(task, **changes)
-    if task.type not in TASK_TYPES:
-        raise ConfigError(f"task.type must be one of {TASK_TYPES}, got {task.type!r}.")
-    if task.type == "regression":
+    if task.task_type not in TASK_TYPES:
+        raise ConfigError(f"task.task_type must be one of {TASK_TYPES}, got {task.task_type!r}.")
+    if task.task_type == "regression":
         task = dataclasses.replace(task, num_classes=1)
     if task.label_names and not task.num_classes:
         task = dataclasses.replace(task, num_classes=len(task.label_names))
@@ -215,15 +179,15 @@ def resolve_task(task: TaskSection) -> TaskSection:
         raise ConfigError(f"task.num_classes ({task.num_classes}) != len(task.label_names) "
                           f"({len(task.label_names)}).")
     if task.metrics is None:
-        task = dataclasses.replace(task, metrics=list(default_metrics(task.type, task.num_classes)))
+        task = dataclasses.replace(task, metrics=list(default_metrics(task.task_type, task.num_classes)))
     bad = [m for m in task.metrics if m not in METRICS]
     if bad:
         raise ConfigError(f"task.metrics: unknown metric(s) {bad}; known: {list(METRICS)}.")
-    if task.type == "span" and task.version_2 and task.null_score_threshold is None:
+    if task.task_type == "span" and task.version_2 and task.null_score_threshold is None:
         task = dataclasses.replace(task, null_score_threshold=0.0)
     if task.sequence_length < 4:
         raise ConfigError(f"task.sequence_length must be >= 4, got {task.sequence_length}.")
-    if task.type == "span" and task.sequence_length - 3 - task.max_query_length < 1:
+    if task.task_type == "span" and task.sequence_length - 3 - task.max_query_length < 1:
         raise ConfigError(f"task.sequence_length ({task.sequence_length}) leaves no room for the "
                           f"passage after task.max_query_length ({task.max_query_length}).")
     if not 0 <= task.head_dropout < 1:
@@ -232,28 +196,10 @@ def resolve_task(task: TaskSection) -> TaskSection:
 
 
 def _validate(config: FinetuneConfig) -> FinetuneConfig:
-    t = config.training
-    if t.mixed_precision not in MIXED_PRECISION:
-        raise ConfigError(f"training.mixed_precision must be one of {MIXED_PRECISION}, got "
-                          f"{t.mixed_precision!r}.")
-    for name in ("train_steps", "steps_per_epoch", "steps_per_execution", "log_every_steps"):
-        if getattr(t, name) < 1:
-            raise ConfigError(f"training.{name} must be >= 1, got {getattr(t, name)}.")
-    if t.train_steps % t.steps_per_epoch:
-        raise ConfigError(f"training.train_steps ({t.train_steps}) must be a multiple of "
-                          f"training.steps_per_epoch ({t.steps_per_epoch}).")
-    if t.steps_per_epoch % t.steps_per_execution:
-        raise ConfigError(f"training.steps_per_epoch ({t.steps_per_epoch}) must be a multiple of "
-                          f"training.steps_per_execution ({t.steps_per_execution}).")
-    if t.gradient_accumulation_steps != 1:
+    validate_training(config.training, config.optimizer)
+    if config.training.gradient_accumulation_steps != 1:
         raise ConfigError("training.gradient_accumulation_steps is not supported by fine-tuning; "
                           "use a smaller per-replica batch or more replicas.")
-    if t.global_batch_size is None and t.per_replica_batch_size is None:
-        raise ConfigError("Set training.global_batch_size or training.per_replica_batch_size.")
-    if config.optimizer.warmup_steps > t.train_steps:
-        raise ConfigError(f"optimizer.warmup_steps ({config.optimizer.warmup_steps}) exceeds "
-                          f"training.train_steps ({t.train_steps}).")
-    validate_optimizer(config.optimizer)
     if not 0 < config.optimizer.layer_decay <= 1:
         raise ConfigError(f"optimizer.layer_decay must be in (0, 1], got {config.optimizer.layer_decay}.")
     if config.evaluation.batch_size < 1:

@@ -4,7 +4,8 @@ Work directory layout:
 - `config.yaml`: the resolved config (has a `task` section; `training.init_from` is the preset);
 - `metrics.jsonl`: training lines (step, loss, learning rate, ...) from the pretraining logger,
   plus one `{"step", "split": "eval", ...metrics}` line per evaluation;
-- `backup/`: `RunBackup` state (crash-safe); re-running the same command resumes;
+- `backup/`: `RunBackup` state (crash-safe, the previous backup kept as `.bkp`); re-running the
+  same command resumes;
 - `RUN_LOCK`: while a run is active, who holds the work directory (one run at a time);
 - `eval_results.json`: the final evaluation;
 - `final/`: the fine-tuned task preset in keras-hub's layout (`config.json`, `model.weights.h5`,
@@ -12,6 +13,10 @@ Work directory layout:
   `assets/tokenizer/vocabulary.spm`, `spiece.model`) plus `preprocessing.json`, the serving
   metadata (task type, packing, text fields, label names, tuned SQuAD `null_score_threshold`);
   read by `XLNetClassifier.from_preset(...)` & co., `load_task_preset` and `xlnet-tf export`.
+
+The strategy, batch split, work directory checks, run lock, config.yaml and backup choice are
+the training engine's (`xlnet_tf.training.run_setup`, `xlnet_tf.training.run_directory`), the
+same as pretraining's.
 """
 
 import contextlib
@@ -23,33 +28,33 @@ import os
 import keras
 import yaml
 
-from xlnet_tf.models.xlnet_config import ConfigError
+from xlnet_tf.formats import preset_files
+from xlnet_tf.formats.special_tokens import SPECIAL_TOKEN_IDS
+from xlnet_tf.config_schema import ConfigError
 from xlnet_tf.finetuning.finetuning_config import FinetuneConfig, finetune_config_from_dict
 from xlnet_tf.storage import atomic_files
-from xlnet_tf.storage.run_config_file import read_run_config, write_run_config
-from xlnet_tf.storage.run_lock import RunLock
+from xlnet_tf.training.run_directory import check_workdir, open_run_directory
 
 _log = logging.getLogger(__name__)
-BACKUP_DIR = "backup"
 FINAL_DIR = "final"
 
 
 def build_task_model(task, backbone):
-    """The task model of `task.type` on `backbone`."""
+    """The task model of `task.task_type` on `backbone`."""
     from xlnet_tf.models.xlnet_classifier import XLNetClassifier
     from xlnet_tf.models.xlnet_multiple_choice import XLNetMultipleChoice
     from xlnet_tf.models.xlnet_span_labeler import XLNetSpanLabeler
     from xlnet_tf.models.xlnet_token_classifier import XLNetTokenClassifier
 
-    if task.type in ("classification", "regression"):
-        if task.type == "classification" and task.num_classes < 2:
+    if task.task_type in ("classification", "regression"):
+        if task.task_type == "classification" and task.num_classes < 2:
             raise ConfigError("task.num_classes must be >= 2 for classification (set it, or "
                               "task.label_names).")
         return XLNetClassifier(backbone, num_classes=task.num_classes, dropout=task.head_dropout)
-    if task.type == "span":
+    if task.task_type == "span":
         return XLNetSpanLabeler(backbone, start_n_top=task.start_n_top, end_n_top=task.end_n_top,
                                 dropout=task.head_dropout)
-    if task.type == "multiple_choice":
+    if task.task_type == "multiple_choice":
         return XLNetMultipleChoice(backbone, dropout=task.head_dropout)
     if task.num_classes < 2:
         raise ConfigError("task.num_classes must be >= 2 for token_classification.")
@@ -64,13 +69,13 @@ def compile_arguments(task):
     from xlnet_tf.models.xlnet_span_labeler import XLNetSpanLabeler
     from xlnet_tf.models.xlnet_token_classifier import XLNetTokenClassifier
 
-    if task.type == "span":
+    if task.task_type == "span":
         return XLNetSpanLabeler.default_compile_arguments()
-    if task.type == "regression":
+    if task.task_type == "regression":
         return XLNetClassifier.default_compile_arguments(num_classes=1)
-    if task.type == "token_classification":
+    if task.task_type == "token_classification":
         return XLNetTokenClassifier.default_compile_arguments()
-    if task.type == "multiple_choice":
+    if task.task_type == "multiple_choice":
         return XLNetMultipleChoice.default_compile_arguments()
     return XLNetClassifier.default_compile_arguments(num_classes=max(int(task.num_classes or 2), 2))
 
@@ -93,21 +98,6 @@ def _resolve_vocabulary(init_preset):
     return path
 
 
-def _check_workdir(config, workdir):
-    previous = read_run_config(workdir)  # None: no earlier run, or a damaged file (warned).
-    if previous is None:
-        return
-    current = config.to_dict()
-    ignore = {("training", "verbose")}
-    changed = [f"{s}.{k}" for s, section in current.items() if isinstance(section, dict)
-               for k, v in section.items()
-               if (s, k) not in ignore and previous.get(s, {}).get(k, v) != v]
-    if changed:
-        raise ConfigError(f"{workdir} holds a run with a different config (changed: "
-                          f"{', '.join(changed)}). Use a new --workdir, or the original settings "
-                          "to resume.")
-
-
 def _init_adjustments(init, explicit):
     """`{field: {"preset", "finetune"}}`: a (pretraining) backbone preset's settings that
     fine-tuning changes (`finetuning_adjustments`); fields in `explicit` (the user's
@@ -115,9 +105,9 @@ def _init_adjustments(init, explicit):
     from xlnet_tf.models.xlnet_config import XLNetConfig
     from xlnet_tf.models.xlnet_task import finetuning_adjustments
 
-    if _exists(os.path.join(init, "task.json")):
+    if _exists(os.path.join(init, preset_files.TASK_CONFIG_FILE)):
         return {}
-    preset_config = XLNetConfig.from_json(os.path.join(init, "config.json"))
+    preset_config = XLNetConfig.from_json(os.path.join(init, preset_files.CONFIG_FILE))
     return {k: {"preset": old, "finetune": new}
             for k, (old, new) in finetuning_adjustments(preset_config, keep=explicit).items()}
 
@@ -129,17 +119,10 @@ def _adjustments_yaml(init_adjustments):
     return yaml.safe_dump({"init_adjustments": init_adjustments}, sort_keys=False)
 
 
-def _backup_epoch(backup_dir):
-    """The epoch `RunBackup` restores (the same choice, `.bkp` fallback included)."""
-    from xlnet_tf.training.run_backup import backup_epoch
-
-    return backup_epoch(backup_dir)
-
-
 def _records_have_eval(task):
-    if not task.records_dir or task.type == "span":  # SQuAD scoring needs the passages
+    if not task.records_dir or task.task_type == "span":  # SQuAD scoring needs the passages
         return False
-    from xlnet_tf.data.finetuning_records import read_finetuning_manifest
+    from xlnet_tf.data.finetuning_record_dataset import read_finetuning_manifest
 
     return (task.eval_split or "validation") in read_finetuning_manifest(task.records_dir)["splits"]
 
@@ -177,11 +160,10 @@ def _run_finetuning(config, workdir, run_scope, *, strategy):
     from xlnet_tf.optimizers.layerwise_adamw import LayerwiseAdamW, layer_decay_multipliers
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
     from xlnet_tf.tokenizer import XLNetTokenizer
-    from xlnet_tf.training.callbacks import JsonlMetricsLogger
     from xlnet_tf.optimizers.all_reduced_adamw import uses_weight_decay
-    from xlnet_tf.training.run_backup import RunBackup
-    from xlnet_tf.training.strategy import resolve_batch_sizes, resolve_strategy, task_info
     from xlnet_tf.optimizers.warmup_decay_schedule import WarmupDecaySchedule
+    from xlnet_tf.training.callbacks import JsonlMetricsLogger
+    from xlnet_tf.training.run_setup import RunSetup
 
     config = finetune_config_from_dict(config.to_dict())
     t, o = config.training, config.optimizer
@@ -192,7 +174,7 @@ def _run_finetuning(config, workdir, run_scope, *, strategy):
         raise ConfigError(f"Initial preset directory not found: {init}")
     vocabulary = _resolve_vocabulary(init)
     task = config.task
-    if task.type == "classification" and not task.label_names and task.train_file:
+    if task.task_type == "classification" and not task.label_names and task.train_file:
         try:
             names = data.local_file_label_names(task)
         except (ValueError, FileNotFoundError) as e:
@@ -203,13 +185,13 @@ def _run_finetuning(config, workdir, run_scope, *, strategy):
                 raise ConfigError(f"{task.train_file} has {len(names)} distinct labels {names} but "
                                   f"task.num_classes is {task.num_classes}.")
     if task.records_dir and not (task.train_file or task.dataset):
-        from xlnet_tf.data.finetuning_records import read_finetuning_manifest
+        from xlnet_tf.data.finetuning_record_dataset import read_finetuning_manifest
 
         recorded = read_finetuning_manifest(task.records_dir)["task"]
         task = dataclasses.replace(
             task, label_names=task.label_names or recorded.get("label_names"),
             num_classes=task.num_classes or int(recorded.get("num_classes") or 0))
-    if task.type == "classification" and not task.num_classes:
+    if task.task_type == "classification" and not task.num_classes:
         raise ConfigError("task.num_classes is not set and cannot be inferred (integer labels): set "
                           "task.num_classes.")
     try:
@@ -218,35 +200,26 @@ def _run_finetuning(config, workdir, run_scope, *, strategy):
     except ValueError as e:
         raise ConfigError(str(e)) from e
     config = dataclasses.replace(config, task=task)
-    _check_workdir(config, workdir)
+    check_workdir(config.to_dict(), workdir)
 
-    if strategy is None:
-        strategy = resolve_strategy(config.distribution.strategy,
-                                    virtual_cpu_devices=config.distribution.virtual_cpu_devices,
-                                    tpu_address=config.distribution.tpu)
-    replicas = strategy.num_replicas_in_sync
-    global_batch, per_replica = resolve_batch_sizes(
-        global_batch_size=t.global_batch_size, per_replica_batch_size_value=t.per_replica_batch_size,
-        num_replicas=replicas)
-    _, _, is_chief = task_info()
-    # Before the first write: a second run on this work directory stops here, naming this one.
-    run_scope.enter_context(RunLock(workdir, enabled=is_chief))
+    setup = RunSetup.resolve(config.distribution, t, strategy)
+    strategy, is_chief = setup.strategy, setup.is_chief
+    global_batch = setup.global_batch_size
     overrides = {k: v for k, v in dataclasses.asdict(config.model).items() if v is not None}
     init_adjustments = _init_adjustments(init, overrides)
-    if is_chief:
-        write_run_config(workdir, config.to_yaml() + _adjustments_yaml(init_adjustments))
-        if init_adjustments:
-            changes = ", ".join(f"{k} {json.dumps(v['preset'])} -> {json.dumps(v['finetune'])}"
-                                for k, v in init_adjustments.items())
-            print(f"Fine-tuning settings for {init}: {changes} (recorded as init_adjustments in "
-                  "config.yaml).")
-    backup_dir = os.path.join(workdir, BACKUP_DIR)
-    first_epoch = _backup_epoch(backup_dir)
-    first_step = first_epoch * t.steps_per_epoch
+    # Before the first write: a second run on this work directory stops here, naming this one.
+    directory = open_run_directory(workdir, config.to_yaml() + _adjustments_yaml(init_adjustments),
+                                   run_scope, is_chief=is_chief, task_id=setup.task_id)
+    if is_chief and init_adjustments:
+        changes = ", ".join(f"{k} {json.dumps(v['preset'])} -> {json.dumps(v['finetune'])}"
+                            for k, v in init_adjustments.items())
+        print(f"Fine-tuning settings for {init}: {changes} (recorded as init_adjustments in "
+              "config.yaml).")
+    first_step = directory.first_epoch * t.steps_per_epoch
     dtype = None if t.mixed_precision == "float32" else t.mixed_precision
     with strategy.scope():
         keras.utils.set_random_seed(t.seed)
-        if _exists(os.path.join(init, "task.json")):
+        if _exists(os.path.join(init, preset_files.TASK_CONFIG_FILE)):
             from xlnet_tf.models.xlnet_task import load_task_preset
 
             model = load_task_preset(init)
@@ -280,7 +253,7 @@ def _run_finetuning(config, workdir, run_scope, *, strategy):
 
     train = data.finetuning_dataset(task, tokenizer, "train", global_batch, training=True,
                                     seed=t.seed, data_dir=task.data_dir or None)
-    if task.type == "regression":
+    if task.task_type == "regression":
         train = train.map(lambda x, y: (x, tf.reshape(y, [-1, 1])))
     if first_step:
         train = train.skip(first_step)
@@ -290,7 +263,7 @@ def _run_finetuning(config, workdir, run_scope, *, strategy):
     # (reading ahead past a pass after `skip`) would reorder what `fit` trains on.
     sample_x, sample_y = data.sample_batch(task, tokenizer, global_batch,
                                            data_dir=task.data_dir or None)
-    if task.type == "regression":
+    if task.task_type == "regression":
         sample_y = tf.reshape(sample_y, [-1, 1])  # [B] -> [B, 1]
     with strategy.scope():
         sample_pred = model(sample_x, training=False)
@@ -300,7 +273,7 @@ def _run_finetuning(config, workdir, run_scope, *, strategy):
         optimizer.build(model.trainable_variables)
 
     metrics_path = os.path.join(workdir, "metrics.jsonl")
-    callbacks = [RunBackup(backup_dir, save_freq="epoch", delete_checkpoint=False)]
+    callbacks = [directory.backup_callback()]
     has_eval = bool(task.eval_file or task.dataset) or _records_have_eval(task)
     eval_batch = config.evaluation.batch_size
     if is_chief:
@@ -312,12 +285,10 @@ def _run_finetuning(config, workdir, run_scope, *, strategy):
                                                  t.steps_per_epoch, config.evaluation.collapse_warning,
                                                  verbose=t.verbose))
     epochs = t.train_steps // t.steps_per_epoch
+    directory.announce_resume(t.steps_per_epoch, t.train_steps, is_chief)
     history = model.fit(train, epochs=epochs, steps_per_epoch=t.steps_per_epoch, callbacks=callbacks,
                         verbose=t.verbose if is_chief else 0)
-    summary = {"replicas": replicas, "global_batch_size": global_batch,
-               "per_replica_batch_size": per_replica, "first_step": first_step,
-               "train_steps": t.train_steps,
-               "final": {k: float(v[-1]) for k, v in history.history.items() if v}}
+    summary = setup.summary(history, first_step=first_step, train_steps=t.train_steps)
     if not is_chief:
         return summary
     if has_eval:
@@ -327,7 +298,7 @@ def _run_finetuning(config, workdir, run_scope, *, strategy):
         atomic_files.write_json(os.path.join(workdir, "eval_results.json"),
                                 {"step": t.train_steps, **results})
         task = tuned_task(task, results)
-        if task.type == "span":
+        if task.task_type == "span":
             summary["null_score_threshold"] = task.null_score_threshold
     final_dir = os.path.join(workdir, FINAL_DIR)
     model.save_to_preset(final_dir, vocabulary_file=vocabulary, preprocessing=preprocessing_info(task))
@@ -341,7 +312,7 @@ def tuned_task(task, results):
     The final preset's `preprocessing.json` then carries it, where `xlnet-tf export`
     (and so `predict`) reads `null_score_threshold`.
     """
-    if (task.type == "span" and task.version_2 and task.tune_null_threshold
+    if (task.task_type == "span" and task.version_2 and task.tune_null_threshold
             and results.get("best_f1_thresh") is not None):
         threshold = float(results["best_f1_thresh"])
         _log.info("SQuAD 2.0: null_score_threshold %s -> %s (best F1 %.2f on the evaluation set).",
@@ -354,14 +325,14 @@ def preprocessing_info(task):
     """What `preprocessing.json` of a task preset records (how raw text becomes features)."""
     from xlnet_tf.data.finetuning import has_text_pair
 
-    task_type = task.type
+    task_type = task.task_type
     pair = has_text_pair(task) if task_type in ("classification", "regression") else False
     fields = list(task.text_fields or (["text", "text_pair"] if pair else ["text"]))
     info = {"task_type": task_type, "sequence_length": task.sequence_length,
-            "lower_case": task.lowercase, "truncate": task.truncate,
+            "lowercase": task.lowercase, "truncate": task.truncate,
             "text_fields": fields[:2] if pair else fields[:1], "has_text_pair": pair,
             "label_names": list(task.label_names) if task.label_names else None,
-            "num_classes": task.num_classes, "special_ids": {"cls": 3, "sep": 4, "pad": 5},
+            "num_classes": task.num_classes, "special_ids": {k: SPECIAL_TOKEN_IDS[k] for k in ("cls", "sep", "pad")},
             "segment_ids": {"a": 0, "b": 1, "cls": 2, "pad": 4}}
     if task_type == "span":
         info.update({"max_query_length": task.max_query_length, "doc_stride": task.doc_stride,

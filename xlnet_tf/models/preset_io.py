@@ -33,18 +33,19 @@ import os
 
 from xlnet_tf.storage import atomic_files
 
-CONFIG_FILE = "config.json"
-WEIGHTS_FILE = "model.weights.h5"
-LM_HEAD_FILE = "lm_head.weights.h5"
-VOCABULARY_FILE = "spiece.model"
-METADATA_FILE = "metadata.json"
-TOKENIZER_CONFIG_FILE = "tokenizer.json"
-PREPROCESSOR_CONFIG_FILE = "preprocessor.json"
-TASK_CONFIG_FILE = "task.json"
-TASK_WEIGHTS_FILE = "task.weights.h5"
-PREPROCESSING_FILE = "preprocessing.json"
-KERAS_HUB_VOCABULARY_FILE = "assets/tokenizer/vocabulary.spm"
-TOKENIZER_REGISTERED_NAME = "xlnet_tf>XLNetTokenizer"
+# Re-exported: callers read the file names from here or from `xlnet_tf.formats.preset_files`.
+from xlnet_tf.formats.preset_files import CONFIG_FILE  # noqa: F401
+from xlnet_tf.formats.preset_files import KERAS_HUB_VOCABULARY_FILE
+from xlnet_tf.formats.preset_files import LM_HEAD_FILE  # noqa: F401
+from xlnet_tf.formats.preset_files import METADATA_FILE
+from xlnet_tf.formats.preset_files import PREPROCESSING_FILE  # noqa: F401
+from xlnet_tf.formats.preset_files import PREPROCESSOR_CONFIG_FILE  # noqa: F401
+from xlnet_tf.formats.preset_files import TASK_CONFIG_FILE  # noqa: F401
+from xlnet_tf.formats.preset_files import TASK_WEIGHTS_FILE  # noqa: F401
+from xlnet_tf.formats.preset_files import TOKENIZER_CONFIG_FILE
+from xlnet_tf.formats.preset_files import TOKENIZER_REGISTERED_NAME  # noqa: F401
+from xlnet_tf.formats.preset_files import VOCABULARY_FILE
+from xlnet_tf.formats.preset_files import WEIGHTS_FILE  # noqa: F401
 
 
 def _gfile():
@@ -153,12 +154,23 @@ def resolve(preset):
     listing the known ones); `hf://`, `kaggle://`, `gs://`, `ram://` come back
     unchanged.
     """
-    # Imported here: xlnet_tf.presets imports the converters, which import the models.
-    from xlnet_tf.presets import resolve_preset
-
     if not isinstance(preset, (str, os.PathLike)):
         raise TypeError(f"A preset must be a name, a directory or a handle, got {type(preset).__name__}.")
-    return resolve_preset(preset)
+    return named_preset_resolver()(preset)
+
+
+# The function that turns a preset name into a directory. `xlnet_tf.presets` sits above the
+# models (its converters build models), so the models reach it by this name, the way Keras'
+# registry reaches classes by name, and never import it.
+NAMED_PRESET_RESOLVER = "xlnet_tf.presets.preset_resolver:resolve_preset"
+
+
+def named_preset_resolver():
+    """The callable `NAMED_PRESET_RESOLVER` names (module path, colon, function name)."""
+    import importlib
+
+    module_name, function_name = NAMED_PRESET_RESOLVER.split(":")
+    return getattr(importlib.import_module(module_name), function_name)
 
 
 def fetch(preset, filename, required=True):
@@ -320,21 +332,16 @@ def vocabulary_bytes(vocabulary):
     return read_bytes(vocabulary)
 
 
-def write_tokenizer(preset_dir, proto, tokenizer=None, lowercase=None):
+def write_tokenizer(preset_dir, proto, tokenizer, lowercase=None):
     """Writes `tokenizer.json`, `assets/tokenizer/vocabulary.spm` and `spiece.model` atomically.
 
     Args:
         preset_dir: the preset directory.
         proto: the SentencePiece model bytes.
-        tokenizer: an `XLNetTokenizer` whose settings (lowercasing, ...) are
-            saved; by default one with the default settings.
+        tokenizer: the `XLNetTokenizer` whose settings (lowercasing, ...) are
+            saved (`default_tokenizer()` of the caller when it has none).
         lowercase: overrides the saved `lowercase` when not None.
     """
-    if tokenizer is None:
-        from xlnet_tf.tokenizer import XLNetTokenizer
-
-        # No vocabulary needed to serialize the settings; none is loaded.
-        tokenizer = XLNetTokenizer(proto=None)
     config = serialize(tokenizer)
     if lowercase is not None:
         config["config"]["lowercase"] = bool(lowercase)

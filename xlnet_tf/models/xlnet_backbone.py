@@ -18,6 +18,9 @@ REQUIRED_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 # Module-level so tests can swap it for the identity and compare against one forward run.
 _recompute_grad = tf.recompute_grad
 OPTIONAL_INPUTS = ("perm_mask", "target_mapping", "mems")
+# The XLNetBlock arguments that are XLNetConfig fields of the same name.
+BLOCK_CONFIG_FIELDS = ("hidden_dim", "num_heads", "head_dim", "intermediate_dim", "activation", "dropout",
+                       "attention_dropout", "layer_norm_epsilon")
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
@@ -104,20 +107,10 @@ class XLNetBackbone(Backbone):
             config.hidden_dim, attention_type=config.attention_type, bi_data=config.bi_data,
             clamp_length=config.clamp_length, dtype=self.dtype_policy, name="position_encoding")
         self.embedding_dropout = keras.layers.Dropout(config.dropout, dtype=self.dtype_policy)
+        block_arguments = {field: getattr(config, field) for field in BLOCK_CONFIG_FIELDS}
         self.blocks = [
-            XLNetBlock(
-                hidden_dim=config.hidden_dim,
-                num_heads=config.num_heads,
-                head_dim=config.head_dim,
-                intermediate_dim=config.intermediate_dim,
-                activation=config.activation,
-                dropout=config.dropout,
-                attention_dropout=config.attention_dropout,
-                layer_norm_epsilon=config.layer_norm_epsilon,
-                kernel_initializer=keras.initializers.serialize(initializer),
-                dtype=self.dtype_policy,
-                name=f"block_{i}",
-            )
+            XLNetBlock(**block_arguments, kernel_initializer=keras.initializers.serialize(initializer),
+                       dtype=self.dtype_policy, name=f"block_{i}")
             for i in range(config.num_layers)
         ]
         self.build()
@@ -323,7 +316,7 @@ class XLNetBackbone(Backbone):
             config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
         return cls(model_config, **config)
 
-    def save_to_preset(self, preset_dir, vocabulary=None, max_shard_size=None, tokenizer=None):
+    def save_to_preset(self, preset_dir, vocabulary_file=None, max_shard_size=None, *, tokenizer=None):
         """Writes a preset in keras-hub's layout, each file atomically.
 
         `config.json` (this backbone serialized), `model.weights.h5` and
@@ -334,24 +327,24 @@ class XLNetBackbone(Backbone):
 
         Args:
             preset_dir: the directory (local, `gs://`, `ram://`; created).
-            vocabulary: `spiece.model` path, its bytes, or a directory holding one.
+            vocabulary_file: `spiece.model` path, its bytes, or a directory holding one.
             max_shard_size: accepted for keras-hub's signature; weights are one file.
             tokenizer: an `XLNetTokenizer` whose settings (and, without
-                `vocabulary`, vocabulary) go into `tokenizer.json`.
+                `vocabulary_file`, vocabulary) go into `tokenizer.json`.
 
         Example:
-        >>> backbone.save_to_preset("my_preset", vocabulary="spiece.model")  # doctest: +SKIP
+        >>> backbone.save_to_preset("my_preset", vocabulary_file="spiece.model")  # doctest: +SKIP
         """
         del max_shard_size  # One weights file: XLNet-large is 1.4 GB.
         preset_io.make_preset_dir(preset_dir)
         preset_io.write_serialized(preset_dir, preset_io.CONFIG_FILE, self)
         preset_io.save_weights(self, os.path.join(preset_dir, preset_io.WEIGHTS_FILE))
         preset_io.write_metadata(preset_dir, self)
-        proto = preset_io.vocabulary_bytes(vocabulary)
+        proto = preset_io.vocabulary_bytes(vocabulary_file)
         if proto is None and tokenizer is not None and tokenizer.proto:
             proto = tokenizer.proto
         if proto is not None:
-            preset_io.write_tokenizer(preset_dir, proto, tokenizer=tokenizer)
+            preset_io.write_tokenizer(preset_dir, proto, tokenizer=tokenizer or _settings_only_tokenizer())
 
     @classmethod
     def from_preset(cls, preset, dtype=None, load_weights=True, **config_overrides):
@@ -418,3 +411,10 @@ def _check_dims(key, shape, expected):
         if wanted is not None and actual is not None and actual != wanted:
             pretty = tuple("?" if w is None else w for w in expected)
             raise ValueError(f"XLNetBackbone: input {key!r} has shape {shape}, expected {pretty}.")
+
+
+def _settings_only_tokenizer():
+    """An `XLNetTokenizer` with the default settings and no vocabulary, for `tokenizer.json`."""
+    from xlnet_tf.tokenizer import XLNetTokenizer
+
+    return XLNetTokenizer(proto=None)

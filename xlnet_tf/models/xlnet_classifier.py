@@ -90,18 +90,11 @@ class XLNetClassifier(XLNetTask):
 
     def call(self, inputs, training=None):
         features = self.backbone_inputs(inputs)
-        # One step seed (None outside fit): backbone and head masks survive a resume.
-        step_seed = seeded_dropout.training_dropout_seed(self, training)
-        sequence = self.backbone(
-            features, training=training,
-            dropout_seed=seeded_dropout.sub_seed(step_seed, seeded_dropout.BACKBONE_SEED),
-        )["sequence_output"]  # [B, L, H]
+        sequence, head_seed = self.backbone_sequence(features, training)  # [B, L, H]
         index = cls_positions(features["token_ids"], features["padding_mask"], self.cls_token_id)
         summary = gather_positions(sequence, index)  # [B, H]
         summary = self.summary_projection(summary)
-        summary = seeded_dropout.apply_dropout(
-            self.summary_dropout, summary, training,
-            seeded_dropout.sub_seed(step_seed, seeded_dropout.HEAD_SEED))
+        summary = seeded_dropout.apply_dropout(self.summary_dropout, summary, training, head_seed)
         return ops.cast(self.logits_dense(summary), "float32")
 
     def get_config(self):

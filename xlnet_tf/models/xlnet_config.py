@@ -10,12 +10,15 @@ import dataclasses
 import json
 from typing import Any, Mapping
 
+from xlnet_tf.config_schema import ConfigError, check_value  # noqa: F401 (ConfigError: re-exported)
+from xlnet_tf.storage import atomic_files
+
 ACTIVATIONS = ("gelu", "gelu_approximate", "relu", "tanh", "swish")
 ATTENTION_TYPES = ("bi", "uni")
 
-# Keys of the original `xlnet_config.json` (zihangdai/xlnet) -> our names.
-_ORIGINAL_KEYS = {
-    "n_token": "vocabulary_size",
+# Network-shape keys that the original `xlnet_config.json` and Hugging Face's
+# `config.json` both use (Hugging Face kept the original names) -> our names.
+_SHARED_FOREIGN_KEYS = {
     "n_layer": "num_layers",
     "n_head": "num_heads",
     "d_head": "head_dim",
@@ -24,16 +27,12 @@ _ORIGINAL_KEYS = {
     "ff_activation": "activation",
     "untie_r": "untie_relative_bias",
 }
+# Keys of the original `xlnet_config.json` (zihangdai/xlnet) -> our names.
+_ORIGINAL_KEYS = {"n_token": "vocabulary_size", **_SHARED_FOREIGN_KEYS}
 # Keys of a Hugging Face `XLNetConfig.to_json_file()` -> our names.
 _HF_KEYS = {
     "vocab_size": "vocabulary_size",
-    "n_layer": "num_layers",
-    "n_head": "num_heads",
-    "d_head": "head_dim",
-    "d_model": "hidden_dim",
-    "d_inner": "intermediate_dim",
-    "ff_activation": "activation",
-    "untie_r": "untie_relative_bias",
+    **_SHARED_FOREIGN_KEYS,
     "mem_len": "memory_length",
     "reuse_len": "reuse_length",
     "clamp_len": "clamp_length",
@@ -55,10 +54,6 @@ _IGNORED_FOREIGN_KEYS = {
     "is_decoder", "is_encoder_decoder", "add_cross_attention", "tokenizer_class",
     "use_cache", "n_token_", "num_labels",
 }
-
-
-class ConfigError(ValueError):
-    """A configuration value is missing, unknown, of the wrong type or out of range."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,7 +111,8 @@ class XLNetConfig:
     def __post_init__(self):
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            _check_type(field.name, value, field.type)
+            # Checked only: an int is a fine float, and the frozen dataclass keeps it as given.
+            check_value(f"XLNetConfig.{field.name}", value, field.type, parse_strings=False)
         positive = ("vocabulary_size", "num_layers", "num_heads", "head_dim",
                     "hidden_dim", "intermediate_dim")
         for name in positive:
@@ -173,15 +169,10 @@ class XLNetConfig:
         translated field by field; keys that describe nothing in the network
         (task heads, token ids) are ignored, any other unknown key is an error.
         """
-        import tensorflow as tf  # gfile reads local paths and gs:// alike.
-
-        if not tf.io.gfile.exists(path):
-            raise ConfigError(f"Config file not found: {path}")
-        with tf.io.gfile.GFile(path, "r") as f:
-            try:
-                values = json.load(f)
-            except json.JSONDecodeError as e:
-                raise ConfigError(f"{path} is not valid JSON: {e}") from e
+        try:
+            values = atomic_files.read_json(path, kind="Config")  # Local, gs:// and ram:// alike.
+        except (FileNotFoundError, ValueError) as e:
+            raise ConfigError(str(e)) from e
         if isinstance(values, Mapping) and "registered_name" in values:
             # A keras-hub preset's config.json: the serialized XLNetBackbone.
             inner = values.get("config")
@@ -242,20 +233,6 @@ class XLNetConfig:
         with tf.io.gfile.GFile(path, "w") as f:
             json.dump(self.to_dict(), f, indent=2, sort_keys=True)
             f.write("\n")
-
-
-def _check_type(name, value, annotation):
-    expected = {"int": int, "float": float, "bool": bool, "str": str}.get(
-        annotation if isinstance(annotation, str) else annotation.__name__)
-    if expected is None:
-        return
-    if expected is float and isinstance(value, int) and not isinstance(value, bool):
-        return  # An int is a fine float; frozen dataclasses keep it as given.
-    if expected is int and isinstance(value, bool):
-        raise ConfigError(f"XLNetConfig.{name} must be int, got bool {value!r}.")
-    if not isinstance(value, expected):
-        raise ConfigError(
-            f"XLNetConfig.{name} must be {expected.__name__}, got {type(value).__name__} {value!r}.")
 
 
 def load_config_file(path: str) -> XLNetConfig:

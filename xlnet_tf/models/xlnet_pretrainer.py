@@ -311,7 +311,7 @@ class XLNetPretrainer(keras.Model):
             config.pop("backbone"), custom_objects={"XLNetBackbone": XLNetBackbone})
         return cls(backbone, **config)
 
-    def save_to_preset(self, preset_dir, vocabulary=None, tokenizer=None):
+    def save_to_preset(self, preset_dir, vocabulary_file=None, max_shard_size=None, *, tokenizer=None):
         """Writes the backbone preset (keras-hub's layout) plus `lm_head.weights.h5` with the output bias.
 
         The bias is an extra file keras-hub ignores, so the directory is at the
@@ -320,10 +320,14 @@ class XLNetPretrainer(keras.Model):
 
         Args:
             preset_dir: the directory (local, `gs://`, `ram://`; created).
-            vocabulary: `spiece.model` path, its bytes, or a directory holding one.
+            vocabulary_file: `spiece.model` path, its bytes, or a directory holding one.
+            max_shard_size: accepted for keras-hub's signature; weights are one file.
             tokenizer: optional `XLNetTokenizer` whose settings are saved.
+
+        Example:
+        >>> pretrainer.save_to_preset("my_preset", vocabulary_file="spiece.model")  # doctest: +SKIP
         """
-        self.backbone.save_to_preset(preset_dir, vocabulary=vocabulary, tokenizer=tokenizer)
+        self.backbone.save_to_preset(preset_dir, vocabulary_file, max_shard_size, tokenizer=tokenizer)
         preset_io.write_arrays(os.path.join(preset_dir, preset_io.LM_HEAD_FILE),
                                {"lm_bias": np.asarray(keras.ops.convert_to_numpy(self.lm_bias))})
 

@@ -3,10 +3,10 @@
 import keras
 from keras import ops
 
+from xlnet_tf.formats.special_tokens import SEP_TOKEN_ID
 from xlnet_tf.layers import seeded_dropout
 from xlnet_tf.models.xlnet_task import CLS_TOKEN_ID, XLNetTask, cls_positions, gather_positions
 
-SEP_TOKEN_ID = 4
 PASSAGE_SEGMENT_ID = 0
 # Masked logits are computed in float32, so a large finite constant is safe.
 _MASKED_LOGIT = -1e30
@@ -137,12 +137,7 @@ class XLNetSpanLabeler(XLNetTask):
 
     def call(self, inputs, training=None):
         features = self.backbone_inputs(inputs)
-        # One step seed (None outside fit): backbone and head masks survive a resume.
-        step_seed = seeded_dropout.training_dropout_seed(self, training)
-        sequence = self.backbone(
-            features, training=training,
-            dropout_seed=seeded_dropout.sub_seed(step_seed, seeded_dropout.BACKBONE_SEED),
-        )["sequence_output"]  # [B, L, H]
+        sequence, head_seed = self.backbone_sequence(features, training)  # [B, L, H]
         cls_index = cls_positions(features["token_ids"], features["padding_mask"], self.cls_token_id)
         mask = self._answer_mask(inputs, cls_index)  # [B, L]
 
@@ -155,9 +150,7 @@ class XLNetSpanLabeler(XLNetTask):
         start_summary = ops.einsum("blh,bl->bh", sequence, start_probs)  # [B, H]
         cls_feature = gather_positions(sequence, cls_index)  # [B, H]
         answer = self.answer_hidden(ops.concatenate([start_summary, cls_feature], axis=-1))
-        answer = seeded_dropout.apply_dropout(
-            self.answer_dropout, answer, training,
-            seeded_dropout.sub_seed(step_seed, seeded_dropout.HEAD_SEED))
+        answer = seeded_dropout.apply_dropout(self.answer_dropout, answer, training, head_seed)
         cls_logits = ops.cast(ops.squeeze(self.answer_dense(answer), -1), "float32")  # [B]
 
         if "start_positions" in inputs:

@@ -26,16 +26,13 @@ from keras import ops
 from keras_hub.models import Task
 from keras_hub.src.utils.pipeline_model import _contains_string_data
 
-TASK_PRESET_FORMAT = "xlnet_tf.task.v1"
-TASK_CONFIG_FILE = "task.json"
-TASK_WEIGHTS_FILE = "task.weights.h5"
-BACKBONE_CONFIG_FILE = "config.json"
-BACKBONE_WEIGHTS_FILE = "model.weights.h5"
-VOCABULARY_FILE = "spiece.model"
-PREPROCESSING_FILE = "preprocessing.json"
-
-# Ids of the released XLNet vocabulary.
-CLS_TOKEN_ID = 3
+from xlnet_tf.formats.preset_files import PREPROCESSING_FILE
+from xlnet_tf.formats.preset_files import TASK_CONFIG_FILE
+from xlnet_tf.formats.preset_files import TASK_PRESET_FORMAT
+from xlnet_tf.formats.preset_files import TASK_WEIGHTS_FILE
+from xlnet_tf.formats.preset_files import WEIGHTS_FILE as BACKBONE_WEIGHTS_FILE
+from xlnet_tf.formats.special_tokens import CLS_TOKEN_ID
+from xlnet_tf.layers import seeded_dropout
 
 
 def cls_positions(token_ids, padding_mask, cls_token_id=CLS_TOKEN_ID):
@@ -275,6 +272,27 @@ class XLNetTask(Task):
             "padding_mask": inputs["padding_mask"],
         }
 
+    def backbone_sequence(self, features, training):
+        """The backbone's content stream for `features`, and the dropout seed of the head.
+
+        Backbone and head draw their dropout masks from sub-seeds of one step
+        seed (None outside `fit`), so both survive a resume.
+
+        Args:
+            features: the backbone inputs (`backbone_inputs`), `[B, L]` each.
+            training: the call's `training` flag.
+
+        Returns:
+            `(sequence [B, L, H], head_seed)`; `head_seed` is an int64 `[2]` or None,
+            for `seeded_dropout.apply_dropout` in the head.
+        """
+        step_seed = seeded_dropout.training_dropout_seed(self, training)
+        sequence = self.backbone(
+            features, training=training,
+            dropout_seed=seeded_dropout.sub_seed(step_seed, seeded_dropout.BACKBONE_SEED),
+        )["sequence_output"]  # [B, L, H]
+        return sequence, seeded_dropout.sub_seed(step_seed, seeded_dropout.HEAD_SEED)
+
     def build(self, input_shape=None):
         """Creates every weight from the config alone (the inputs' shapes are not needed)."""
         if not self.backbone.built:
@@ -419,18 +437,18 @@ class XLNetTask(Task):
         tokenizer = XLNetTokenizer(proto=None, lowercase=bool(lowercase))
         return preprocessor_class(tokenizer=tokenizer, **preprocessor_class.preset_settings(preprocessing))
 
-    def save_to_preset(self, preset, vocabulary_file=None, preprocessing=None, max_shard_size=None):
+    def save_to_preset(self, preset_dir, vocabulary_file=None, max_shard_size=None, *, preprocessing=None):
         """Writes a task preset in keras-hub's layout (see the module docstring), each file atomically.
 
         Args:
-            preset: output directory (local, `gs://`, `ram://`; created).
+            preset_dir: output directory (local, `gs://`, `ram://`; created).
             vocabulary_file: path of `spiece.model` (or its bytes) to store; by
                 default the preprocessor's tokenizer vocabulary, if any.
+            max_shard_size: accepted for keras-hub's signature; weights are one file.
             preprocessing: a JSON-serialisable dict describing the input packing
                 and serving (e.g. `{"task_type": "classification", "sequence_length":
                 128, "text_fields": [...], "label_names": [...]}`), written as
                 `preprocessing.json`; by default the preprocessor's settings, if any.
-            max_shard_size: accepted for keras-hub's signature; weights are one file.
 
         Example:
         >>> classifier.save_to_preset("my_classifier")  # doctest: +SKIP
@@ -440,7 +458,7 @@ class XLNetTask(Task):
 
         del max_shard_size
         # Each file atomically: an interrupted save never leaves a truncated file behind.
-        preset_io.make_preset_dir(preset)
+        preset_io.make_preset_dir(preset_dir)
         if not self.built:
             self.build_with_dummy_inputs()
         tokenizer = getattr(self.preprocessor, "tokenizer", None)
@@ -451,28 +469,36 @@ class XLNetTask(Task):
             proto = tokenizer.proto
         if preprocessing is None and self.preprocessor is not None:
             preprocessing = self.default_preprocessing_info()
-        lowercase = (preprocessing or {}).get("lower_case")
+        if preprocessing is not None:  # a dict saved by an earlier version may say `lower_case`
+            from xlnet_tf.storage.renamed_keys import RENAMED_KEYS, renamed_keys
+
+            preprocessing = renamed_keys(preprocessing, RENAMED_KEYS["preprocessing"],
+                                         source="preprocessing", warn=False)
+        lowercase = (preprocessing or {}).get("lowercase")
         if lowercase is None:
             lowercase = bool(getattr(tokenizer, "lowercase", False))
-        self.backbone.save_to_preset(preset)
+        self.backbone.save_to_preset(preset_dir)
         preprocessor = self._preprocessor_for_preset(preprocessing, lowercase) if proto else None
         if proto is not None:
-            preset_io.write_tokenizer(preset, proto, tokenizer=tokenizer,
+            from xlnet_tf.tokenizer import XLNetTokenizer
+
+            # Without a tokenizer, one with the default settings (no vocabulary is loaded).
+            preset_io.write_tokenizer(preset_dir, proto, tokenizer=tokenizer or XLNetTokenizer(proto=None),
                                       lowercase=None if tokenizer is not None else lowercase)
         if preprocessor is not None:
-            preset_io.write_serialized(preset, preset_io.PREPROCESSOR_CONFIG_FILE, preprocessor)
+            preset_io.write_serialized(preset_dir, preset_io.PREPROCESSOR_CONFIG_FILE, preprocessor)
         task_config = preset_io.serialize(self)
         task_config["config"]["preprocessor"] = (
             None if preprocessor is None else preset_io.serialize(preprocessor))
-        preset_io.write_json(os.path.join(preset, TASK_CONFIG_FILE), task_config)
+        preset_io.write_json(os.path.join(preset_dir, TASK_CONFIG_FILE), task_config)
         # The head only (keras-hub's `save_task_weights`): the backbone is in model.weights.h5,
         # and a preset carries no optimizer state.
         skipped = list(self.backbone._flatten_layers())
         if self.optimizer is not None:
             skipped.append(self.optimizer)
-        preset_io.save_weights_skipping(self, os.path.join(preset, TASK_WEIGHTS_FILE), skipped)
+        preset_io.save_weights_skipping(self, os.path.join(preset_dir, TASK_WEIGHTS_FILE), skipped)
         if preprocessing is not None:
-            preset_io.write_json(os.path.join(preset, PREPROCESSING_FILE), preprocessing)
+            preset_io.write_json(os.path.join(preset_dir, PREPROCESSING_FILE), preprocessing)
 
     def default_preprocessing_info(self):
         """`preprocessing.json` of a preset saved without one: the preprocessor's packing and the task type."""
@@ -480,7 +506,7 @@ class XLNetTask(Task):
         info = {k: v for k, v in info.items()
                 if k in ("sequence_length", "truncate", "second_max_length",
                          "max_query_length", "doc_stride", "label_all_pieces")}
-        info["lower_case"] = bool(getattr(self.preprocessor.tokenizer, "lowercase", False))
+        info["lowercase"] = bool(getattr(self.preprocessor.tokenizer, "lowercase", False))
         info["preprocessor_class"] = type(self.preprocessor).__name__
         task_type = self.preprocessing_task_type()
         if task_type:
@@ -496,15 +522,26 @@ class XLNetTask(Task):
                 "XLNetTokenClassifier": "token_classification"}.get(name)
 
 
-def task_classes():
-    """Name -> class of every task model (imported lazily to keep imports light)."""
-    from xlnet_tf.models.xlnet_classifier import XLNetClassifier
-    from xlnet_tf.models.xlnet_multiple_choice import XLNetMultipleChoice
-    from xlnet_tf.models.xlnet_span_labeler import XLNetSpanLabeler
-    from xlnet_tf.models.xlnet_token_classifier import XLNetTokenClassifier
+TASK_CLASS_NAMES = ("XLNetClassifier", "XLNetSpanLabeler", "XLNetMultipleChoice",
+                    "XLNetTokenClassifier")
 
-    return {c.__name__: c for c in (XLNetClassifier, XLNetSpanLabeler,
-                                     XLNetMultipleChoice, XLNetTokenClassifier)}
+
+def task_classes():
+    """Name -> class of every task model, found in Keras' serialization registry.
+
+    The subclasses import this module, so this module never imports them: each is
+    registered as `xlnet_tf>Name` (its decorator, or before its module is loaded
+    the stand-in of `xlnet_tf._keras_registration`, which imports it on request).
+    """
+    from xlnet_tf._keras_registration import KERAS_CLASSES, PACKAGE, DeferredClass
+
+    classes = {}
+    for name in TASK_CLASS_NAMES:
+        registered = keras.saving.get_registered_object(f"{PACKAGE}>{name}")
+        if registered is None:  # The stand-ins could not be registered (warned at import).
+            registered = DeferredClass(name, KERAS_CLASSES[name])
+        classes[name] = registered.resolve() if isinstance(registered, DeferredClass) else registered
+    return classes
 
 
 def load_task_preset(preset, load_weights=True, **overrides):

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from xlnet_tf.formats.finetuning_records import IGNORE_LABEL
 from xlnet_tf.layers import seeded_dropout
 from xlnet_tf.models.xlnet_task import XLNetTask
 
@@ -54,7 +55,7 @@ class XLNetTokenClassifier(XLNetTask):
     @classmethod
     def default_compile_arguments(cls, **unused):
         """Per-piece cross-entropy; label -100 (special tokens, non-first pieces) is ignored."""
-        return {"loss": keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=-100)}
+        return {"loss": keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=IGNORE_LABEL)}
 
     def build_head(self, hidden_dim):
         self.logits_dense.build((None, None, hidden_dim))

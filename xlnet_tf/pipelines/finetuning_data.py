@@ -1,24 +1,25 @@
 """Apache Beam job: JSONL / CSV / SQuAD JSON / TFDS -> XLNet fine-tuning TFRecords.
 
-`xlnet-tf prepare-finetuning --task_type classification --input train=train.jsonl --input validation=dev.csv
- --vocab spiece.model --sequence_length 128 --output_dir DIR`
-`xlnet-tf prepare-finetuning --task_type classification --tfds glue/sst2 --tfds_splits train,validation ...`
+`xlnet-tf prepare-finetuning --task-type classification --input train=train.jsonl --input validation=dev.csv
+ --vocab spiece.model --sequence-length 128 --output-dir DIR`
+`xlnet-tf prepare-finetuning --task-type classification --tfds glue/sst2 --tfds-splits train,validation ...`
+(the command is `xlnet_tf.cli.prepare_finetuning`; `prepare_finetuning_data` runs the job)
 
-Writes the format of `/work/notes/FINETUNE_RECORDS.md` ("xlnet_tf.finetuning.v1"): per split,
+Writes the format specified in `xlnet_tf/formats/README.md` ("xlnet_tf.finetuning.v1"): per split,
 `{split}-SSSSS-of-NNNNN.tfrecord` shards of `tf.train.Example`s holding the packer's outputs
 (`token_ids`, `segment_ids`, `padding_mask`, int64 `[L]`), the label (`label`; `labels` `[L]` for
 token classification; `start_position`, `end_position`, `is_impossible` for spans) and
 `example_id` (plus `window_index` for spans), and `manifest.json`. Read them back with
-`xlnet_tf.data.finetuning_records.finetuning_record_dataset`.
+`xlnet_tf.data.finetuning_record_dataset.finetuning_record_dataset`.
 
 Tokenization and packing are the fine-tuning input pipeline's own, run inside a `tf.function`
 (`XLNetTokenizer` + `XLNetPacker`; `XLNetSquadPreprocessor` for spans; the word -> first-piece
 label rule of `xlnet_tf.data.finetuning` for token classification), so records equal what
 `xlnet_tf.data.finetuning.finetuning_dataset` feeds the model.
 
-Inputs (columns renamed with `--text_fields` / `--label_field`):
+Inputs (columns renamed with `--text-fields` / `--label-field`):
 - classification / regression: JSONL or CSV/TSV with `text`, optional `text_pair`, `label`;
-  string labels map through `--label_names` (default: the sorted distinct labels of the first split);
+  string labels map through `--label-names` (default: the sorted distinct labels of the first split);
 - token_classification: JSONL with `tokens` (list of words) and `tags` (ids or names);
 - span: SQuAD-format JSON (one record per window; document stride for long passages);
 - TFDS by name (`--tfds glue/mrpc`), using the column layout of `xlnet_tf.data.finetuning_tasks`.
@@ -32,34 +33,32 @@ order given); its shard is SHA-256(seed, id) mod `num_shards`, and each shard is
 DoFn call, sorted by id. Same inputs and settings give byte-identical files on any runner.
 """
 
-import argparse
 import csv
 import hashlib
 import io
 import json
 import os
-import sys
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
-FORMAT = "xlnet_tf.finetuning.v1"
-MANIFEST = "manifest.json"
-TASK_TYPES = ("classification", "regression", "token_classification", "span")
+from xlnet_tf.formats.finetuning_records import EXAMPLE_ID_KEY
+from xlnet_tf.formats.finetuning_records import FEATURE_KEYS
+from xlnet_tf.formats.finetuning_records import FORMAT
+from xlnet_tf.formats.finetuning_records import LABEL_KEY
+from xlnet_tf.formats.finetuning_records import LABELS_KEY
+from xlnet_tf.formats.finetuning_records import MANIFEST_FILE as MANIFEST
+from xlnet_tf.formats.finetuning_records import SHARD_COUNTS_FILE
+from xlnet_tf.formats.finetuning_records import SHARD_SUFFIX
+from xlnet_tf.formats.finetuning_records import SPAN_LABEL_KEYS
+from xlnet_tf.formats.finetuning_records import WINDOW_INDEX_KEY
+from xlnet_tf.formats.finetuning_records import shard_file_name
+from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
+
 SKIP_REASONS = ("undecodable", "missing_field", "empty", "bad_label")
-IGNORE_LABEL = -100
 _NAMESPACE = "xlnet_finetuning"
-
-
-class PipelineInputError(ValueError):
-    """A bad input, vocabulary or setting, found before the pipeline starts."""
-
-
-def shard_file_name(split, shard, num_shards):
-    """`train-00003-of-00008.tfrecord`."""
-    return f"{split}-{shard:05d}-of-{num_shards:05d}.tfrecord"
 
 
 def _shard_of(example_id, seed, num_shards):
@@ -235,7 +234,7 @@ def _tfds_examples(location, settings):
     from xlnet_tf.finetuning.finetuning_config import TaskSection
 
     name, split = location
-    task = TaskSection(type=settings["task_type"], dataset=name, train_split=split,
+    task = TaskSection(task_type=settings["task_type"], dataset=name, train_split=split,
                        text_fields=settings["tfds_text_fields"], label_field=settings["tfds_label_field"] or "",
                        data_dir=settings["tfds_data_dir"] or "")
     for ex in raw_dataset(task, "train", data_dir=settings["tfds_data_dir"] or None).as_numpy_iterator():
@@ -267,7 +266,6 @@ class EncodeExamples(beam.DoFn):
     def setup(self):
         import tensorflow as tf
 
-        from xlnet_tf.finetuning.finetuning_config import TaskSection
         from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
         from xlnet_tf.preprocessing.text_preprocessor import TextPreprocessor
         from xlnet_tf.tokenizer import XLNetTokenizer
@@ -285,9 +283,9 @@ class EncodeExamples(beam.DoFn):
             else:
                 self._encode = tf.function(lambda a: pre(a), input_signature=[string_spec])
         elif kind == "token_classification":
-            from xlnet_tf.data.finetuning import _token_encoder
+            from xlnet_tf.data.word_tag_encoder import word_tag_encoder
 
-            encoder = _token_encoder(TaskSection(type=kind, sequence_length=length, truncate=s["truncate"]), tokenizer)
+            encoder = word_tag_encoder(tokenizer, length, truncate=s["truncate"])
             ragged_words = tf.RaggedTensorSpec([None, None], tf.string)
             ragged_tags = tf.RaggedTensorSpec([None, None], tf.int32)
             self._encode = tf.function(lambda w, t: encoder({"tokens": w, "tags": t}),
@@ -318,9 +316,11 @@ class EncodeExamples(beam.DoFn):
                                  tf.constant(ex["is_impossible"]))
                 w = {k: v.numpy() for k, v in w.items()}
                 for i in range(w["token_ids"].shape[0]):
-                    features = {k: w[k][i] for k in ("token_ids", "segment_ids", "padding_mask")}
-                    labels = {"start_position": [w["start_positions"][i]], "end_position": [w["end_positions"][i]],
-                              "is_impossible": [w["is_impossible"][i]]}
+                    features = {k: w[k][i] for k in FEATURE_KEYS}
+                    # The preprocessor's batch keys are plural; a record holds one window's label.
+                    start, end, impossible = SPAN_LABEL_KEYS
+                    labels = {start: [w["start_positions"][i]], end: [w["end_positions"][i]],
+                              impossible: [w["is_impossible"][i]]}
                     yield self._record(example_id, features, labels, window=i)
                 self._written.inc()
             return
@@ -338,9 +338,9 @@ class EncodeExamples(beam.DoFn):
         features = {k: v.numpy() for k, v in features.items()}
         for row, (example_id, ex) in enumerate(zip(ids, examples)):
             if kind == "token_classification":
-                label = {"labels": labels[row]}
+                label = {LABELS_KEY: labels[row]}
             else:
-                label = {"label": [ex["label"]]}
+                label = {LABEL_KEY: [ex["label"]]}
             yield self._record(example_id, {k: v[row] for k, v in features.items()}, label)
             self._written.inc()
 
@@ -357,9 +357,9 @@ class EncodeExamples(beam.DoFn):
                 feature[key] = tf.train.Feature(float_list=tf.train.FloatList(value=[float(v) for v in value]))
             else:
                 feature[key] = ints(value)
-        feature["example_id"] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[example_id.encode("utf-8")]))
+        feature[EXAMPLE_ID_KEY] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[example_id.encode("utf-8")]))
         if window is not None:
-            feature["window_index"] = ints([window])
+            feature[WINDOW_INDEX_KEY] = ints([window])
         self._records.inc()
         split = example_id.rsplit("-", 1)[0]
         shard = _shard_of(example_id, s["seed"], s["num_shards"])
@@ -403,7 +403,7 @@ class _WriteCounts(beam.DoFn):
 
 def build_pipeline(pipeline, settings, sources, vocab_proto):
     """Adds the job's transforms to `pipeline` (sources: list of (split, kind, location))."""
-    counts_prefix = os.path.join(settings["output_dir"], "_shard_counts")
+    counts_prefix = os.path.join(settings["output_dir"], SHARD_COUNTS_FILE)
     return (
         pipeline
         | "Sources" >> beam.Create(sources)
@@ -422,107 +422,7 @@ def build_pipeline(pipeline, settings, sources, vocab_proto):
 # --------------------------------------------------------------------------- driver
 
 
-def _parser():
-    parser = argparse.ArgumentParser(
-        prog="xlnet-tf prepare-finetuning",
-        description=f"Beam job: JSONL/CSV/SQuAD JSON/TFDS -> fine-tuning TFRecords ({FORMAT}). Unknown arguments "
-                    "go to Beam's PipelineOptions (e.g. --runner DataflowRunner --project ...).",
-    )
-    parser.add_argument("--task_type", choices=TASK_TYPES, required=True)
-    parser.add_argument("--input", action="append", default=[], metavar="SPLIT=FILE[,FILE...]",
-                        help="local files of one split (repeat per split), e.g. train=train.jsonl")
-    parser.add_argument("--tfds", default=None, help="TFDS dataset name, e.g. glue/mrpc, imdb_reviews, squad/v1.1")
-    parser.add_argument("--tfds_splits", default="train", help="comma-separated TFDS splits (default train)")
-    parser.add_argument("--tfds_data_dir", default=None)
-    parser.add_argument("--output_dir", required=True)
-    parser.add_argument("--vocab", required=True, help="spiece.model with XLNet's special ids")
-    parser.add_argument("--sequence_length", type=int, default=128)
-    parser.add_argument("--text_fields", default=None, help="comma-separated text columns (default text,text_pair)")
-    parser.add_argument("--label_field", default=None, help="label column (default label; tags for tokens)")
-    parser.add_argument("--label_names", default=None, help="comma-separated class names, in id order")
-    parser.add_argument("--truncate", choices=("longest_first", "keep_second"), default="longest_first")
-    parser.add_argument("--lowercase", action="store_true", help="for uncased vocabularies")
-    parser.add_argument("--max_query_length", type=int, default=64)
-    parser.add_argument("--doc_stride", type=int, default=128)
-    parser.add_argument("--num_shards", type=int, default=4, help="files per split")
-    parser.add_argument("--seed", type=int, default=0, help="decides the shard of each example")
-    parser.add_argument("--encode_batch_size", type=int, default=256)
-    parser.add_argument("--strict", action="store_true", help="fail on the first bad example instead of skipping")
-    parser.add_argument("--overwrite", action="store_true", help="replace records already in output_dir")
-    return parser
-
-
-def _resolve(args):
-    if args.sequence_length < 4:
-        raise PipelineInputError(f"--sequence_length must be >= 4, got {args.sequence_length}.")
-    if args.num_shards < 1:
-        raise PipelineInputError(f"--num_shards must be >= 1, got {args.num_shards}.")
-    if bool(args.input) == bool(args.tfds):
-        raise PipelineInputError("give either --input SPLIT=FILES (repeatable) or --tfds NAME, not both or neither.")
-    import tensorflow as tf
-
-    sources = []
-    for spec in args.input:
-        split, sep, files = spec.partition("=")
-        if not sep or not split or not files:
-            raise PipelineInputError(f"--input {spec!r}: expected SPLIT=FILE[,FILE...], e.g. train=train.jsonl.")
-        if not split.replace("_", "").isalnum():
-            raise PipelineInputError(f"--input {spec!r}: split name {split!r} must be letters, digits or '_'.")
-        paths = [p for p in files.split(",") if p]
-        for path in paths:
-            if not tf.io.gfile.exists(path):
-                raise PipelineInputError(f"--input {spec!r}: file {path!r} does not exist.")
-        sources.append((split, "files", paths))
-    tfds_fields = None
-    if args.tfds:
-        from xlnet_tf.data.finetuning_tasks import dataset_spec
-
-        try:
-            spec = dataset_spec(args.tfds)
-        except ValueError as e:
-            raise PipelineInputError(str(e)) from None
-        if spec.task_type != args.task_type:
-            raise PipelineInputError(f"--tfds {args.tfds} is a {spec.task_type} dataset, not {args.task_type}.")
-        tfds_fields = list(spec.text_fields) or None
-        for split in [s for s in args.tfds_splits.split(",") if s]:
-            sources.append((split.replace("[", "_").replace("]", "").replace(":", "_").replace("%", "pct"),
-                            "tfds", (args.tfds, split)))
-    if len({split for split, _, _ in sources}) != len(sources):
-        raise PipelineInputError("each split may be given once.")
-    if not tf.io.gfile.exists(args.vocab):
-        raise PipelineInputError(f"--vocab {args.vocab!r} does not exist.")
-    with tf.io.gfile.GFile(args.vocab, "rb") as f:
-        proto = f.read()
-    from xlnet_tf.tokenizer import XLNetTokenizer
-
-    try:
-        vocabulary_size = XLNetTokenizer(proto).vocabulary_size()
-    except ValueError as e:
-        raise PipelineInputError(f"--vocab {args.vocab!r}: {e}") from None
-    text_fields = args.text_fields.split(",") if args.text_fields else (tfds_fields or ["text", "text_pair"])
-    label_names = args.label_names.split(",") if args.label_names else None
-    if args.tfds and not label_names:
-        label_names = list(spec.label_names) or None
-    if args.input and args.task_type == "classification" and not label_names:
-        label_names = _infer_label_names(sources[0][2], args.label_field or "label")
-    if args.input and args.task_type in ("classification", "regression") and not args.text_fields:
-        text_fields = _present_text_fields(sources[0][2])
-    settings = {
-        "task_type": args.task_type, "sequence_length": args.sequence_length, "text_fields": text_fields,
-        "label_field": args.label_field or ("tags" if args.task_type == "token_classification" else "label"),
-        "label_names": label_names, "truncate": args.truncate, "lowercase": args.lowercase,
-        "max_query_length": args.max_query_length, "doc_stride": args.doc_stride, "num_shards": args.num_shards,
-        "seed": args.seed, "encode_batch_size": args.encode_batch_size, "strict": args.strict,
-        "output_dir": args.output_dir, "tfds": args.tfds, "tfds_data_dir": args.tfds_data_dir,
-        "tfds_text_fields": tfds_fields, "tfds_label_field": args.label_field if args.tfds else None,
-        "input": list(args.input),
-    }
-    vocabulary = {"file": os.path.abspath(args.vocab) if "://" not in args.vocab else args.vocab, "sha256": hashlib.sha256(proto).hexdigest(),
-                  "vocabulary_size": int(vocabulary_size)}
-    return settings, sources, proto, vocabulary
-
-
-def _infer_label_names(paths, label_field):
+def infer_label_names(paths, label_field):
     """Sorted distinct string labels of the first split; None when they are all integers."""
     labels = set()
     for path in paths:
@@ -534,7 +434,7 @@ def _infer_label_names(paths, label_field):
     return sorted(labels)
 
 
-def _present_text_fields(paths):
+def present_text_fields(paths):
     """`["text", "text_pair"]` when the first split has a `text_pair` column, else `["text"]`."""
     for path in paths:
         for _, row in _rows(path):
@@ -547,7 +447,7 @@ def _present_text_fields(paths):
 def _prepare_output_dir(output_dir, overwrite):
     import tensorflow as tf
 
-    existing = tf.io.gfile.glob(os.path.join(output_dir, "*.tfrecord")) + tf.io.gfile.glob(
+    existing = tf.io.gfile.glob(os.path.join(output_dir, f"*{SHARD_SUFFIX}")) + tf.io.gfile.glob(
         os.path.join(output_dir, MANIFEST))
     if existing and not overwrite:
         raise PipelineInputError(f"{output_dir!r} already holds records ({len(existing)} files); pass --overwrite.")
@@ -561,32 +461,48 @@ def _counter(result, name):
     return int(sum(c.committed or 0 for c in found))
 
 
-def run(argv=None):
-    """Parses arguments, runs the job, writes and returns the manifest.
+def prepare_finetuning_data(settings, sources, vocab_proto, vocabulary, *, overwrite=False, beam_args=()):
+    """Runs the job on resolved settings, writes and returns the manifest.
+
+    `xlnet-tf prepare-finetuning` (`xlnet_tf.cli.prepare_finetuning`) checks the
+    command line and resolves it into these arguments.
 
     Args:
-        argv: command-line arguments (see `--help`); unknown ones go to Beam.
+        settings: a dict with `task_type`, `sequence_length`, `text_fields`,
+            `label_field`, `label_names`, `truncate`, `lowercase`,
+            `max_query_length`, `doc_stride`, `num_shards`, `seed`,
+            `encode_batch_size`, `strict`, `output_dir`, `tfds`, `tfds_data_dir`,
+            `tfds_text_fields`, `tfds_label_field` and `input`; recorded in the
+            manifest (all but `output_dir`).
+        sources: `(split, "files", [paths])` or `(split, "tfds", (name, tfds_split))` tuples.
+        vocab_proto: the bytes of `spiece.model`.
+        vocabulary: the manifest's vocabulary entry (`file`, `sha256`, `vocabulary_size`).
+        overwrite: replace records already in `settings["output_dir"]`.
+        beam_args: Beam pipeline options (`--runner DataflowRunner ...`); DirectRunner by default.
 
     Returns:
         The manifest dict (also written to `output_dir/manifest.json`).
 
     Raises:
-        PipelineInputError: a bad input, vocabulary or setting, before the pipeline starts.
+        PipelineInputError: the output directory already holds records and `overwrite` is False.
+
+    Example:
+    >>> manifest = prepare_finetuning_data(settings, [("train", "files", ["train.jsonl"])],
+    ...                                    vocab_proto, vocabulary)  # doctest: +SKIP
     """
     import tensorflow as tf
 
-    args, beam_args = _parser().parse_known_args(argv)
-    settings, sources, proto, vocabulary = _resolve(args)
-    _prepare_output_dir(args.output_dir, args.overwrite)
+    output_dir, num_shards = settings["output_dir"], settings["num_shards"]
+    _prepare_output_dir(output_dir, overwrite)
     beam_args = list(beam_args)
     if not any(a.startswith("--runner") for a in beam_args):
         beam_args.append("--runner=DirectRunner")
     pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
-    build_pipeline(pipeline, settings, sources, proto)
+    build_pipeline(pipeline, settings, sources, vocab_proto)
     result = pipeline.run()
     result.wait_until_finish()
 
-    counts_path = os.path.join(args.output_dir, "_shard_counts")
+    counts_path = os.path.join(output_dir, SHARD_COUNTS_FILE)
     counts = {}
     with tf.io.gfile.GFile(counts_path) as f:
         for line in f:
@@ -597,17 +513,17 @@ def run(argv=None):
     splits = {}
     for split, _, _ in sources:
         files = []
-        for shard in range(args.num_shards):
-            name = shard_file_name(split, shard, args.num_shards)
+        for shard in range(num_shards):
+            name = shard_file_name(split, shard, num_shards)
             if (split, shard) not in counts:  # every shard file exists, possibly empty
-                with tf.io.TFRecordWriter(os.path.join(args.output_dir, name)):
+                with tf.io.TFRecordWriter(os.path.join(output_dir, name)):
                     pass
             files.append({"file": name, "num_records": counts.get((split, shard), 0)})
         splits[split] = {"files": files, "num_records": sum(f["num_records"] for f in files)}
     manifest = {
         "format": FORMAT,
         "sequence_length": settings["sequence_length"],
-        "task": {"kind": settings["task_type"],
+        "task": {"task_type": settings["task_type"],
                  "num_classes": len(settings["label_names"]) if settings["label_names"] else None,
                  "label_names": settings["label_names"],
                  "has_text_pair": settings["task_type"] == "span" or len(settings["text_fields"]) > 1},
@@ -621,23 +537,6 @@ def run(argv=None):
     from xlnet_tf.storage import atomic_files
 
     # Atomic: a reader sees the whole manifest or none, on any gfile filesystem.
-    atomic_files.write_json(os.path.join(args.output_dir, MANIFEST), manifest)
+    atomic_files.write_json(os.path.join(output_dir, MANIFEST), manifest)
     return manifest
 
-
-def main(argv=None):
-    """Entry point of `xlnet-tf prepare-finetuning`; returns the exit code."""
-    try:
-        manifest = run(argv)
-    except PipelineInputError as e:
-        print(f"xlnet-tf prepare-finetuning: error: {e}", file=sys.stderr)
-        return 2
-    examples = manifest["examples"]
-    splits = ", ".join(f"{name}: {s['num_records']}" for name, s in manifest["splits"].items())
-    print(f"Wrote {manifest['num_records']} records ({splits}). Examples: {examples['read']} read, "
-          f"{examples['written']} written, skipped {examples['skipped']}.")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,8 +1,9 @@
 """Apache Beam job: raw text or TFDS corpora -> XLNet pretraining TFRecords.
 
-`xlnet-tf prepare-pretraining --input FILES|tfds:NAME[:SPLIT] ... --vocab spiece.model --output_dir DIR`
+`xlnet-tf prepare-pretraining --input FILES|tfds:NAME[:SPLIT] ... --vocab spiece.model --output-dir DIR`
+(the command is `xlnet_tf.cli.prepare_pretraining`; `prepare_pretraining_data` runs the job)
 
-Writes the format of `/work/notes/RECORDS.md` ("xlnet_tf.pretraining.v1"):
+Writes the format specified in `xlnet_tf/formats/README.md` ("xlnet_tf.pretraining.v1"):
 `pretrain-SSSSS-of-NNNNN.tfrecord` shards, each one contiguous token stream of
 whole documents followed by `<eod>`, cut into `chunk_length`-token records
 (`token_ids`, `sentence_ids`), plus `manifest.json`.
@@ -15,14 +16,14 @@ What counts as a document:
 
 Every line is normalized like the tokenizer does
 (`xlnet_tf.text_normalization.normalize_text`) and encoded with SentencePiece.
-A line longer than `--max_sentence_chars` (a 10 MB line, say) is split at
+A line longer than `--max-sentence-chars` (a 10 MB line, say) is split at
 spaces into pieces of at most that many characters, each one a sentence, so
 the reader still finds sentence boundaries to cut A/B at (counted as
 `lines_split`).
 
 Skipped documents, counted by reason in Beam counters and the manifest:
 `empty` (nothing left after normalization), `undecodable` (bytes that are not
-UTF-8; with `--on_undecodable replace` they become U+FFFD instead and the
+UTF-8; with `--on-undecodable replace` they become U+FFFD instead and the
 document is kept, counted in `documents_repaired`).
 
 Determinism: a document's shard and its position inside the shard come from
@@ -34,18 +35,16 @@ Identical documents share a hash and a shard; their relative order cannot
 change the bytes.
 
 Memory: a shard's documents are held by one worker while it is sorted and
-written (about 4 bytes per token); pick `--num_shards` so a shard fits
+written (about 4 bytes per token); pick `--num-shards` so a shard fits
 (e.g. 1024 shards for a 100B-token corpus is ~400 MB per shard).
 """
 
-import argparse
 import collections
 import gzip
 import hashlib
 import itertools
 import json
 import os
-import sys
 import time
 
 import apache_beam as beam
@@ -53,26 +52,23 @@ import numpy as np
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
-FORMAT = "xlnet_tf.pretraining.v1"
-MANIFEST = "manifest.json"
-SPECIAL_IDS = {"unk": 0, "bos": 1, "eos": 2, "cls": 3, "sep": 4, "pad": 5, "mask": 6, "eod": 7, "eop": 8}
-SPECIAL_PIECES = ("<unk>", "<s>", "</s>", "<cls>", "<sep>", "<pad>", "<mask>", "<eod>", "<eop>")
-EOD_ID = SPECIAL_IDS["eod"]
+from xlnet_tf.formats.pretraining_records import FORMAT
+from xlnet_tf.formats.pretraining_records import MANIFEST_FILE as MANIFEST
+from xlnet_tf.formats.pretraining_records import SHARD_ENTRY_KEYS
+from xlnet_tf.formats.pretraining_records import SHARD_GLOB
+from xlnet_tf.formats.pretraining_records import serialize_records
+from xlnet_tf.formats.pretraining_records import shard_file_name
+from xlnet_tf.formats.special_tokens import EOD_TOKEN_ID
+from xlnet_tf.formats.special_tokens import SPECIAL_PIECES
+from xlnet_tf.formats.special_tokens import SPECIAL_TOKEN_IDS
+from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
+
 SKIP_REASONS = ("empty", "undecodable")
 _NAMESPACE = "xlnet_pretraining"
 TFDS_PREFIX = "tfds:"
 
 
 JobResult = collections.namedtuple("JobResult", ["manifest", "pipeline_result"])
-
-
-class PipelineInputError(ValueError):
-    """A bad input, vocabulary or setting, found before the pipeline starts."""
-
-
-def shard_file_name(shard, num_shards):
-    """`pretrain-00003-of-00016.tfrecord`."""
-    return f"pretrain-{shard:05d}-of-{num_shards:05d}.tfrecord"
 
 
 # --------------------------------------------------------------------------- sources
@@ -139,14 +135,14 @@ def _resolve_tfds(spec, feature, data_dir, download, read_shards):
     if feature not in features:
         raise PipelineInputError(
             f"Input {spec!r}: TFDS dataset {name!r} has no feature {feature!r} "
-            f"(features: {sorted(features.keys())}); set --tfds_text_feature."
+            f"(features: {sorted(features.keys())}); set --tfds-text-feature."
         )
     if download:
         builder.download_and_prepare()
     elif not builder.is_prepared():
         raise PipelineInputError(
             f"Input {spec!r}: TFDS dataset {name!r} is not prepared in {builder.data_dir!r}; run "
-            f"`tfds build {name}` first or pass --tfds_download."
+            f"`tfds build {name}` first or pass --tfds-download."
         )
     known_splits = set(builder.info.splits.keys())
     base_split = split.split("[")[0]
@@ -356,7 +352,7 @@ def shard_stream(documents):
     token_parts, length_parts = [], []
     for tokens, lengths in documents:
         token_parts.append(tokens)
-        token_parts.append(np.array([EOD_ID], dtype=np.int32))
+        token_parts.append(np.array([EOD_TOKEN_ID], dtype=np.int32))
         length_parts.append(lengths)
         length_parts.append(np.array([1], dtype=np.int32))
     if not token_parts:
@@ -365,90 +361,6 @@ def shard_stream(documents):
     lengths = np.concatenate(length_parts)  # [S]
     bits = np.arange(lengths.size, dtype=np.int64) % 2  # [S]
     return token_ids, np.repeat(bits, lengths)  # [N]
-
-
-def _varint_bytes(value):
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-# Record framing needs varints of lengths; small ones come from a table.
-_SMALL_VARINTS = tuple(_varint_bytes(n) for n in range(1 << 14))
-
-
-def _varint(value):
-    return _SMALL_VARINTS[value] if value < len(_SMALL_VARINTS) else _varint_bytes(value)
-
-
-def _packed_varints(values):
-    """Varint-encodes non-negative `values` [N] (< 2**32) at once; returns (bytes [K] uint8, offsets [N+1])."""
-    values = np.asarray(values)
-    if values.size and (values.min() < 0 or values.max() >= 1 << 32):
-        raise ValueError("token and sentence ids must be in [0, 2**32).")
-    v = values.astype(np.uint32)  # [N]
-    top = int(v.max()) if v.size else 0
-    width = 1  # bytes of the largest value
-    while top >= 1 << (7 * width):
-        width += 1
-    num_bytes = np.ones(v.shape, np.int64)  # [N]
-    for k in range(1, width):
-        num_bytes += v >= (1 << (7 * k))
-    columns = np.empty((v.size, width), np.uint8)  # [N, width]: byte k of each value
-    for k in range(width):
-        column = (v >> np.uint32(7 * k)) & np.uint32(0x7F)
-        if k + 1 < width:
-            column |= (num_bytes > k + 1).astype(np.uint32) << np.uint32(7)  # continuation bit
-        columns[:, k] = column
-    encoded = columns[np.arange(width)[None, :] < num_bytes[:, None]]  # [K], row-major: value by value
-    offsets = np.zeros(v.size + 1, np.int64)  # [N+1]
-    np.cumsum(num_bytes, out=offsets[1:])
-    return encoded, offsets
-
-
-def _int64_feature_entry(name, packed):
-    """One `map<string, Feature>` entry of `Features.feature`, framed as field 1 of `Features`."""
-    int64_list = b"\n" + _varint(len(packed)) + packed  # Int64List.value (field 1, packed)
-    feature = b"\x1a" + _varint(len(int64_list)) + int64_list  # Feature.int64_list (field 3)
-    entry = b"\n" + _varint(len(name)) + name + b"\x12" + _varint(len(feature)) + feature  # key 1, value 2
-    return b"\n" + _varint(len(entry)) + entry
-
-
-def serialize_records(token_ids, sentence_ids, chunk_length):
-    """Serializes the stream as `tf.train.Example` records of `chunk_length` tokens.
-
-    Writes the protobuf wire format directly (one vectorized varint pass over
-    the whole shard) because building `tf.train.Example` objects record by
-    record costs more than SentencePiece itself. The bytes parse as
-    `tf.train.Example` with int64 lists `token_ids` and `sentence_ids`, in that
-    field order, so they are also byte-for-byte stable across protobuf versions.
-
-    Args:
-        token_ids: int64 [N].
-        sentence_ids: int64 [N].
-        chunk_length: tokens per record; the last record may be shorter.
-
-    Returns:
-        A list of serialized records.
-    """
-    token_bytes, token_offsets = _packed_varints(token_ids)
-    sentence_bytes, sentence_offsets = _packed_varints(sentence_ids)
-    token_bytes, sentence_bytes = token_bytes.tobytes(), sentence_bytes.tobytes()
-    # Byte offsets of the record boundaries only.
-    boundaries = np.append(np.arange(0, len(token_ids), chunk_length), len(token_ids))  # [R+1]
-    token_cuts, sentence_cuts = token_offsets[boundaries].tolist(), sentence_offsets[boundaries].tolist()
-    records = []
-    for r in range(len(boundaries) - 1):
-        features = _int64_feature_entry(b"token_ids", token_bytes[token_cuts[r]:token_cuts[r + 1]])
-        features += _int64_feature_entry(b"sentence_ids", sentence_bytes[sentence_cuts[r]:sentence_cuts[r + 1]])
-        records.append(b"\n" + _varint(len(features)) + features)  # Example.features (field 1)
-    return records
 
 
 class _WriteShard(beam.DoFn):
@@ -510,7 +422,7 @@ class _WriteManifest(beam.DoFn):
             "format": FORMAT,
             "chunk_length": self._settings["chunk_length"],
             "num_shards": self._settings["num_shards"],
-            "shards": [{k: s[k] for k in ("file", "num_records", "num_tokens", "num_documents")} for s in shards],
+            "shards": [{k: s[k] for k in SHARD_ENTRY_KEYS} for s in shards],
             "num_tokens": sum(s["num_tokens"] for s in shards),
             "num_records": sum(s["num_records"] for s in shards),
             "documents": {"read": read, "written": written, "skipped": skipped,
@@ -550,7 +462,7 @@ def load_vocabulary(path):
                 f"Vocabulary {path!r}: id {token_id} is {found!r}, expected {expected!r} (XLNet special ids 0..8)."
             )
     entry = {"file": path, "sha256": hashlib.sha256(proto).hexdigest(), "vocabulary_size": processor.vocab_size(),
-             "special_ids": dict(SPECIAL_IDS)}
+             "special_ids": dict(SPECIAL_TOKEN_IDS)}
     return proto, entry
 
 
@@ -601,42 +513,12 @@ def build_pipeline(pipeline, settings, sources, vocab_proto, vocabulary_entry):
     )
 
 
-def _parser():
-    parser = argparse.ArgumentParser(
-        prog="xlnet-tf prepare-pretraining",
-        # Beam options pass through unknown; no abbreviation may capture one of them.
-        allow_abbrev=False,
-        description="Beam job: text files / TFDS corpora -> XLNet pretraining TFRecords (format "
-        f"{FORMAT}). Unknown arguments go to Beam's PipelineOptions (e.g. --runner DataflowRunner --project ... "
-        "or --direct_num_workers 2).",
-    )
-    parser.add_argument("--input", nargs="+", required=True,
-                        help="text files or globs (local or gs://; one sentence per line, blank line between "
-                        "documents) and/or tfds:NAME[:SPLIT]")
-    parser.add_argument("--output_dir", required=True)
-    parser.add_argument("--vocab", required=True, help="spiece.model with XLNet's special ids")
-    parser.add_argument("--num_shards", type=int, default=16)
-    parser.add_argument("--chunk_length", type=int, default=512, help="tokens per record (not a model setting)")
-    parser.add_argument("--seed", type=int, default=0, help="decides shard assignment and document order")
-    parser.add_argument("--lowercase", action="store_true", help="for uncased vocabularies")
-    parser.add_argument("--keep_accents", action="store_true")
-    parser.add_argument("--max_sentence_chars", type=int, default=4096,
-                        help="longer lines are split at spaces into sentences of at most this many characters")
-    parser.add_argument("--on_undecodable", choices=("skip", "replace"), default="skip",
-                        help="documents with non-UTF-8 bytes: skip them (counted) or replace the bytes with U+FFFD")
-    parser.add_argument("--tfds_text_feature", default="text")
-    parser.add_argument("--tfds_data_dir", default=None)
-    parser.add_argument("--tfds_download", action="store_true", help="download_and_prepare TFDS inputs first")
-    parser.add_argument("--tfds_read_shards", type=int, default=1,
-                        help="read each TFDS split as this many even sub-splits, in parallel")
-    parser.add_argument("--overwrite", action="store_true", help="replace shards and manifest already in output_dir")
-    return parser
-
-
 def _check_settings(settings):
     for key in ("num_shards", "chunk_length", "max_sentence_chars", "tfds_read_shards"):
         if settings[key] < 1:
-            raise PipelineInputError(f"--{key} must be >= 1, got {settings[key]}.")
+            raise PipelineInputError(f"--{key.replace('_', '-')} must be >= 1, got {settings[key]}.")
+    if settings["on_undecodable"] not in ("skip", "replace"):
+        raise PipelineInputError(f"--on-undecodable must be 'skip' or 'replace', got {settings['on_undecodable']!r}.")
 
 
 def _prepare_output_dir(output_dir, overwrite):
@@ -644,7 +526,7 @@ def _prepare_output_dir(output_dir, overwrite):
 
     existing = []
     if tf.io.gfile.isdir(output_dir):
-        existing = tf.io.gfile.glob(os.path.join(output_dir, "pretrain-*.tfrecord"))
+        existing = tf.io.gfile.glob(os.path.join(output_dir, SHARD_GLOB))
         if tf.io.gfile.exists(os.path.join(output_dir, MANIFEST)):
             existing.append(os.path.join(output_dir, MANIFEST))
     if existing and not overwrite:
@@ -668,11 +550,34 @@ def _beam_options(beam_args):
     return PipelineOptions(beam_args)
 
 
-def run(argv=None):
-    """Parses arguments, validates inputs, runs the job and waits for it.
+def prepare_pretraining_data(inputs, output_dir, vocab, *, num_shards=16, chunk_length=512, seed=0,
+                             lowercase=False, keep_accents=False, max_sentence_chars=4096,
+                             on_undecodable="skip", tfds_text_feature="text", tfds_data_dir=None,
+                             tfds_download=False, tfds_read_shards=1, overwrite=False, beam_args=()):
+    """Validates inputs, runs the job and waits for it (what `xlnet-tf prepare-pretraining` runs).
 
     Args:
-        argv: command-line arguments (see `--help`); unknown ones go to Beam.
+        inputs: text files or globs (local or any `tf.io.gfile` scheme; one
+            sentence per line, a blank line between documents) and/or
+            `tfds:NAME[:SPLIT]` specs.
+        output_dir: where the shards and `manifest.json` go.
+        vocab: `spiece.model` with XLNet's special ids.
+        num_shards: shard files to write.
+        chunk_length: tokens per record (not a model setting).
+        seed: decides shard assignment and document order.
+        lowercase: lowercase before encoding (uncased vocabularies).
+        keep_accents: keep accents (otherwise NFKD and drop combining marks).
+        max_sentence_chars: longer lines are split at spaces into sentences of
+            at most this many characters.
+        on_undecodable: documents with non-UTF-8 bytes: "skip" them (counted)
+            or "replace" the bytes with U+FFFD.
+        tfds_text_feature: the TFDS feature holding the document text.
+        tfds_data_dir: TFDS data directory (default: TFDS's own).
+        tfds_download: run `download_and_prepare` for TFDS inputs first.
+        tfds_read_shards: read each TFDS split as this many even sub-splits.
+        overwrite: replace shards and manifest already in `output_dir`.
+        beam_args: Beam pipeline options (`--runner DataflowRunner ...`);
+            DirectRunner by default.
 
     Returns:
         `JobResult(manifest, pipeline_result)`: the manifest written to
@@ -680,27 +585,37 @@ def run(argv=None):
 
     Raises:
         PipelineInputError: on a bad input, vocabulary or setting, before the pipeline starts.
+
+    Example:
+    >>> job = prepare_pretraining_data(["corpus/*.txt"], "records", "spiece.model",
+    ...                                num_shards=2)  # doctest: +SKIP
+    >>> job.manifest["num_tokens"]  # doctest: +SKIP
     """
-    args, beam_args = _parser().parse_known_args(argv)
-    settings = {key: value for key, value in sorted(vars(args).items()) if key != "overwrite"}
-    settings["input"] = list(args.input)
+    # The manifest records every setting under its flag's name (dashes as underscores).
+    settings = dict(sorted({
+        "input": list(inputs), "output_dir": output_dir, "vocab": vocab, "num_shards": num_shards,
+        "chunk_length": chunk_length, "seed": seed, "lowercase": lowercase, "keep_accents": keep_accents,
+        "max_sentence_chars": max_sentence_chars, "on_undecodable": on_undecodable,
+        "tfds_text_feature": tfds_text_feature, "tfds_data_dir": tfds_data_dir,
+        "tfds_download": tfds_download, "tfds_read_shards": tfds_read_shards,
+    }.items()))
     _check_settings(settings)
-    vocab_proto, vocabulary_entry = load_vocabulary(args.vocab)
+    vocab_proto, vocabulary_entry = load_vocabulary(vocab)
     sources = resolve_sources(
-        args.input,
-        tfds_text_feature=args.tfds_text_feature,
-        tfds_data_dir=args.tfds_data_dir,
-        tfds_download=args.tfds_download,
-        tfds_read_shards=args.tfds_read_shards,
+        settings["input"],
+        tfds_text_feature=tfds_text_feature,
+        tfds_data_dir=tfds_data_dir,
+        tfds_download=tfds_download,
+        tfds_read_shards=tfds_read_shards,
     )
-    _prepare_output_dir(args.output_dir, args.overwrite)
+    _prepare_output_dir(output_dir, overwrite)
     settings["beam_args"] = list(beam_args)
     options = _beam_options(beam_args)
     pipeline = beam.Pipeline(options=options)
     build_pipeline(pipeline, settings, sources, vocab_proto, vocabulary_entry)
     result = pipeline.run()
     result.wait_until_finish()
-    return JobResult(read_manifest(args.output_dir), result)
+    return JobResult(read_manifest(output_dir), result)
 
 
 def read_manifest(output_dir):
@@ -715,23 +630,3 @@ def read_manifest(output_dir):
     if manifest.get("format") != FORMAT:
         raise ValueError(f"{path!r} has format {manifest.get('format')!r}, expected {FORMAT!r}.")
     return manifest
-
-
-def main(argv=None):
-    """Entry point of `xlnet-tf prepare-pretraining`; returns the exit code."""
-    try:
-        manifest = run(argv).manifest
-    except PipelineInputError as e:
-        print(f"xlnet-tf prepare-pretraining: error: {e}", file=sys.stderr)
-        return 2
-    documents = manifest["documents"]
-    print(
-        f"Wrote {manifest['num_shards']} shard(s), {manifest['num_records']} records, {manifest['num_tokens']} "
-        f"tokens. Documents: {documents['read']} read, {documents['written']} written, skipped "
-        f"{documents['skipped']}."
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

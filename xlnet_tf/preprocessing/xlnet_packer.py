@@ -4,6 +4,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from xlnet_tf.formats.special_tokens import CLS_TOKEN_ID
+from xlnet_tf.formats.special_tokens import PAD_TOKEN_ID
+from xlnet_tf.formats.special_tokens import SEP_TOKEN_ID
+
 # Segment ids of the original fine-tuning code (classifier_utils.py); the
 # model only compares segment ids for equality, so the values matter only for
 # consistency with checkpoints' fine-tuning recipes.
@@ -65,7 +69,7 @@ class XLNetPacker(keras.layers.Layer):
     [[4, 0, 0, 0, 0, 1, 1, 2]]
     """
 
-    def __init__(self, sequence_length, sep_token_id=4, cls_token_id=3, pad_token_id=5,
+    def __init__(self, sequence_length, sep_token_id=SEP_TOKEN_ID, cls_token_id=CLS_TOKEN_ID, pad_token_id=PAD_TOKEN_ID,
                  truncate="longest_first", second_max_length=None, **kwargs):
         kwargs.setdefault("dtype", "int32")
         super().__init__(**kwargs)

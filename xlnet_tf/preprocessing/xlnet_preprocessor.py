@@ -5,10 +5,14 @@ import re
 import keras
 from keras_hub.models import Preprocessor
 
+from xlnet_tf.formats.preset_files import PREPROCESSING_FILE
+from xlnet_tf.formats.preset_files import PREPROCESSOR_CONFIG_FILE
+from xlnet_tf.formats.special_tokens import CLS_TOKEN_ID
+from xlnet_tf.formats.special_tokens import PAD_TOKEN_ID
+from xlnet_tf.formats.special_tokens import SEP_TOKEN_ID
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 
 PACKED_KEYS = ("token_ids", "segment_ids", "padding_mask")
-PREPROCESSING_FILE = "preprocessing.json"
 
 
 def is_packed(x):
@@ -43,7 +47,7 @@ class XLNetPreprocessor(Preprocessor):
         self.truncate = truncate
         self.second_max_length = second_max_length
         self.packer = XLNetPacker(
-            self.sequence_length, sep_token_id=4, cls_token_id=3, pad_token_id=5,
+            self.sequence_length, sep_token_id=SEP_TOKEN_ID, cls_token_id=CLS_TOKEN_ID, pad_token_id=PAD_TOKEN_ID,
             truncate=truncate, second_max_length=second_max_length, name="packer")
 
     def build(self, input_shape=None):
@@ -113,7 +117,7 @@ class XLNetPreprocessor(Preprocessor):
             raise ValueError("Call from_preset on a task preprocessor, e.g. "
                              "XLNetClassifierPreprocessor.from_preset(...).")
         preset = preset_io.resolve(preset)
-        saved = preset_io.fetch(preset, "preprocessor.json", required=False)
+        saved = preset_io.fetch(preset, PREPROCESSOR_CONFIG_FILE, required=False)
         if saved is not None:
             config = preset_io.read_json(saved)
             saved_class = keras.saving.get_registered_object(config.get("registered_name", ""))

@@ -2,6 +2,9 @@
 
 import tensorflow as tf
 
+from xlnet_tf.formats.special_tokens import CLS_TOKEN_ID
+from xlnet_tf.formats.special_tokens import PAD_TOKEN_ID
+from xlnet_tf.formats.special_tokens import SEP_TOKEN_ID
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 
 
@@ -72,8 +75,8 @@ class XLNetSquadPreprocessor:
         split = tokenizer.digit_comma_split() if hasattr(tokenizer, "digit_comma_split") else None
         self._offset_tokenizer = DigitCommaSentencepiece(
             proto, out_type=tf.int32, split=split if split is not None and split.fires else False)
-        self._packer = XLNetPacker(self.sequence_length, sep_token_id=tokenizer.sep_id,
-                                   cls_token_id=tokenizer.cls_id, pad_token_id=tokenizer.pad_id)
+        self._packer = XLNetPacker(self.sequence_length, sep_token_id=SEP_TOKEN_ID,
+                                   cls_token_id=CLS_TOKEN_ID, pad_token_id=PAD_TOKEN_ID)
         # The same packing applied to passage piece indices finds each position's piece.
         self._index_packer = XLNetPacker(self.sequence_length, sep_token_id=-1, cls_token_id=-1,
                                          pad_token_id=-1)

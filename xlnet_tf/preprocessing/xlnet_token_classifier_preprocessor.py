@@ -4,10 +4,9 @@ import keras
 import tensorflow as tf
 from keras_hub.src.utils.tensor_utils import preprocessing_function
 
+from xlnet_tf.formats.finetuning_records import IGNORE_LABEL as IGNORED_LABEL
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 from xlnet_tf.preprocessing.xlnet_preprocessor import XLNetPreprocessor, is_packed
-
-IGNORED_LABEL = -100
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")

@@ -6,10 +6,11 @@ import shutil
 import zipfile
 import zlib
 
+from xlnet_tf.formats.preset_files import TF1_RELEASE_FILES
 from xlnet_tf.presets.preset_error import PresetError
 
 _CHUNK = 1 << 20
-RELEASE_FILES = ("xlnet_config.json", "spiece.model")
+RELEASE_FILES = TF1_RELEASE_FILES
 
 
 def extract_zip(archive, directory):

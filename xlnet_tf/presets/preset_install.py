@@ -7,7 +7,7 @@ import shutil
 
 from xlnet_tf.presets import preset_cache
 from xlnet_tf.presets.preset_archive import extract_zip, find_release_folder
-from xlnet_tf.presets.preset_download import download_file
+from xlnet_tf.presets.download_file import download_file
 from xlnet_tf.presets.preset_error import PresetError
 from xlnet_tf.presets.preset_registry import get_preset_spec
 from xlnet_tf.storage import atomic_files
@@ -75,7 +75,7 @@ def download_preset(name, force=False, progress=None):
             }
 
             def build(directory):
-                from xlnet_tf.cli.convert import write_preset
+                from xlnet_tf.convert.write_preset import write_preset
 
                 write_preset(pretrainer, directory, vocabulary)
                 atomic_files.write_json(os.path.join(directory, preset_cache.MANIFEST_FILE), manifest)

@@ -13,13 +13,15 @@ Two kinds of source:
 `sha256` / `size` of a `PresetFile` are checked when recorded. The built-in
 entries record none: they could not be measured from a machine without internet
 access and no public source states them; every download is still checked
-against what the server states (see `preset_download.py`).
+against what the server states (see `download_file.py`).
 """
 
 import dataclasses
 import difflib
 import os
 import re
+
+from xlnet_tf.formats.preset_files import TRANSFORMERS_FILES
 
 RELEASE_BASE_URL_ENV = "XLNET_TF_RELEASE_BASE_URL"
 HF_BASE_URL_ENV = "XLNET_TF_HF_BASE_URL"
@@ -104,7 +106,7 @@ def _release(name, archive, description, approximate_size):
 
 
 def _hugging_face(name, repo, description, approximate_size):
-    files = (PresetFile("config.json"), PresetFile("model.safetensors"), PresetFile("spiece.model"))
+    files = tuple(PresetFile(name) for name in TRANSFORMERS_FILES)
     return PresetSpec(name=name, source="hf", location=repo, files=files, description=description,
                       approximate_size=approximate_size)
 

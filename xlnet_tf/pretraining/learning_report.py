@@ -9,6 +9,9 @@ import math
 
 import numpy as np
 
+from xlnet_tf.formats.special_tokens import CLS_TOKEN
+from xlnet_tf.formats.special_tokens import SEP_TOKEN
+
 
 def context_free_entropy(records_pattern):
     """Unigram entropy (nats) of the predictable tokens in pretraining records.
@@ -67,7 +70,7 @@ def masked_word_predictions(pretrainer, processor, sentences, *, top_k=5, seed=0
         list of `(text with the word as "____", true piece, [(piece, probability), ...])`.
     """
     rng = np.random.default_rng(seed)
-    sep, cls = processor.piece_to_id("<sep>"), processor.piece_to_id("<cls>")
+    sep, cls = processor.piece_to_id(SEP_TOKEN), processor.piece_to_id(CLS_TOKEN)
     results = []
     for sentence in sentences:
         ids = processor.encode(sentence)

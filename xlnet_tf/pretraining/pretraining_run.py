@@ -1,4 +1,4 @@
-"""One pretraining run: checks, strategy, model, data, `fit`, resume and export.
+"""One pretraining run over the training engine: checks, model, data, `fit` with resume.
 
 `run_pretraining(config, workdir)` is what `xlnet-tf pretrain` calls. Every
 check that can fail (config, record files, vocabulary, batch split, an
@@ -11,9 +11,12 @@ built. The work directory afterwards holds:
     checkpoints/     ckpt-{step}.weights.h5, the newest `keep_checkpoints`
     backup/          RunBackup state (resume after any interruption, even mid-write)
     RUN_LOCK         while a run is active: who holds the work directory (one run at a time)
-    export/          preset/ and saved_model/ (see `xlnet_tf.serving.export_pretrained`)
+    export/          preset/ and saved_model/, written after the run by `xlnet-tf pretrain`
+                     (`xlnet_tf.serving.export_pretrained.export_pretrainer` of the summary's model)
 
-Every file is written atomically (`xlnet_tf.storage.atomic_files`).
+The strategy, batch split, work directory checks, run lock, config.yaml and
+backup choice are the engine's (`xlnet_tf.training.run_setup`,
+`xlnet_tf.training.run_directory`), shared with fine-tuning. Every file is written atomically (`xlnet_tf.storage.atomic_files`).
 
 Resuming: run the same command again. RunBackup restores weights,
 optimizer state and the epoch; the input pipeline is rebuilt deterministically
@@ -27,14 +30,12 @@ import hashlib
 import logging
 import os
 
-from xlnet_tf.models.xlnet_config import ConfigError
-from xlnet_tf.storage.run_config_file import read_run_config, write_run_config
-from xlnet_tf.storage.run_lock import RunLock
+from xlnet_tf.formats import preset_files
+from xlnet_tf.config_schema import ConfigError
 from xlnet_tf.pretraining.pretraining_config import RunConfig, run_config_from_dict
+from xlnet_tf.training.run_directory import check_workdir, open_run_directory
 
 _log = logging.getLogger(__name__)
-
-BACKUP_DIR = "backup"
 
 
 def check_records(config: RunConfig):
@@ -107,9 +108,10 @@ def check_init_from(config: RunConfig, records):
 
     if not tf.io.gfile.isdir(init):
         raise ConfigError(f"training.init_from: preset directory not found: {init}")
-    config_path = os.path.join(init, "config.json")
+    config_path = os.path.join(init, preset_files.CONFIG_FILE)
     if not _isfile(config_path):
-        raise ConfigError(f"training.init_from: {init} has no config.json (is it a preset directory?).")
+        raise ConfigError(f"training.init_from: {init} has no {preset_files.CONFIG_FILE} "
+                          "(is it a preset directory?).")
     from xlnet_tf.models.xlnet_config import XLNetConfig
 
     try:
@@ -124,7 +126,7 @@ def check_init_from(config: RunConfig, records):
 
     # `spiece.model`, else the vocabulary asset of keras-hub's layout.
     vocabulary = (preset_io.vocabulary_path(init, required=False)
-                  or os.path.join(init, "spiece.model"))
+                  or os.path.join(init, preset_files.VOCABULARY_FILE))
     expected = records.vocabulary.get("sha256")
     if expected and _isfile(vocabulary):
         digest = _sha256(vocabulary)
@@ -148,39 +150,8 @@ def _vocabulary_file(config, records):
     return None
 
 
-def check_workdir(config: RunConfig, workdir: str):
-    """Refuses to resume a work directory whose earlier run had a different config."""
-    previous = read_run_config(workdir)  # None: no earlier run, or a damaged file (warned).
-    if previous is None:
-        return
-    current = config.to_dict()
-    # Verbosity and where the data lives may change between attempts; the rest may not.
-    ignore = {("training", "verbose"), ("data", "train_files"), ("data", "vocabulary"),
-              ("distribution", "strategy"), ("distribution", "tpu")}
-    changed = []
-    for section, values in current.items():
-        old = previous.get(section, {}) or {}
-        for key, value in values.items():
-            if (section, key) not in ignore and key in old and old[key] != value:
-                changed.append(f"{section}.{key}: {old[key]!r} -> {value!r}")
-    if changed:
-        raise ConfigError(f"{workdir} holds a run with a different config ({'; '.join(changed)}). "
-                          "Use a new --workdir, or the original settings to resume.")
-
-
-def backup_epoch(backup_dir: str) -> int:
-    """The epoch the run's `RunBackup` will restore from `backup_dir` (0 when none).
-
-    The same choice as the callback's (`xlnet_tf.training.run_backup.select_backup`),
-    so the data position always matches the restored weights.
-    """
-    from xlnet_tf.training.run_backup import backup_epoch as restored_epoch
-
-    return restored_epoch(backup_dir)
-
-
-def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, export=True,
-                    extra_callbacks=()) -> dict:
+def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, extra_callbacks=(),
+                    export=False) -> dict:
     """Pretrains (or resumes) the run described by `config` in `workdir`.
 
     The chief holds `workdir/RUN_LOCK` (`xlnet_tf.storage.run_lock.RunLock`) from
@@ -191,18 +162,25 @@ def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, export=Tr
         config: a validated `RunConfig`.
         workdir: work directory (created if needed).
         strategy: a strategy to use instead of resolving `config.distribution`.
-        export: write `workdir/export` at the end (chief only).
         extra_callbacks: more Keras callbacks for `fit`.
+        export: only `False` (the default) is accepted: the run no longer exports;
+            callers export the summary's `pretrainer` (see Returns). Kept for one
+            release so that callers passing `export=False` keep working.
 
     Returns:
-        A summary dict: final logs, steps, replicas, export paths.
+        A summary dict: final logs, steps, replicas, batch sizes; on the chief also
+        `pretrainer` (the trained model) and `vocabulary` (its spiece.model or None),
+        what `xlnet_tf.serving.export_pretrained.export_pretrainer` takes.
     """
+    if export:
+        raise TypeError("run_pretraining no longer exports: pass the summary's `pretrainer` and "
+                        "`vocabulary` to xlnet_tf.serving.export_pretrained.export_pretrainer.")
     with contextlib.ExitStack() as run_scope:
-        return _run_pretraining(config, workdir, run_scope, strategy=strategy, export=export,
+        return _run_pretraining(config, workdir, run_scope, strategy=strategy,
                                 extra_callbacks=extra_callbacks)
 
 
-def _run_pretraining(config, workdir, run_scope, *, strategy, export, extra_callbacks):
+def _run_pretraining(config, workdir, run_scope, *, strategy, extra_callbacks):
     """`run_pretraining`; `run_scope` (an ExitStack) releases the run lock when the run ends."""
     import keras
     import tensorflow as tf
@@ -210,41 +188,31 @@ def _run_pretraining(config, workdir, run_scope, *, strategy, export, extra_call
     from xlnet_tf.data.pretraining import pretraining_dataset, pretraining_steps_per_epoch
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
-    from xlnet_tf.training import callbacks as run_callbacks
     from xlnet_tf.optimizers.all_reduced_adamw import create_optimizer
-    from xlnet_tf.training.run_backup import RunBackup
-    from xlnet_tf.training.strategy import resolve_batch_sizes, resolve_strategy, task_info
+    from xlnet_tf.training import callbacks as run_callbacks
+    from xlnet_tf.training.run_setup import RunSetup
 
     config = run_config_from_dict(config.to_dict())  # Re-validate whatever the caller built.
     records = check_records(config)
     check_init_from(config, records)
-    check_workdir(config, workdir)
+    check_workdir(config.to_dict(), workdir)
     t, d, m = config.training, config.data, config.model
-    if strategy is None:
-        strategy = resolve_strategy(config.distribution.strategy,
-                                    virtual_cpu_devices=config.distribution.virtual_cpu_devices,
-                                    tpu_address=config.distribution.tpu)
-    replicas = strategy.num_replicas_in_sync
-    global_batch, per_replica = resolve_batch_sizes(
-        global_batch_size=t.global_batch_size, per_replica_batch_size_value=t.per_replica_batch_size,
-        num_replicas=replicas)
+    setup = RunSetup.resolve(config.distribution, t, strategy)
+    strategy, replicas = setup.strategy, setup.replicas
+    global_batch, per_replica = setup.global_batch_size, setup.per_replica_batch_size
     if m.bi_data and per_replica % 2:
         raise ConfigError(f"model.bi_data needs an even per-replica batch; got {per_replica} "
                           f"({global_batch} over {replicas} replicas).")
     data_steps = pretraining_steps_per_epoch(
-        d.train_files, seq_length=d.seq_length, reuse_length=m.reuse_length,
+        d.train_files, sequence_length=d.sequence_length, reuse_length=m.reuse_length,
         batch_size=global_batch, bi_data=m.bi_data,
         input_context=tf.distribute.InputContext(1, 0, replicas))
-    _, task_id, is_chief = task_info()
+    task_id, is_chief = setup.task_id, setup.is_chief
 
     # Before the first write: a second run on this work directory stops here, naming this one.
-    run_scope.enter_context(RunLock(workdir, enabled=is_chief))
-    if is_chief:
-        write_run_config(workdir, config.to_yaml())
-    backup_dir = os.path.join(workdir, BACKUP_DIR)
-    if not is_chief:
-        backup_dir = os.path.join(backup_dir, f"worker-{task_id}")
-    first_epoch = backup_epoch(backup_dir)
+    directory = open_run_directory(workdir, config.to_yaml(), run_scope, is_chief=is_chief,
+                                   task_id=task_id)
+    backup_dir, first_epoch = directory.backup_dir, directory.first_epoch
     first_step = first_epoch * t.steps_per_epoch
     epochs = t.train_steps // t.steps_per_epoch
 
@@ -280,10 +248,11 @@ def _run_pretraining(config, workdir, run_scope, *, strategy, export, extra_call
 
     def dataset_fn(input_context):
         return pretraining_dataset(
-            d.train_files, seq_length=d.seq_length, reuse_length=m.reuse_length,
+            d.train_files, sequence_length=d.sequence_length, reuse_length=m.reuse_length,
             num_predict=d.num_predict, perm_size=d.perm_size, batch_size=global_batch,
             bi_data=m.bi_data, seed=d.seed, input_context=input_context,
             sentencepiece_model=d.vocabulary or "auto",
+            mask_alpha=d.mask_alpha,
             # Opens every row at the resumed step's position: O(1), nothing re-sampled.
             first_step=consumed)
 
@@ -296,7 +265,7 @@ def _run_pretraining(config, workdir, run_scope, *, strategy, export, extra_call
                                             first_step=consumed,
                                             each_epoch=t.reset_memory_each_epoch,
                                             worker=task_id or 0),
-        RunBackup(backup_dir, save_freq="epoch", delete_checkpoint=False, double_checkpoint=True),
+        directory.backup_callback(),
     ]
     if is_chief:
         callbacks += [
@@ -314,22 +283,13 @@ def _run_pretraining(config, workdir, run_scope, *, strategy, export, extra_call
                                              micro_batches_per_step=t.gradient_accumulation_steps),
         ]
     callbacks += list(extra_callbacks)
-    if first_epoch:
-        _log.info("Resuming %s at step %d (epoch %d).", workdir, first_step, first_epoch)
-        if is_chief:
-            print(f"Resuming at step {first_step} of {t.train_steps} (backup in {backup_dir}).")
+    directory.announce_resume(t.steps_per_epoch, t.train_steps, is_chief)
     # train_steps/steps_per_epoch count optimizer updates; fit counts micro-batches.
     history = pretrainer.fit(dataset, epochs=epochs,
                              steps_per_epoch=t.steps_per_epoch * t.gradient_accumulation_steps,
                              callbacks=callbacks, verbose=t.verbose if is_chief else 0,
                              shuffle=False)
-    summary = {"replicas": replicas, "global_batch_size": global_batch,
-               "per_replica_batch_size": per_replica, "first_step": first_step,
-               "train_steps": t.train_steps,
-               "final": {k: float(v[-1]) for k, v in history.history.items() if v}}
-    if export and is_chief:
-        from xlnet_tf.serving.export_pretrained import export_pretrainer
-
-        summary["export"] = export_pretrainer(pretrainer, os.path.join(workdir, "export"),
-                                              vocabulary=_vocabulary_file(config, records))
+    summary = setup.summary(history, first_step=first_step, train_steps=t.train_steps)
+    if is_chief:
+        summary.update(pretrainer=pretrainer, vocabulary=_vocabulary_file(config, records))
     return summary

@@ -1,4 +1,6 @@
-"""`xlnet-tf export`: a backbone preset directory plus a SavedModel with a token-id serving signature.
+"""Export a backbone preset directory plus a SavedModel with a token-id serving signature.
+
+The library behind `xlnet-tf export` (`xlnet_tf.cli.export`).
 
 Sources, in order of precedence: `--preset DIR`, `--checkpoint FILE` (a
 `ckpt-*.weights.h5` written by `xlnet-tf pretrain`, with `--config` or the
@@ -19,16 +21,17 @@ Example:
     xlnet-tf export --workdir runs/tiny --output runs/tiny/export
 """
 
-import argparse
 import os
 import sys
 import warnings
 
 import yaml
 
+from xlnet_tf.formats.special_tokens import PAD_TOKEN_ID
 from xlnet_tf.storage import atomic_files
 
-PAD_ID = 5  # <pad> of the released vocabulary and of `xlnet-tf vocab` models.
+# The old spelling of `PAD_TOKEN_ID`, kept for one release.
+PAD_ID = PAD_TOKEN_ID
 PRESET_SUBDIR = "preset"
 SAVED_MODEL_SUBDIR = "saved_model"
 
@@ -37,13 +40,13 @@ class ExportError(ValueError):
     """The export source is missing or inconsistent."""
 
 
-def export_saved_model(backbone, path, pad_id=PAD_ID):
+def export_saved_model(backbone, path, pad_token_id=PAD_TOKEN_ID):
     """Writes `backbone` (float32, inference mode) as a SavedModel.
 
     Args:
         backbone: an `XLNetBackbone`.
         path: output directory.
-        pad_id: `serving_default` treats this id as padding (mask 0).
+        pad_token_id: `serving_default` treats this id as padding (mask 0).
 
     Both signatures check their inputs in the graph first (rank 2, equal shapes,
     `token_ids` in `[0, vocabulary_size)`, `segment_ids` in `[0, 4]`,
@@ -72,7 +75,7 @@ def export_saved_model(backbone, path, pad_id=PAD_ID):
 
     def serve(token_ids):
         return encode(token_ids, tf.zeros_like(token_ids),
-                      tf.cast(tf.not_equal(token_ids, pad_id), tf.int32))
+                      tf.cast(tf.not_equal(token_ids, pad_token_id), tf.int32))
 
     spec = tf.TensorSpec([None, None], tf.int32)
     archive.add_endpoint("serving_default", serve,
@@ -99,7 +102,7 @@ def export_pretrainer(pretrainer, output_dir, vocabulary=None):
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 
     preset_dir = os.path.join(output_dir, PRESET_SUBDIR)
-    pretrainer.save_to_preset(preset_dir, vocabulary=vocabulary)
+    pretrainer.save_to_preset(preset_dir, vocabulary_file=vocabulary)
     # bi_data (backward position streams for half of each batch) is a pretraining
     # augmentation; serving encodes every row with forward positions.
     backbone = XLNetBackbone.from_preset(preset_dir, dtype="float32", memory_length=0,
@@ -203,54 +206,3 @@ def export_preset(preset_dir, output_dir):
     return export_pretrainer(pretrainer, output_dir,
                              vocabulary=preset_io.read_bytes(vocabulary) if vocabulary else None)
 
-
-def _parser():
-    parser = argparse.ArgumentParser(
-        prog="xlnet-tf export",
-        description="Export a backbone preset and a SavedModel (serving signature on token ids).")
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--workdir", help="a pretraining or fine-tuning work directory")
-    source.add_argument("--checkpoint", help="a ckpt-*.weights.h5 file written by pretraining")
-    source.add_argument("--preset", help="a preset directory")
-    parser.add_argument("--config", help="run config of --checkpoint (default: the config.yaml "
-                                         "of the work directory that holds it)")
-    parser.add_argument("--output", required=True, help="output directory")
-    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
-                        help="variables and compute of a fine-tuned task SavedModel (--workdir of "
-                             "`xlnet-tf finetune`): bfloat16 is about 2x faster on CPUs with "
-                             "bfloat16 matmuls, probabilities within 2e-2 of float32")
-    return parser
-
-
-def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        if args.workdir:
-            result = export_workdir(args.workdir, args.output, dtype=args.dtype)
-        elif args.dtype != "float32":
-            raise ExportError(f"--dtype {args.dtype} needs --workdir of a fine-tuning run (a task "
-                              "SavedModel); backbone presets are exported in float32.")
-        elif args.preset:
-            result = export_preset(args.preset, args.output)
-        else:
-            import tensorflow as tf
-
-            if not tf.io.gfile.exists(args.checkpoint):
-                raise ExportError(f"Checkpoint not found: {args.checkpoint}")
-            checkpoint_dir = os.path.dirname(os.path.abspath(args.checkpoint) if atomic_files.is_local(
-                args.checkpoint) else args.checkpoint)
-            config = args.config or os.path.join(os.path.dirname(checkpoint_dir), "config.yaml")
-            if not tf.io.gfile.exists(config):
-                raise ExportError(f"No run config for {args.checkpoint}: pass --config FILE.")
-            result = export_from_checkpoint(args.checkpoint, config, args.output)
-    except (ExportError, FileNotFoundError, ValueError) as e:
-        print(f"xlnet-tf export: {e}", file=sys.stderr)
-        return 2
-    if isinstance(result, dict):
-        for key, value in result.items():
-            print(f"{key}: {value}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

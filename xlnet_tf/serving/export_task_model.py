@@ -5,12 +5,12 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from xlnet_tf.formats.serving_metadata import METADATA_FILE
+from xlnet_tf.formats.serving_metadata import METADATA_FORMAT
 from xlnet_tf.serving.signature_custom_ops import signature_custom_ops
 from xlnet_tf.storage import atomic_files
 from xlnet_tf.serving.task_serving_module import TOKEN_INPUTS, TaskServingModule
 
-METADATA_FILE = "xlnet_tf_serving.json"
-METADATA_FORMAT = "xlnet_tf.serving.v1"
 PARITY_TOLERANCE = 1e-5
 EXPORT_DTYPES = ("float32", "bfloat16")
 # Documented gap of a bfloat16 export to the float32 model: probabilities of the
@@ -97,23 +97,8 @@ def _max_difference(expected, actual):
     return worst
 
 
-def export_task_model(
-    model,
-    output,
-    *,
-    task,
-    sequence_length,
-    preprocessor=None,
-    vocabulary=None,
-    has_text_pair=False,
-    label_names=None,
-    output_key="logits",
-    num_choices=None,
-    metadata=None,
-    overwrite=False,
-    verify=True,
-    dtype="float32",
-):
+def export_task_model(model, output, *, metadata=None, overwrite=False, verify=True, dtype="float32",
+                      **serving_options):
     """Writes `model` as a SavedModel with `serving_default` and `serve_token_ids`.
 
     `serving_default` takes raw strings (`text`, plus `text_pair` for pair tasks;
@@ -127,18 +112,6 @@ def export_task_model(
     Args:
         model: the fine-tuned task `keras.Model` (float32 weights).
         output: directory to write; must not exist unless `overwrite`.
-        task: `"classification"`, `"regression"`, `"token_classification"`, `"span"`
-            or `"multiple_choice"`.
-        sequence_length: int, static packed length `L` of both signatures.
-        preprocessor: optional `(text[, text_pair]) -> {token_ids, segment_ids,
-            padding_mask}` in-graph callable (tokenizer + XLNet packer, e.g. a
-            `TextPreprocessor`); for `task="span"` a `SpanAnswerDecoder`.
-        vocabulary: list of pieces; needed for `pieces` / answer text outputs.
-        has_text_pair: whether the strings-in signature takes `text_pair`.
-        label_names: optional list of class names.
-        output_key: key of the logits when the model returns a dict.
-        num_choices: int, static number of choices `C` (multiple choice only); the
-            ids signature takes `[B, C, L]`.
         metadata: optional JSON-serializable dict stored under `"extra"`.
         overwrite: replace an existing `output` directory.
         verify: reload the SavedModel and check `serve_token_ids` against the
@@ -147,6 +120,17 @@ def export_task_model(
             of the exported model (`model_in_dtype`); outputs stay float32. A
             bfloat16 export is about 2x faster on CPUs with bfloat16 matmuls and
             its probabilities are within `BFLOAT16_TOLERANCE` of float32's.
+        **serving_options: the keyword arguments of `TaskServingModule`, passed on
+            as they are: `task` (`"classification"`, `"regression"`,
+            `"token_classification"`, `"span"` or `"multiple_choice"`) and
+            `sequence_length` (int, the static packed length `L` of both
+            signatures) are required; optional `preprocessor` (an in-graph
+            `(text[, text_pair]) -> {token_ids, segment_ids, padding_mask}`
+            callable, e.g. a `TextPreprocessor`; for `task="span"` a
+            `SpanAnswerDecoder`), `vocabulary` (list of pieces, for `pieces` /
+            answer text outputs), `has_text_pair`, `label_names`, `output_key`
+            (default `"logits"`), `num_choices` (multiple choice: the ids
+            signature takes `[B, C, L]`) and `vocabulary_size`.
 
     The SavedModel is written and verified in a temporary sibling directory
     (`.tmp-<uuid>-<name>`), then renamed to `output`: an interrupted or failed
@@ -171,29 +155,19 @@ def export_task_model(
     if tf.io.gfile.exists(output) and not overwrite:
         raise FileExistsError(f"Export directory {output!r} already exists; pass overwrite=True.")
     model = model_in_dtype(model, dtype)
-    module = TaskServingModule(
-        model,
-        task=task,
-        sequence_length=sequence_length,
-        preprocessor=preprocessor,
-        vocabulary=vocabulary,
-        has_text_pair=has_text_pair,
-        label_names=label_names,
-        output_key=output_key,
-        num_choices=num_choices,
-    )
+    module = TaskServingModule(model, **serving_options)
     signatures = module.signatures()
 
     def build(directory):
         tf.saved_model.save(module, directory, signatures=signatures)
         info = {
             "format": METADATA_FORMAT,
-            "task": task,
-            "sequence_length": sequence_length,
-            "has_text_pair": bool(has_text_pair),
+            "task_type": module.task,
+            "sequence_length": module.sequence_length,
+            "has_text_pair": module.has_text_pair,
             "num_choices": module.num_choices,
-            "text_signature": preprocessor is not None,
-            "label_names": list(label_names) if label_names else None,
+            "text_signature": module.has_text_signature,
+            "label_names": module.label_names,
             "signatures": {
                 name: {
                     "inputs": sorted(spec.name for spec in tf.nest.flatten(fn.structured_input_signature)),
@@ -209,14 +183,15 @@ def export_task_model(
         info["custom_ops"] = signature_custom_ops(directory)
         atomic_files.write_json(os.path.join(directory, METADATA_FILE), info)
         if verify:
-            _verify(module, directory, output, sequence_length, vocabulary)
+            _verify(module, directory, output, serving_options.get("vocabulary"))
 
     atomic_files.replace_directory(build, output)
     return output
 
 
-def _verify(module, directory, output, sequence_length, vocabulary):
+def _verify(module, directory, output, vocabulary):
     """Reloads the SavedModel in `directory`; raises when it differs from `module` on a probe batch."""
+    sequence_length = module.sequence_length
     vocabulary_size = len(vocabulary) if vocabulary is not None else 32
     if module.num_choices is None:
         probe = _probe_batch(sequence_length, vocabulary_size)

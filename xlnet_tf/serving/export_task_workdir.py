@@ -6,10 +6,11 @@ import os
 import tensorflow as tf
 
 from xlnet_tf.serving.export_task_model import export_task_model
+from xlnet_tf.storage.renamed_keys import RENAMED_KEYS, renamed_keys
 
-PREPROCESSING_FILE = "preprocessing.json"
-TASK_FILE = "task.json"
-VOCABULARY_FILE = "spiece.model"
+from xlnet_tf.formats.preset_files import PREPROCESSING_FILE
+from xlnet_tf.formats.preset_files import TASK_CONFIG_FILE as TASK_FILE
+from xlnet_tf.formats.preset_files import VOCABULARY_FILE
 # `preprocessing.json` task types -> serving task names.
 TASK_TYPES = {
     "classification": "classification",
@@ -67,7 +68,7 @@ def _layout_preprocessing(preset, task_config):
         info.update({k: config[k] for k in PACKING_KEYS if config.get(k) is not None})
         tokenizer = (config.get("tokenizer") or {}).get("config") or {}
         if "lowercase" in tokenizer:
-            info["lower_case"] = bool(tokenizer["lowercase"])
+            info["lowercase"] = bool(tokenizer["lowercase"])
     return info
 
 
@@ -125,7 +126,8 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
         raise FileNotFoundError(f"{preprocessing_file} is missing: the export needs the fine-tuning packing.")
     preprocessing = _layout_preprocessing(preset, task_config)
     if tf.io.gfile.exists(preprocessing_file):
-        preprocessing.update(_read_json(preprocessing_file))
+        preprocessing.update(renamed_keys(_read_json(preprocessing_file), RENAMED_KEYS["preprocessing"],
+                                          source=preprocessing_file, warn=False))
     task_type = preprocessing.get("task_type")
     if task_type == "classification" and task_class == "XLNetClassifier":
         num_classes = (task_config.get("config") or {}).get("num_classes", 2)
@@ -161,7 +163,7 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
                 f"{vocabulary_file} is missing: the strings-in signature needs the vocabulary "
                 "(or export with text_signature=False)."
             )
-        tokenizer = XLNetTokenizer(vocabulary_file, lowercase=bool(preprocessing.get("lower_case", False)))
+        tokenizer = XLNetTokenizer(vocabulary_file, lowercase=bool(preprocessing.get("lowercase", False)))
         vocabulary = tokenizer.get_vocabulary()
     if task_type == "span" and text_signature:
         preprocessor = SpanAnswerDecoder(

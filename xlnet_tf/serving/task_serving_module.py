@@ -186,10 +186,15 @@ class TaskServingModule(tf.Module):
             else:
                 self.serve_text = tf.function(self._serve_text, input_signature=[text_spec])
 
+    @property
+    def has_text_signature(self):
+        """Whether `serving_default` takes strings (a preprocessor was given) rather than ids."""
+        return self._preprocessor is not None
+
     def signatures(self):
         """Returns the `{name: concrete_function}` map to pass to `tf.saved_model.save`."""
         ids_fn = self.serve_token_ids.get_concrete_function()
-        if self._preprocessor is None:
+        if not self.has_text_signature:
             return {"serving_default": ids_fn, "serve_token_ids": ids_fn}
         return {"serving_default": self.serve_text.get_concrete_function(), "serve_token_ids": ids_fn}
 
@@ -207,14 +212,7 @@ class TaskServingModule(tf.Module):
         return outputs
 
     def _serve_text_pair(self, text, text_pair):
-        check = tf.debugging.assert_equal(
-            tf.shape(text),
-            tf.shape(text_pair),
-            message="text and text_pair must have the same batch size",
-        )
-        with tf.control_dependencies([check]):
-            text = self._sanitize(text)
-            text_pair = self._sanitize(text_pair)
+        text, text_pair = self._sanitized_pair(text, text_pair, "text", "text_pair")
         features = self._preprocess(text, text_pair)
         outputs = self._predict(features)
         outputs.update(self._text_extras(features, text))
@@ -255,14 +253,7 @@ class TaskServingModule(tf.Module):
         return self._predict(self._checked(features))
 
     def _serve_span(self, context, question):
-        check = tf.debugging.assert_equal(
-            tf.shape(context),
-            tf.shape(question),
-            message="context and question must have the same batch size",
-        )
-        with tf.control_dependencies([check]):
-            context = self._sanitize(context)
-            question = self._sanitize(question)
+        context, question = self._sanitized_pair(context, question, "context", "question")
         # The decoder calls the model on its windows; the ids the tokenizer made are checked too.
         return self._preprocessor.answer(
             lambda features: self._call_model(self._checked(features)), context, question)
@@ -280,6 +271,16 @@ class TaskServingModule(tf.Module):
             errors="replace",
             replacement_char=REPLACEMENT_CHARACTER,
         )
+
+    def _sanitized_pair(self, first, second, first_name, second_name):
+        """`_sanitize` of two `[B]` string inputs, once they are checked to have the same batch size."""
+        check = tf.debugging.assert_equal(
+            tf.shape(first),
+            tf.shape(second),
+            message=f"{first_name} and {second_name} must have the same batch size",
+        )
+        with tf.control_dependencies([check]):
+            return self._sanitize(first), self._sanitize(second)
 
     def _checked(self, features):
         """`features` gated by the shape and range checks of `check_token_inputs`."""

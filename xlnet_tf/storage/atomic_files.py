@@ -151,6 +151,20 @@ def _discard(temporary):
             files.remove(temporary)
 
 
+@contextlib.contextmanager
+def _temporary_for(path):
+    """Yields a fresh temporary sibling of `path`; removes it again when the block raises.
+
+    `BaseException` included: an interrupted write (Ctrl-C, a timeout) leaves nothing behind either.
+    """
+    temporary = temporary_path(path)
+    try:
+        yield temporary
+    except BaseException:
+        _discard(temporary)
+        raise
+
+
 def _commit(temporary, path):
     if is_local(path):
         _fsync_local(temporary)
@@ -176,15 +190,11 @@ def write_bytes(path, data):
     'ram://doc/atomic.bin'
     """
     path = _prepare(path)
-    temporary = temporary_path(path)
-    try:
+    with _temporary_for(path) as temporary:
         with _files(temporary).GFile(temporary, "wb") as f:
             f.write(data)
             f.flush()
         _commit(temporary, path)
-    except BaseException:
-        _discard(temporary)
-        raise
     return path
 
 
@@ -204,9 +214,30 @@ def read_text(path):
         return f.read()
 
 
-def read_json(path):
-    """The JSON value in `path`, read through `tf.io.gfile`."""
-    return json.loads(read_text(path))
+def read_json(path, kind="JSON"):
+    """The JSON value in `path`, read through `tf.io.gfile`.
+
+    Args:
+        path: the file (local, `gs://`, `ram://`, ...).
+        kind: what the file holds, for the not-found message (e.g. `"Config"`).
+
+    Raises:
+        FileNotFoundError: `"<kind> file not found: <path>"`.
+        ValueError: `"<path> is not valid JSON: <the parser's reason>"`.
+
+    Example:
+    >>> read_json(write_json("ram://doc/values.json", {"a": 1}))
+    {'a': 1}
+    """
+    path = str(path)
+    if not _files(path).exists(path):
+        raise FileNotFoundError(f"{kind} file not found: {path}")
+    with _files(path).GFile(path, "rb") as f:
+        data = f.read()  # Bytes: json decodes UTF-8 whatever the locale's encoding.
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not valid JSON: {error}") from error
 
 
 def save_weights(model, path, *, attributes=None, **kwargs):
@@ -242,8 +273,7 @@ def save_weights(model, path, *, attributes=None, **kwargs):
             return copy_file(local, path)
         finally:
             shutil.rmtree(local_dir, ignore_errors=True)
-    temporary = temporary_path(path)
-    try:
+    with _temporary_for(path) as temporary:
         model.save_weights(temporary, **kwargs)
         if attributes:
             import h5py
@@ -252,9 +282,6 @@ def save_weights(model, path, *, attributes=None, **kwargs):
                 for key, value in attributes.items():
                     f.attrs[key] = value
         _commit(temporary, path)
-    except BaseException:
-        _discard(temporary)
-        raise
     return path
 
 
@@ -271,8 +298,7 @@ def weights_file_attributes(path):
 def copy_file(source, target):
     """Copies `source` to `target` atomically (the target is complete or untouched); returns `target`."""
     target = _prepare(target)
-    temporary = temporary_path(target)
-    try:
+    with _temporary_for(target) as temporary:
         if is_local(source) and is_local(target):
             shutil.copyfile(source, temporary)
         else:
@@ -280,9 +306,6 @@ def copy_file(source, target):
 
             tf.io.gfile.copy(str(source), temporary, overwrite=True)
         _commit(temporary, target)
-    except BaseException:
-        _discard(temporary)
-        raise
     return target
 
 
@@ -327,8 +350,7 @@ def replace_directory(build, path):
         `path`.
     """
     path = _prepare(str(path).rstrip("/"))
-    temporary = temporary_path(path)
-    try:
+    with _temporary_for(path) as temporary:
         build(temporary)
         if _files(path).exists(path):
             previous = temporary_path(path)
@@ -337,9 +359,6 @@ def replace_directory(build, path):
             _discard(previous)
         else:
             _move_directory(temporary, path)
-    except BaseException:
-        _discard(temporary)
-        raise
     return path
 
 

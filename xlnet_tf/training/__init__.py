@@ -1,4 +1,5 @@
-"""The training engine shared by pretraining and fine-tuning: strategy, batch arithmetic, callbacks, run directory."""
+"""The training engine shared by pretraining and fine-tuning: strategy, batch arithmetic, callbacks, run directory.
 
-from xlnet_tf.training.strategy import (configure_virtual_cpu_devices, per_replica_batch_size,
-                                        resolve_batch_sizes, resolve_strategy)
+Nothing is imported here, so the light modules (`run_sections`, the strategy names) load
+without TensorFlow: the CLI's `--help` and config checks stay fast.
+"""

@@ -9,11 +9,9 @@ import json
 import logging
 import os
 
-import tensorflow as tf
-
-from xlnet_tf.cli.run_arguments import STRATEGY_CHOICES
-
-STRATEGIES = STRATEGY_CHOICES
+# The names `distribution.strategy` and `--strategy` accept. TensorFlow is imported
+# inside the functions, so the CLI reads these names without loading it (fast `--help`).
+STRATEGIES = ("auto", "tpu", "mirrored", "multi_worker", "one_device")
 
 _log = logging.getLogger(__name__)
 
@@ -31,6 +29,8 @@ def configure_virtual_cpu_devices(count: int) -> None:
     Args:
         count: number of logical CPU devices (>= 1).
     """
+    import tensorflow as tf
+
     if count < 1:
         raise StrategyError(f"--virtual-cpu-devices must be >= 1, got {count}.")
     cpus = tf.config.list_physical_devices("CPU")
@@ -49,7 +49,7 @@ def configure_virtual_cpu_devices(count: int) -> None:
 
 
 def resolve_strategy(name: str = "auto", *, virtual_cpu_devices: int = 0,
-                     tpu_address: str = "") -> tf.distribute.Strategy:
+                     tpu_address: str = ""):
     """Returns the `tf.distribute.Strategy` named by `name`.
 
     Args:
@@ -65,6 +65,8 @@ def resolve_strategy(name: str = "auto", *, virtual_cpu_devices: int = 0,
     Returns:
         A strategy; its `num_replicas_in_sync` is the number of replicas.
     """
+    import tensorflow as tf
+
     if name not in STRATEGIES:
         raise StrategyError(f"Unknown strategy {name!r}; expected one of {STRATEGIES}.")
     if virtual_cpu_devices:
@@ -96,6 +98,8 @@ def resolve_strategy(name: str = "auto", *, virtual_cpu_devices: int = 0,
 
 
 def _connect_tpu(address: str, required: bool):
+    import tensorflow as tf
+
     try:
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=address or None)
         tf.config.experimental_connect_to_cluster(resolver)

@@ -1,6 +1,6 @@
 """Reader of the fine-tuning TFRecords written by `xlnet-tf prepare-finetuning`.
 
-Format "xlnet_tf.finetuning.v1" (see `xlnet_tf/pipelines/finetuning_data.py`): per split,
+Format "xlnet_tf.finetuning.v1" (specified in `xlnet_tf/formats/README.md`): per split,
 `{split}-SSSSS-of-NNNNN.tfrecord` files of `tf.train.Example`s with the packer's
 outputs and the label, and a `manifest.json` next to them.
 """
@@ -10,9 +10,16 @@ import os
 
 import tensorflow as tf
 
-FORMAT = "xlnet_tf.finetuning.v1"
-MANIFEST = "manifest.json"
-FEATURE_KEYS = ("token_ids", "segment_ids", "padding_mask")
+from xlnet_tf.storage.renamed_keys import RENAMED_KEYS, renamed_keys
+
+from xlnet_tf.formats.finetuning_records import EXAMPLE_ID_KEY
+from xlnet_tf.formats.finetuning_records import FEATURE_KEYS
+from xlnet_tf.formats.finetuning_records import FORMAT
+from xlnet_tf.formats.finetuning_records import LABEL_KEY
+from xlnet_tf.formats.finetuning_records import LABELS_KEY
+from xlnet_tf.formats.finetuning_records import MANIFEST_FILE as MANIFEST
+from xlnet_tf.formats.finetuning_records import SPAN_LABEL_KEYS
+from xlnet_tf.formats.finetuning_records import WINDOW_INDEX_KEY
 
 
 def read_finetuning_manifest(directory):
@@ -22,7 +29,8 @@ def read_finetuning_manifest(directory):
         directory: output directory of `xlnet-tf prepare-finetuning`.
 
     Returns:
-        The manifest dict.
+        The manifest dict; keys an earlier version spelled differently
+        (`task.kind`) come back under today's names (`task.task_type`).
 
     Raises:
         FileNotFoundError: no manifest in `directory`.
@@ -36,23 +44,23 @@ def read_finetuning_manifest(directory):
         manifest = json.load(f)
     if manifest.get("format") != FORMAT:
         raise ValueError(f"{path!r} has format {manifest.get('format')!r}, expected {FORMAT!r}.")
-    return manifest
+    return renamed_keys(manifest, RENAMED_KEYS["finetuning_manifest"], source=path, warn=False)
 
 
-def _feature_spec(kind, length):
+def _feature_spec(task_type, length):
     spec = {k: tf.io.FixedLenFeature([length], tf.int64) for k in FEATURE_KEYS}
-    spec["example_id"] = tf.io.FixedLenFeature([], tf.string)
-    if kind == "classification":
-        spec["label"] = tf.io.FixedLenFeature([], tf.int64)
-    elif kind == "regression":
-        spec["label"] = tf.io.FixedLenFeature([], tf.float32)
-    elif kind == "token_classification":
-        spec["labels"] = tf.io.FixedLenFeature([length], tf.int64)
-    elif kind == "span":
-        for key in ("start_position", "end_position", "is_impossible", "window_index"):
+    spec[EXAMPLE_ID_KEY] = tf.io.FixedLenFeature([], tf.string)
+    if task_type == "classification":
+        spec[LABEL_KEY] = tf.io.FixedLenFeature([], tf.int64)
+    elif task_type == "regression":
+        spec[LABEL_KEY] = tf.io.FixedLenFeature([], tf.float32)
+    elif task_type == "token_classification":
+        spec[LABELS_KEY] = tf.io.FixedLenFeature([length], tf.int64)
+    elif task_type == "span":
+        for key in (*SPAN_LABEL_KEYS, WINDOW_INDEX_KEY):
             spec[key] = tf.io.FixedLenFeature([], tf.int64)
     else:
-        raise ValueError(f"Unknown task kind {kind!r} in the fine-tuning manifest.")
+        raise ValueError(f"Unknown task type {task_type!r} in the fine-tuning manifest.")
     return spec
 
 
@@ -84,29 +92,29 @@ def finetuning_record_dataset(directory, split, *, shuffle=False, seed=None, wit
     manifest = read_finetuning_manifest(directory)
     if split not in manifest["splits"]:
         raise ValueError(f"{directory!r} has no split {split!r}; it has {sorted(manifest['splits'])}.")
-    kind = manifest["task"]["kind"]
+    task_type = manifest["task"]["task_type"]
     length = int(manifest["sequence_length"])
     files = [os.path.join(directory, entry["file"]) for entry in manifest["splits"][split]["files"]]
     missing = [path for path in files if not tf.io.gfile.exists(path)]
     if missing:
         raise FileNotFoundError(f"Record files listed in the manifest are missing: {missing[:3]}.")
-    spec = _feature_spec(kind, length)
+    spec = _feature_spec(task_type, length)
 
     def parse(record):
         example = tf.io.parse_single_example(record, spec)
         features = {k: tf.cast(example[k], tf.int32) for k in FEATURE_KEYS}
         if with_example_id:
-            features["example_id"] = example["example_id"]
-            if kind == "span":
-                features["window_index"] = tf.cast(example["window_index"], tf.int32)
-        if kind == "regression":
-            label = example["label"]
-        elif kind == "classification":
-            label = tf.cast(example["label"], tf.int32)
-        elif kind == "token_classification":
-            label = tf.cast(example["labels"], tf.int32)
+            features[EXAMPLE_ID_KEY] = example[EXAMPLE_ID_KEY]
+            if task_type == "span":
+                features[WINDOW_INDEX_KEY] = tf.cast(example[WINDOW_INDEX_KEY], tf.int32)
+        if task_type == "regression":
+            label = example[LABEL_KEY]
+        elif task_type == "classification":
+            label = tf.cast(example[LABEL_KEY], tf.int32)
+        elif task_type == "token_classification":
+            label = tf.cast(example[LABELS_KEY], tf.int32)
         else:
-            label = {k: tf.cast(example[k], tf.int32) for k in ("start_position", "end_position", "is_impossible")}
+            label = {k: tf.cast(example[k], tf.int32) for k in SPAN_LABEL_KEYS}
         return features, label
 
     dataset = tf.data.Dataset.from_tensor_slices(files)

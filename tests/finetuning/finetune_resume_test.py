@@ -64,7 +64,7 @@ def preset(tmp_path_factory):
     ones = np.ones((1, 4), "int32")
     backbone({"token_ids": ones, "segment_ids": ones * 0, "padding_mask": ones})
     path = str(tmp_path_factory.mktemp("preset"))
-    backbone.save_to_preset(path, vocabulary=VOCABULARY)
+    backbone.save_to_preset(path, vocabulary_file=VOCABULARY)
     return path
 
 

@@ -17,5 +17,5 @@ def preset(tmp_path_factory):
     backbone = XLNetBackbone(TINY)
     ones = np.ones((1, 4), "int32")
     backbone({"token_ids": ones, "segment_ids": ones * 0, "padding_mask": ones})
-    backbone.save_to_preset(path, vocabulary="tests/testdata/tiny_spiece.model")
+    backbone.save_to_preset(path, vocabulary_file="tests/testdata/tiny_spiece.model")
     return path

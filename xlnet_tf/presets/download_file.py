@@ -26,6 +26,7 @@ import re
 import urllib.error
 import urllib.request
 
+from xlnet_tf.formats.preset_files import TRANSFORMERS_WEIGHTS_FILE
 from xlnet_tf.presets.preset_error import PresetError
 from xlnet_tf.storage import atomic_files
 
@@ -196,7 +197,7 @@ def download_file(url, target, *, expected_size=None, expected_sha256=None, hugg
             response = opener.open(request, timeout=timeout)
         except urllib.error.HTTPError as e:
             hint = ""
-            if e.code == 404 and hugging_face and file_name == "model.safetensors":
+            if e.code == 404 and hugging_face and file_name == TRANSFORMERS_WEIGHTS_FILE:
                 hint = (" This repository revision has no model.safetensors (only pytorch_model.bin?); the "
                         "converter reads safetensors only: save the model with transformers' "
                         "save_pretrained(..., safe_serialization=True) and run `xlnet-tf convert`.")

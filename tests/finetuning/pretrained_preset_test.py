@@ -21,7 +21,7 @@ VOCABULARY = "tests/testdata/tiny_spiece.model"
 # The quick start's config (`--config tiny`, bi_data true, memory on), shrunk; bi_data is left to it.
 SHRINK = ["model.vocabulary_size=200", "model.num_layers=2", "model.num_heads=2", "model.head_dim=8",
           "model.hidden_dim=16", "model.intermediate_dim=32", "model.memory_length=8",
-          "model.reuse_length=8", "data.seq_length=16", "data.num_predict=4", "data.perm_size=8",
+          "model.reuse_length=8", "data.sequence_length=16", "data.num_predict=4", "data.perm_size=8",
           "training.global_batch_size=4", "training.train_steps=2", "training.steps_per_epoch=2",
           "training.log_every_steps=1", "training.verbose=0", "optimizer.warmup_steps=1",
           f"data.vocabulary={VOCABULARY}"]

@@ -51,7 +51,7 @@ def test_classification_learns_and_writes_an_exportable_workdir(preset, tmp_path
     assert not results["collapsed"]
     with open(os.path.join(workdir, "config.yaml")) as f:
         resolved = yaml.safe_load(f)
-    assert resolved["task"]["type"] == "classification"
+    assert resolved["task"]["task_type"] == "classification"
     assert resolved["task"]["label_names"] == ["neg", "pos"]  # inferred from the file, sorted
     lines = [json.loads(line) for line in open(os.path.join(workdir, "metrics.jsonl"))]
     assert [line["step"] for line in lines if line.get("split") == "eval"] == [80, 160]
@@ -95,7 +95,7 @@ def _color_squad(path, n=60):
     path.write_text(json.dumps(squad))
 
 
-SPAN_SETTINGS = ["--set", "task.type=span", "--set", "task.sequence_length=24",
+SPAN_SETTINGS = ["--set", "task.task_type=span", "--set", "task.sequence_length=24",
                  "--set", "task.max_query_length=6", "--set", "task.doc_stride=8"]
 
 
@@ -145,6 +145,7 @@ def _finetune_on_two_mirrored_replicas(preset, workdir, *args):
     return [json.loads(line) for line in open(workdir / "metrics.jsonl")]
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_mirrored_two_replicas_with_mixed_bfloat16_in_a_fresh_process(preset, tmp_path):
     _sentiment(tmp_path / "train.jsonl", 120, 2)
@@ -158,6 +159,7 @@ def test_mirrored_two_replicas_with_mixed_bfloat16_in_a_fresh_process(preset, tm
     assert json.load(open(workdir / "final" / "task.json"))["config"]["num_classes"] == 2
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_span_task_on_two_mirrored_replicas_in_a_fresh_process(preset, tmp_path):
     # Span heads gather rows per example, so replicas' embedding gradients are IndexedSlices

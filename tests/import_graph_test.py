@@ -1,0 +1,168 @@
+"""The import rules of the package, checked on the source (every `import`, also inside functions).
+
+- `models/` and `layers/` never import the runs, the CLI, export or the Beam jobs;
+- the training engine and the runs (`training/`, `pretraining/`, `finetuning/`) never import `cli/`;
+- no circle of imports between modules.
+
+Imports are read with `ast`, so nothing is imported to check them; an import inside a
+function counts like one at the top, since it runs as soon as that function does.
+"""
+
+import ast
+import os
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE = "xlnet_tf"
+
+# (importing package, forbidden prefixes, why)
+RULES = [
+    ("xlnet_tf.models", ("xlnet_tf.training", "xlnet_tf.pretraining", "xlnet_tf.finetuning",
+                         "xlnet_tf.cli", "xlnet_tf.serving", "xlnet_tf.pipelines", "pipelines"),
+     "models are the core: runs, export, CLI and Beam jobs build on them, never the reverse"),
+    ("xlnet_tf.layers", ("xlnet_tf.training", "xlnet_tf.pretraining", "xlnet_tf.finetuning",
+                         "xlnet_tf.cli", "xlnet_tf.serving", "xlnet_tf.pipelines", "pipelines",
+                         "xlnet_tf.models"),
+     "layers are the bottom of the model stack"),
+    ("xlnet_tf.training", ("xlnet_tf.cli", "xlnet_tf.pretraining", "xlnet_tf.finetuning"),
+     "the engine serves both runs and is driven by the CLI"),
+    ("xlnet_tf.pretraining", ("xlnet_tf.cli",), "a run is a library function the CLI calls"),
+    ("xlnet_tf.finetuning", ("xlnet_tf.cli",), "a run is a library function the CLI calls"),
+]
+
+
+def _module_files():
+    """`{dotted module name: path}` of every module of the package."""
+    modules = {}
+    for root, dirs, files in os.walk(os.path.join(REPO, PACKAGE)):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "__pycache__"))]
+        for name in files:
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(root, name)
+            dotted = os.path.relpath(path, REPO)[:-3].replace(os.sep, ".")
+            if dotted.endswith(".__init__"):
+                dotted = dotted[:-len(".__init__")]
+            modules[dotted] = path
+    return modules
+
+
+def _imports(module, path, known):
+    """`{imported module: first line}` of `module` (absolute and relative, at any depth)."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), filename=path)
+    package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
+    found = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parts = parts[:len(parts) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            # `from pkg import submodule` imports the submodule; `from mod import name` the module.
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
+                       for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            found.setdefault(target, node.lineno)
+    return found
+
+
+def _graph():
+    modules = _module_files()
+    return {m: _imports(m, path, modules) for m, path in modules.items()}, modules
+
+
+def _under(name, prefix):
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def test_no_import_breaks_a_layering_rule():
+    graph, modules = _graph()
+    broken = []
+    for source, imports in sorted(graph.items()):
+        for package, forbidden, why in RULES:
+            if not _under(source, package):
+                continue
+            for target, line in sorted(imports.items()):
+                if any(_under(target, prefix) for prefix in forbidden):
+                    broken.append(f"{os.path.relpath(modules[source], REPO)}:{line} imports "
+                                  f"{target} ({package} must not: {why})")
+    assert not broken, "\n".join(broken)
+
+
+def _find_cycles(graph):
+    """One circle of imports per group of modules that import each other, each a list `[a, ..., a]`."""
+    edges = {m: sorted(t for t in imports if t in graph and t != m) for m, imports in graph.items()}
+    # Tarjan's strongly connected components, iteratively (no recursion limit on a deep graph).
+    index, low, on_stack, stack, groups = {}, {}, set(), [], []
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(edges[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, targets = work[-1]
+            target = next(targets, None)
+            if target is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    group = set()
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        group.add(member)
+                        if member == node:
+                            break
+                    if len(group) > 1:
+                        groups.append(group)
+            elif target not in index:
+                index[target] = low[target] = len(index)
+                stack.append(target)
+                on_stack.add(target)
+                work.append((target, iter(edges[target])))
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+    return [_cycle_in(sorted(group)[0], group, edges) for group in sorted(groups, key=sorted)]
+
+
+def _cycle_in(start, group, edges):
+    """The shortest circle from `start` back to itself inside `group` (breadth-first)."""
+    paths = {start: [start]}
+    queue = [start]
+    while queue:
+        node = queue.pop(0)
+        for target in edges[node]:
+            if target == start:
+                return paths[node] + [start]
+            if target in group and target not in paths:
+                paths[target] = paths[node] + [target]
+                queue.append(target)
+    raise AssertionError(f"no circle through {start}")
+
+
+def test_no_circle_of_imports():
+    graph, modules = _graph()
+    cycles = _find_cycles(graph)
+    assert not cycles, "Circles of imports:\n" + "\n".join(
+        " -> ".join(f"{name} ({os.path.relpath(modules[name], REPO)}:{graph[name][nxt]})"
+                    for name, nxt in zip(cycle, cycle[1:])) + f" -> {cycle[-1]}"
+        for cycle in cycles)
+
+
+@pytest.mark.parametrize("graph, cycles", [
+    ({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 3}}, [["a", "b", "c", "a"]]),
+    ({"a": {"b": 1}, "b": {}, "c": {"a": 1}}, []),
+    ({"a": {"b": 1}, "b": {"a": 1}, "c": {"d": 1}, "d": {"c": 1, "a": 1}}, [["a", "b", "a"], ["c", "d", "c"]]),
+])
+def test_the_cycle_finder_reports_every_circle(graph, cycles):
+    assert _find_cycles(graph) == cycles

@@ -1,0 +1,80 @@
+"""`xlnet-tf export`: a backbone preset directory plus a SavedModel from a work directory, checkpoint or preset.
+
+Example:
+    xlnet-tf export --workdir runs/tiny --output runs/tiny/export
+    xlnet-tf export --workdir runs/mrpc --output exports/mrpc/1 --dtype bfloat16
+
+The export itself is `xlnet_tf.serving.export_pretrained` (fine-tuning work
+directories: `xlnet_tf.serving.export_task_workdir`); this module parses the
+options and prints the paths written.
+"""
+
+import os
+import sys
+
+from xlnet_tf.cli.command_parser import CommandParser
+
+
+def _parser():
+    parser = CommandParser(
+        prog="xlnet-tf export",
+        description="Export a backbone preset and a SavedModel (serving signature on token ids).")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--workdir", help="a pretraining or fine-tuning work directory")
+    source.add_argument("--checkpoint", help="a ckpt-*.weights.h5 file written by pretraining")
+    source.add_argument("--preset", help="a preset directory")
+    parser.add_argument("--config", help="run config of --checkpoint (default: the config.yaml "
+                                         "of the work directory that holds it)")
+    parser.add_argument("--output", required=True, help="output directory")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                        help="variables and compute of a fine-tuned task SavedModel (--workdir of "
+                             "`xlnet-tf finetune`): bfloat16 is about 2x faster on CPUs with "
+                             "bfloat16 matmuls, probabilities within 2e-2 of float32")
+    return parser
+
+
+def _checkpoint_run_config(checkpoint, config):
+    """The run config of `checkpoint`: `config`, or `config.yaml` of the work directory holding it."""
+    import tensorflow as tf
+
+    from xlnet_tf.serving.export_pretrained import ExportError
+    from xlnet_tf.storage import atomic_files
+
+    if not tf.io.gfile.exists(checkpoint):
+        raise ExportError(f"Checkpoint not found: {checkpoint}")
+    checkpoint_dir = os.path.dirname(os.path.abspath(checkpoint) if atomic_files.is_local(checkpoint)
+                                     else checkpoint)
+    config = config or os.path.join(os.path.dirname(checkpoint_dir), "config.yaml")
+    if not tf.io.gfile.exists(config):
+        raise ExportError(f"No run config for {checkpoint}: pass --config FILE.")
+    return config
+
+
+def main(argv=None) -> int:
+    """Entry point of `xlnet-tf export`; returns the exit code."""
+    args = _parser().parse_args(argv)
+    from xlnet_tf.serving.export_pretrained import (ExportError, export_from_checkpoint, export_preset,
+                                                    export_workdir)
+
+    try:
+        if args.workdir:
+            result = export_workdir(args.workdir, args.output, dtype=args.dtype)
+        elif args.dtype != "float32":
+            raise ExportError(f"--dtype {args.dtype} needs --workdir of a fine-tuning run (a task "
+                              "SavedModel); backbone presets are exported in float32.")
+        elif args.preset:
+            result = export_preset(args.preset, args.output)
+        else:
+            config = _checkpoint_run_config(args.checkpoint, args.config)
+            result = export_from_checkpoint(args.checkpoint, config, args.output)
+    except (ExportError, FileNotFoundError, ValueError) as e:
+        print(f"xlnet-tf export: {e}", file=sys.stderr)
+        return 2
+    if isinstance(result, dict):
+        for key, value in result.items():
+            print(f"{key}: {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

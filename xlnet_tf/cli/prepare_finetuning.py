@@ -1,0 +1,158 @@
+"""`xlnet-tf prepare-finetuning`: the Beam job JSONL / CSV / SQuAD JSON / TFDS -> fine-tuning TFRecords.
+
+Example:
+    xlnet-tf prepare-finetuning --task-type classification --input train=train.jsonl \\
+        --input validation=dev.csv --vocab spiece.model --sequence-length 128 --output-dir data/mine
+    xlnet-tf prepare-finetuning --task-type classification --tfds glue/mrpc \\
+        --tfds-splits train,validation --vocab spiece.model --output-dir data/mrpc
+
+Options this command does not know go to Beam's `PipelineOptions` unchanged
+(`--runner DataflowRunner --project ...`). This module checks the command line
+and resolves it into the job's settings (splits and their files, text and
+label columns, vocabulary); `xlnet_tf.pipelines.finetuning_data.prepare_finetuning_data`
+runs the job.
+"""
+
+import hashlib
+import os
+import sys
+
+from xlnet_tf.cli.command_parser import CommandParser
+from xlnet_tf.formats.finetuning_records import FORMAT, TASK_TYPES
+from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
+
+
+def _parser():
+    parser = CommandParser(
+        prog="xlnet-tf prepare-finetuning",
+        description=f"Beam job: JSONL/CSV/SQuAD JSON/TFDS -> fine-tuning TFRecords ({FORMAT}). Unknown arguments "
+                    "go to Beam's PipelineOptions (e.g. --runner DataflowRunner --project ...).",
+    )
+    parser.add_renamed_argument("--task-type", choices=TASK_TYPES, required=True)
+    parser.add_argument("--input", action="append", default=[], metavar="SPLIT=FILE[,FILE...]",
+                        help="local files of one split (repeat per split), e.g. train=train.jsonl")
+    parser.add_argument("--tfds", default=None, help="TFDS dataset name, e.g. glue/mrpc, imdb_reviews, squad/v1.1")
+    parser.add_renamed_argument("--tfds-splits", default="train", help="comma-separated TFDS splits (default train)")
+    parser.add_renamed_argument("--tfds-data-dir", default=None)
+    parser.add_renamed_argument("--output-dir", required=True)
+    parser.add_argument("--vocab", required=True, help="spiece.model with XLNet's special ids")
+    parser.add_renamed_argument("--sequence-length", type=int, default=128)
+    parser.add_renamed_argument("--text-fields", default=None,
+                                help="comma-separated text columns (default text,text_pair)")
+    parser.add_renamed_argument("--label-field", default=None, help="label column (default label; tags for tokens)")
+    parser.add_renamed_argument("--label-names", default=None, help="comma-separated class names, in id order")
+    parser.add_argument("--truncate", choices=("longest_first", "keep_second"), default="longest_first")
+    parser.add_argument("--lowercase", action="store_true", help="for uncased vocabularies")
+    parser.add_renamed_argument("--max-query-length", type=int, default=64)
+    parser.add_renamed_argument("--doc-stride", type=int, default=128)
+    parser.add_renamed_argument("--num-shards", type=int, default=4, help="files per split")
+    parser.add_argument("--seed", type=int, default=0, help="decides the shard of each example")
+    parser.add_renamed_argument("--encode-batch-size", type=int, default=256)
+    parser.add_argument("--strict", action="store_true", help="fail on the first bad example instead of skipping")
+    parser.add_argument("--overwrite", action="store_true", help="replace records already in the output directory")
+    return parser
+
+
+def _resolve(args):
+    """The job's `(settings, sources, vocab_proto, vocabulary)`; raises `PipelineInputError` naming a bad option."""
+    if args.sequence_length < 4:
+        raise PipelineInputError(f"--sequence-length must be >= 4, got {args.sequence_length}.")
+    if args.num_shards < 1:
+        raise PipelineInputError(f"--num-shards must be >= 1, got {args.num_shards}.")
+    if bool(args.input) == bool(args.tfds):
+        raise PipelineInputError("give either --input SPLIT=FILES (repeatable) or --tfds NAME, not both or neither.")
+    import tensorflow as tf
+
+    from xlnet_tf.pipelines.finetuning_data import infer_label_names, present_text_fields
+
+    sources = []
+    for spec in args.input:
+        split, sep, files = spec.partition("=")
+        if not sep or not split or not files:
+            raise PipelineInputError(f"--input {spec!r}: expected SPLIT=FILE[,FILE...], e.g. train=train.jsonl.")
+        if not split.replace("_", "").isalnum():
+            raise PipelineInputError(f"--input {spec!r}: split name {split!r} must be letters, digits or '_'.")
+        paths = [p for p in files.split(",") if p]
+        for path in paths:
+            if not tf.io.gfile.exists(path):
+                raise PipelineInputError(f"--input {spec!r}: file {path!r} does not exist.")
+        sources.append((split, "files", paths))
+    tfds_fields = None
+    if args.tfds:
+        from xlnet_tf.data.finetuning_tasks import dataset_spec
+
+        try:
+            spec = dataset_spec(args.tfds)
+        except ValueError as e:
+            raise PipelineInputError(str(e)) from None
+        if spec.task_type != args.task_type:
+            raise PipelineInputError(f"--tfds {args.tfds} is a {spec.task_type} dataset, not {args.task_type}.")
+        tfds_fields = list(spec.text_fields) or None
+        for split in [s for s in args.tfds_splits.split(",") if s]:
+            sources.append((split.replace("[", "_").replace("]", "").replace(":", "_").replace("%", "pct"),
+                            "tfds", (args.tfds, split)))
+    if len({split for split, _, _ in sources}) != len(sources):
+        raise PipelineInputError("each split may be given once.")
+    if not tf.io.gfile.exists(args.vocab):
+        raise PipelineInputError(f"--vocab {args.vocab!r} does not exist.")
+    with tf.io.gfile.GFile(args.vocab, "rb") as f:
+        proto = f.read()
+    from xlnet_tf.tokenizer import XLNetTokenizer
+
+    try:
+        vocabulary_size = XLNetTokenizer(proto).vocabulary_size()
+    except ValueError as e:
+        raise PipelineInputError(f"--vocab {args.vocab!r}: {e}") from None
+    text_fields = args.text_fields.split(",") if args.text_fields else (tfds_fields or ["text", "text_pair"])
+    label_names = args.label_names.split(",") if args.label_names else None
+    if args.tfds and not label_names:
+        label_names = list(spec.label_names) or None
+    if args.input and args.task_type == "classification" and not label_names:
+        label_names = infer_label_names(sources[0][2], args.label_field or "label")
+    if args.input and args.task_type in ("classification", "regression") and not args.text_fields:
+        text_fields = present_text_fields(sources[0][2])
+    settings = {
+        "task_type": args.task_type, "sequence_length": args.sequence_length, "text_fields": text_fields,
+        "label_field": args.label_field or ("tags" if args.task_type == "token_classification" else "label"),
+        "label_names": label_names, "truncate": args.truncate, "lowercase": args.lowercase,
+        "max_query_length": args.max_query_length, "doc_stride": args.doc_stride, "num_shards": args.num_shards,
+        "seed": args.seed, "encode_batch_size": args.encode_batch_size, "strict": args.strict,
+        "output_dir": args.output_dir, "tfds": args.tfds, "tfds_data_dir": args.tfds_data_dir,
+        "tfds_text_fields": tfds_fields, "tfds_label_field": args.label_field if args.tfds else None,
+        "input": list(args.input),
+    }
+    vocabulary = {"file": os.path.abspath(args.vocab) if "://" not in args.vocab else args.vocab,
+                  "sha256": hashlib.sha256(proto).hexdigest(), "vocabulary_size": int(vocabulary_size)}
+    return settings, sources, proto, vocabulary
+
+
+def run(argv=None):
+    """Parses `argv`, runs the job and returns its manifest (also written to the output directory).
+
+    Raises:
+        PipelineInputError: a bad input, vocabulary or setting, before the pipeline starts.
+    """
+    from xlnet_tf.pipelines.finetuning_data import prepare_finetuning_data
+
+    args, beam_args = _parser().parse_known_args(argv)
+    settings, sources, proto, vocabulary = _resolve(args)
+    return prepare_finetuning_data(settings, sources, proto, vocabulary, overwrite=args.overwrite,
+                                   beam_args=beam_args)
+
+
+def main(argv=None):
+    """Entry point of `xlnet-tf prepare-finetuning`; returns the exit code."""
+    try:
+        manifest = run(argv)
+    except PipelineInputError as e:
+        print(f"xlnet-tf prepare-finetuning: error: {e}", file=sys.stderr)
+        return 2
+    examples = manifest["examples"]
+    splits = ", ".join(f"{name}: {s['num_records']}" for name, s in manifest["splits"].items())
+    print(f"Wrote {manifest['num_records']} records ({splits}). Examples: {examples['read']} read, "
+          f"{examples['written']} written, skipped {examples['skipped']}.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

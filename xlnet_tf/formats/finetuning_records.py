@@ -1,0 +1,77 @@
+"""The v1 fine-tuning record format: per-split shards of packed examples and their manifest.
+
+Layout (full specification in `xlnet_tf/formats/README.md`): `xlnet-tf prepare-finetuning`
+writes `{split}-SSSSS-of-NNNNN.tfrecord` shards of `tf.train.Example`s and `manifest.json`
+into one directory; `xlnet_tf.data.finetuning_record_dataset` reads them back.
+
+Example:
+    >>> from xlnet_tf.formats import finetuning_records
+    >>> finetuning_records.shard_file_name("train", 3, 8)
+    'train-00003-of-00008.tfrecord'
+    >>> finetuning_records.label_keys("span")
+    ('start_position', 'end_position', 'is_impossible')
+"""
+
+FORMAT = "xlnet_tf.finetuning.v1"
+MANIFEST_FILE = "manifest.json"
+# The Beam job's shards report their record counts here; `run` folds them into the manifest
+# and removes the file.
+SHARD_COUNTS_FILE = "_shard_counts"
+SHARD_SUFFIX = ".tfrecord"
+
+# Task types a fine-tuning record directory can hold (`manifest["task"]["task_type"]`;
+# manifests of earlier versions spell it `kind`, still read).
+CLASSIFICATION = "classification"
+REGRESSION = "regression"
+TOKEN_CLASSIFICATION = "token_classification"
+SPAN = "span"
+TASK_TYPES = (CLASSIFICATION, REGRESSION, TOKEN_CLASSIFICATION, SPAN)
+
+# Packed inputs, int64 [L] in every record (the packer's outputs).
+TOKEN_IDS_KEY = "token_ids"
+SEGMENT_IDS_KEY = "segment_ids"
+PADDING_MASK_KEY = "padding_mask"
+FEATURE_KEYS = (TOKEN_IDS_KEY, SEGMENT_IDS_KEY, PADDING_MASK_KEY)
+# bytes []: `{split}-{index:09d}`, the example's position in its input.
+EXAMPLE_ID_KEY = "example_id"
+# int64 []: which window of a long SQuAD passage the record is.
+WINDOW_INDEX_KEY = "window_index"
+# Labels: int64 [] (classification) or float [] (regression) ...
+LABEL_KEY = "label"
+# ... int64 [L] (token classification) ...
+LABELS_KEY = "labels"
+# ... or three int64 [] (span).
+SPAN_LABEL_KEYS = ("start_position", "end_position", "is_impossible")
+
+# Label of a position the loss skips (special tokens, padding, non-first word pieces);
+# also Keras' `ignore_class` of the token classifier's loss.
+IGNORE_LABEL = -100
+
+# Top-level keys of `manifest.json` (written with sorted keys).
+MANIFEST_KEYS = (
+    "format", "sequence_length", "task", "splits", "examples", "num_records", "vocabulary", "settings",
+)
+# Keys of `manifest["task"]`.
+TASK_ENTRY_KEYS = ("task_type", "num_classes", "label_names", "has_text_pair")
+# Keys of one entry of `manifest["splits"][split]["files"]`.
+SHARD_ENTRY_KEYS = ("file", "num_records")
+
+
+def shard_file_name(split, shard, num_shards):
+    """The file name of shard `shard` of `num_shards` of `split`: `train-00003-of-00008.tfrecord`."""
+    return f"{split}-{shard:05d}-of-{num_shards:05d}{SHARD_SUFFIX}"
+
+
+def label_keys(task_type):
+    """The label feature keys of a record of `task_type` (one of `TASK_TYPES`).
+
+    Raises:
+        ValueError: `task_type` is not one of `TASK_TYPES`.
+    """
+    if task_type in (CLASSIFICATION, REGRESSION):
+        return (LABEL_KEY,)
+    if task_type == TOKEN_CLASSIFICATION:
+        return (LABELS_KEY,)
+    if task_type == SPAN:
+        return SPAN_LABEL_KEYS
+    raise ValueError(f"Unknown task type {task_type!r}; expected one of {list(TASK_TYPES)}.")

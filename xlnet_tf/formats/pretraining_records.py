@@ -1,0 +1,146 @@
+"""The v1 pretraining record format and its one writer.
+
+Layout (full specification in `xlnet_tf/formats/README.md`): a records directory holds
+`pretrain-SSSSS-of-NNNNN.tfrecord` shards and `manifest.json`. Each shard is one
+contiguous token stream of whole documents, each followed by `<eod>`, cut into
+`tf.train.Example` records of `chunk_length` tokens with two int64 lists, `token_ids`
+and `sentence_ids`.
+
+`serialize_records` is the format's only writer: the Beam job and the tests' record
+helpers all call it, so the bytes they write are the same.
+
+Example:
+    >>> from xlnet_tf.formats.pretraining_records import serialize_records, shard_file_name
+    >>> records = serialize_records([10, 11, 7], [0, 0, 1], chunk_length=2)
+    >>> len(records), shard_file_name(3, 16)
+    (2, 'pretrain-00003-of-00016.tfrecord')
+"""
+
+FORMAT = "xlnet_tf.pretraining.v1"
+MANIFEST_FILE = "manifest.json"
+
+# Feature keys of every record, in the order the serializer writes them.
+TOKEN_IDS_KEY = "token_ids"
+SENTENCE_IDS_KEY = "sentence_ids"
+FEATURE_KEYS = (TOKEN_IDS_KEY, SENTENCE_IDS_KEY)
+
+SHARD_PREFIX = "pretrain"
+SHARD_SUFFIX = ".tfrecord"
+# What a records directory's shards match when a reader is given the directory itself.
+SHARD_GLOB = f"{SHARD_PREFIX}-*{SHARD_SUFFIX}"
+
+# Top-level keys of `manifest.json` (written with sorted keys).
+MANIFEST_KEYS = (
+    "format", "chunk_length", "num_shards", "shards", "num_tokens", "num_records", "documents", "files",
+    "lines_split", "vocabulary", "settings",
+)
+# Keys of one entry of `manifest["shards"]`.
+SHARD_ENTRY_KEYS = ("file", "num_records", "num_tokens", "num_documents")
+# Keys of `manifest["vocabulary"]`; its `special_ids` is `special_tokens.SPECIAL_TOKEN_IDS`
+# unless the vocabulary says otherwise.
+VOCABULARY_ENTRY_KEYS = ("file", "sha256", "vocabulary_size", "special_ids")
+
+
+def shard_file_name(shard, num_shards):
+    """The file name of shard `shard` of `num_shards`: `pretrain-00003-of-00016.tfrecord`."""
+    return f"{SHARD_PREFIX}-{shard:05d}-of-{num_shards:05d}{SHARD_SUFFIX}"
+
+
+def _varint_bytes(value):
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+# Record framing needs varints of lengths; small ones come from a table.
+_SMALL_VARINTS = tuple(_varint_bytes(n) for n in range(1 << 14))
+
+
+def _varint(value):
+    return _SMALL_VARINTS[value] if value < len(_SMALL_VARINTS) else _varint_bytes(value)
+
+
+def _packed_varints(values):
+    """Varint-encodes non-negative `values` [N] (< 2**32) at once; returns (bytes [K] uint8, offsets [N+1])."""
+    # numpy is imported here, not at the top, so that importing `xlnet_tf.formats` stays free
+    # of heavy modules for light readers of the constants.
+    import numpy as np
+
+    values = np.asarray(values)
+    if values.size and (values.min() < 0 or values.max() >= 1 << 32):
+        raise ValueError("token and sentence ids must be in [0, 2**32).")
+    v = values.astype(np.uint32)  # [N]
+    top = int(v.max()) if v.size else 0
+    width = 1  # bytes of the largest value
+    while top >= 1 << (7 * width):
+        width += 1
+    num_bytes = np.ones(v.shape, np.int64)  # [N]
+    for k in range(1, width):
+        num_bytes += v >= (1 << (7 * k))
+    columns = np.empty((v.size, width), np.uint8)  # [N, width]: byte k of each value
+    for k in range(width):
+        column = (v >> np.uint32(7 * k)) & np.uint32(0x7F)
+        if k + 1 < width:
+            column |= (num_bytes > k + 1).astype(np.uint32) << np.uint32(7)  # continuation bit
+        columns[:, k] = column
+    encoded = columns[np.arange(width)[None, :] < num_bytes[:, None]]  # [K], row-major: value by value
+    offsets = np.zeros(v.size + 1, np.int64)  # [N+1]
+    np.cumsum(num_bytes, out=offsets[1:])
+    return encoded, offsets
+
+
+def _int64_feature_entry(name, packed):
+    """One `map<string, Feature>` entry of `Features.feature`, framed as field 1 of `Features`."""
+    int64_list = b"\n" + _varint(len(packed)) + packed  # Int64List.value (field 1, packed)
+    feature = b"\x1a" + _varint(len(int64_list)) + int64_list  # Feature.int64_list (field 3)
+    entry = b"\n" + _varint(len(name)) + name + b"\x12" + _varint(len(feature)) + feature  # key 1, value 2
+    return b"\n" + _varint(len(entry)) + entry
+
+
+def serialize_records(token_ids, sentence_ids, chunk_length):
+    """Serializes the stream as `tf.train.Example` records of `chunk_length` tokens.
+
+    Writes the protobuf wire format directly (one vectorized varint pass over
+    the whole shard) because building `tf.train.Example` objects record by
+    record costs more than SentencePiece itself. The bytes parse as
+    `tf.train.Example` with int64 lists `token_ids` and `sentence_ids`, in that
+    field order, so they are also byte-for-byte stable across protobuf versions.
+
+    Args:
+        token_ids: int64 [N], ids in [0, 2**32).
+        sentence_ids: int64 [N], ids in [0, 2**32).
+        chunk_length: tokens per record; the last record may be shorter.
+
+    Returns:
+        A list of serialized records (bytes).
+
+    Raises:
+        ValueError: an id is negative or not below 2**32.
+
+    Example:
+        >>> records = serialize_records([10, 11, 12, 7], [0, 0, 1, 0], chunk_length=3)
+        >>> len(records)  # 3 tokens + 1 token
+        2
+    """
+    import numpy as np
+
+    token_bytes, token_offsets = _packed_varints(token_ids)
+    sentence_bytes, sentence_offsets = _packed_varints(sentence_ids)
+    token_bytes, sentence_bytes = token_bytes.tobytes(), sentence_bytes.tobytes()
+    num_tokens = len(token_offsets) - 1
+    # Byte offsets of the record boundaries only.
+    boundaries = np.append(np.arange(0, num_tokens, chunk_length), num_tokens)  # [R+1]
+    token_cuts, sentence_cuts = token_offsets[boundaries].tolist(), sentence_offsets[boundaries].tolist()
+    token_key, sentence_key = TOKEN_IDS_KEY.encode(), SENTENCE_IDS_KEY.encode()
+    records = []
+    for r in range(len(boundaries) - 1):
+        features = _int64_feature_entry(token_key, token_bytes[token_cuts[r]:token_cuts[r + 1]])
+        features += _int64_feature_entry(sentence_key, sentence_bytes[sentence_cuts[r]:sentence_cuts[r + 1]])
+        records.append(b"\n" + _varint(len(features)) + features)  # Example.features (field 1)
+    return records

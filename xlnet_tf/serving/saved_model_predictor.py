@@ -1,0 +1,107 @@
+"""`SavedModelPredictor`: runs an exported task SavedModel's strings-in signature on Python strings."""
+
+import json
+import os
+
+from xlnet_tf.formats.serving_metadata import METADATA_FILE
+from xlnet_tf.serving.prediction_record import prediction_record
+from xlnet_tf.storage.renamed_keys import RENAMED_KEYS, renamed_keys
+
+# Per task: the strings-in signature's two inputs (first, second).
+INPUT_NAMES = {"span": ("context", "question"), "multiple_choice": ("context", "choices")}
+DEFAULT_INPUTS = ("text", "text_pair")
+
+
+def _gfile():
+    # The model may be on any tf.io.gfile filesystem (gs://, ram://).
+    import tensorflow as tf
+
+    return tf.io.gfile
+
+
+def _read_metadata(model_dir):
+    """The serving metadata next to the SavedModel, or {} when there is none."""
+    path = os.path.join(model_dir, METADATA_FILE)
+    if not _gfile().exists(path):
+        return {}
+    with _gfile().GFile(path, "r") as f:
+        metadata = json.load(f)
+    # Models exported by an earlier version say `task`.
+    return renamed_keys(metadata, RENAMED_KEYS["serving_metadata"], source=path, warn=False)
+
+
+class SavedModelPredictor:
+    """An exported task SavedModel (`xlnet-tf export`) answering raw text, one JSON-ready dict per example.
+
+    Only the SavedModel is used (its `serving_default` signature: tokenizer and
+    packer run inside the graph), so the answers are what a TensorFlow Serving
+    deployment of the same directory gives.
+
+    Args:
+        model_dir: the SavedModel directory (local or any `tf.io.gfile` scheme).
+
+    Raises:
+        ValueError: `model_dir` holds no SavedModel, or one without a strings-in
+            `serving_default` signature (an ids-only export).
+
+    Attributes:
+        task: the task type (from the serving metadata; without it, guessed from the inputs).
+        input_names: the signature's `(first, second)` inputs, e.g. `("text", "text_pair")`.
+        has_pair: whether the signature takes the second input.
+        num_choices: choices per example of a multiple-choice model, else 0.
+        label_names: class names in id order, or None.
+
+    Example:
+    >>> predictor = SavedModelPredictor("exports/mrpc/1")  # doctest: +SKIP
+    >>> list(predictor.predict([("The cat sat.", "A cat was sitting.")]))  # doctest: +SKIP
+    [{'text': 'The cat sat.', 'text_pair': 'A cat was sitting.', 'label': 1, ...}]
+    """
+
+    def __init__(self, model_dir):
+        if not _gfile().exists(os.path.join(model_dir, "saved_model.pb")):
+            raise ValueError(f"{model_dir!r} is not a SavedModel directory (no saved_model.pb).")
+        metadata = _read_metadata(model_dir)
+        import tensorflow as tf
+        import tensorflow_text  # noqa: F401  (registers the SentencePiece ops of the strings-in signature)
+
+        self._loaded = tf.saved_model.load(model_dir)
+        self._signature = self._loaded.signatures.get("serving_default")
+        names = (sorted(self._signature.structured_input_signature[1]) if self._signature is not None
+                 else [])
+        if self._signature is None or "token_ids" in names:
+            raise ValueError(f"{model_dir!r} has no strings-in `serving_default` signature (it was exported "
+                             "ids-only); re-export with the text signature.")
+        self.task = metadata.get("task_type") or ("span" if "context" in names else "classification")
+        self.input_names = INPUT_NAMES.get(self.task, DEFAULT_INPUTS)
+        self.has_pair = self.input_names[1] in names
+        self.num_choices = int(metadata.get("num_choices") or 0)
+        self.label_names = metadata.get("label_names")
+
+    def _feed(self, batch):
+        """The signature's string tensors for a batch of rows."""
+        import tensorflow as tf
+
+        first, second = self.input_names
+        feed = {first: tf.constant([t.encode("utf-8") for t, _ in batch], tf.string)}
+        if self.task == "multiple_choice":
+            feed[second] = tf.constant([[c.encode("utf-8") for c in choices] for _, choices in batch], tf.string)
+        elif self.has_pair:
+            feed[second] = tf.constant([p.encode("utf-8") for _, p in batch], tf.string)
+        return feed
+
+    def predict(self, rows, batch_size=32, top_k=0):
+        """Yields one `prediction_record` per row, calling the model on `batch_size` rows at a time.
+
+        Args:
+            rows: `(first, second)` pairs of valid Unicode strings: `(text, text_pair
+                or None)`, `(context, question)`, or `(context, [choices])`.
+            batch_size: rows per call (>= 1).
+            top_k: classification: also list the k most probable labels (0: off).
+        """
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
+        for start in range(0, len(rows), batch_size):
+            batch = rows[start:start + batch_size]
+            outputs = {k: v.numpy() for k, v in self._signature(**self._feed(batch)).items()}
+            for i, row in enumerate(batch):
+                yield prediction_record(self.task, row, outputs, i, self.label_names, top_k)

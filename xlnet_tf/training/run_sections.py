@@ -1,0 +1,139 @@
+"""The config sections both runs share: `optimizer`, `training`, `distribution`, and their checks.
+
+`xlnet_tf.pretraining.pretraining_config.RunConfig` and
+`xlnet_tf.finetuning.finetuning_config.FinetuneConfig` hold these same
+sections (fine-tuning extends the optimizer section), so a key means the same
+in both runs and is checked by the same code. No TensorFlow import.
+
+Example:
+>>> training = TrainingSection(global_batch_size=8, train_steps=10, steps_per_epoch=5)
+>>> validate_training(training, OptimizerSection(warmup_steps=2))
+>>> validate_training(TrainingSection(global_batch_size=8, train_steps=10, steps_per_epoch=4),
+...                   OptimizerSection(warmup_steps=2))
+Traceback (most recent call last):
+...
+xlnet_tf.config_schema.ConfigError: training.train_steps (10) must be a multiple of training.steps_per_epoch (4).
+"""
+
+import dataclasses
+import math
+from typing import Optional
+
+from xlnet_tf.config_schema import ConfigError
+
+MIXED_PRECISION = ("float32", "mixed_bfloat16", "mixed_float16")
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerSection:
+    """AdamW with linear warmup then linear (power 1) or polynomial decay."""
+
+    learning_rate: float = 1e-4
+    warmup_steps: int = 100
+    end_learning_rate: float = 0.0
+    decay_power: float = 1.0
+    weight_decay: float = 0.01
+    adam_epsilon: float = 1e-6
+    beta_1: float = 0.9
+    beta_2: float = 0.999
+    clip_norm: float = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingSection:
+    """Steps, batch sizes, precision and checkpointing.
+
+    An "epoch" here is a checkpoint period of `steps_per_epoch` optimizer steps
+    over an endless record stream: metrics reset, the backup for resuming is
+    written and a checkpoint is kept at the end of each one.
+    """
+
+    global_batch_size: Optional[int] = None
+    per_replica_batch_size: Optional[int] = None
+    train_steps: int = 1000
+    steps_per_epoch: int = 100
+    steps_per_execution: int = 1
+    log_every_steps: int = 10
+    mixed_precision: str = "float32"
+    jit_compile: bool = False
+    gradient_accumulation_steps: int = 1
+    rematerialize: bool = False
+    reset_memory_each_epoch: bool = False
+    keep_checkpoints: int = 3
+    seed: int = 0
+    init_from: str = ""
+    verbose: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class DistributionSection:
+    """Which `tf.distribute` strategy to use (see `xlnet_tf.training.strategy`)."""
+
+    strategy: str = "auto"
+    virtual_cpu_devices: int = 0
+    tpu: str = ""
+
+
+def validate_optimizer(optimizer, section: str = "optimizer") -> None:
+    """Range checks shared by pretraining and fine-tuning; raises `ConfigError` naming the key.
+
+    A learning rate must be a positive finite number (a negative one ascends the
+    loss, NaN poisons the weights); the other values get the ranges AdamW and
+    the schedule accept.
+    """
+    def bad(key, rule):
+        value = getattr(optimizer, key)
+        return ConfigError(f"{section}.{key} must be {rule}, got {value!r}.")
+
+    def finite(key):
+        return math.isfinite(getattr(optimizer, key))
+
+    if not (finite("learning_rate") and optimizer.learning_rate > 0):
+        raise bad("learning_rate", "a positive finite number (e.g. 1e-4)")
+    if not (finite("end_learning_rate") and optimizer.end_learning_rate >= 0):
+        raise bad("end_learning_rate", "a finite number >= 0")
+    if optimizer.warmup_steps < 0:
+        raise bad("warmup_steps", ">= 0")
+    if not (finite("decay_power") and optimizer.decay_power > 0):
+        raise bad("decay_power", "a positive finite number")
+    if not (finite("weight_decay") and optimizer.weight_decay >= 0):
+        raise bad("weight_decay", "a finite number >= 0")
+    if not (finite("adam_epsilon") and optimizer.adam_epsilon > 0):
+        raise bad("adam_epsilon", "a positive finite number")
+    for key in ("beta_1", "beta_2"):
+        if not (finite(key) and 0 <= getattr(optimizer, key) < 1):
+            raise bad(key, "in [0, 1)")
+    if not (finite("clip_norm") and optimizer.clip_norm >= 0):
+        raise bad("clip_norm", "a finite number >= 0 (0 = no clipping)")
+
+
+def validate_training(training: TrainingSection, optimizer: OptimizerSection) -> None:
+    """Checks of the `training` section (and its warmup against it) that both runs make.
+
+    Step counts are at least 1 and fit into each other (a backup ends every
+    epoch, an epoch is whole executions); one of the two batch sizes is set;
+    the warmup fits into the run; then `validate_optimizer`. How many
+    `gradient_accumulation_steps` a run accepts is the run's own check.
+
+    Raises:
+        ConfigError: naming the key and its value.
+    """
+    t = training
+    if t.mixed_precision not in MIXED_PRECISION:
+        raise ConfigError(f"training.mixed_precision must be one of {MIXED_PRECISION}, "
+                          f"got {t.mixed_precision!r}.")
+    for name in ("train_steps", "steps_per_epoch", "steps_per_execution", "log_every_steps"):
+        if getattr(t, name) < 1:
+            raise ConfigError(f"training.{name} must be >= 1, got {getattr(t, name)}.")
+    if t.train_steps % t.steps_per_epoch:
+        raise ConfigError(f"training.train_steps ({t.train_steps}) must be a multiple of "
+                          f"training.steps_per_epoch ({t.steps_per_epoch}).")
+    if t.steps_per_epoch % t.steps_per_execution:
+        raise ConfigError(f"training.steps_per_epoch ({t.steps_per_epoch}) must be a multiple "
+                          f"of training.steps_per_execution ({t.steps_per_execution}).")
+    if t.global_batch_size is None and t.per_replica_batch_size is None:
+        raise ConfigError("Set training.global_batch_size or training.per_replica_batch_size.")
+    if optimizer.warmup_steps > t.train_steps:
+        raise ConfigError(f"optimizer.warmup_steps ({optimizer.warmup_steps}) exceeds "
+                          f"training.train_steps ({t.train_steps}).")
+    validate_optimizer(optimizer)

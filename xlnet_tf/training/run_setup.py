@@ -1,0 +1,70 @@
+"""Where a run trains and on how many examples a step: strategy, replicas, batch sizes, this worker.
+
+Both runs start with `RunSetup.resolve(config)`, so `distribution.*` and the two
+batch-size keys mean the same in pretraining and fine-tuning.
+
+Example:
+>>> from xlnet_tf.training.run_sections import DistributionSection, TrainingSection
+>>> setup = RunSetup.resolve(DistributionSection(strategy="one_device"),
+...                          TrainingSection(global_batch_size=8))
+>>> setup.replicas, setup.global_batch_size, setup.per_replica_batch_size, setup.is_chief
+(1, 8, 8, True)
+"""
+
+import dataclasses
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSetup:
+    """The strategy of a run and the batch arithmetic under it.
+
+    Attributes:
+        strategy: the `tf.distribute.Strategy`.
+        replicas: `strategy.num_replicas_in_sync`.
+        global_batch_size: examples per step over all replicas (one micro-batch).
+        per_replica_batch_size: examples per step on each replica.
+        task_id: this worker's index in TF_CONFIG (0 without one).
+        is_chief: whether this process writes the run's files.
+    """
+
+    strategy: Any
+    replicas: int
+    global_batch_size: int
+    per_replica_batch_size: int
+    task_id: int
+    is_chief: bool
+
+    @classmethod
+    def resolve(cls, distribution, training, strategy=None) -> "RunSetup":
+        """Resolves the strategy (unless given) and splits the batch over its replicas.
+
+        Args:
+            distribution: the run's `DistributionSection`.
+            training: the run's `TrainingSection` (`global_batch_size` or
+                `per_replica_batch_size`).
+            strategy: a strategy to use instead of resolving `distribution`.
+
+        Raises:
+            StrategyError: the strategy cannot be set up, or the batch does not split evenly.
+        """
+        from xlnet_tf.training.strategy import resolve_batch_sizes, resolve_strategy, task_info
+
+        if strategy is None:
+            strategy = resolve_strategy(distribution.strategy,
+                                        virtual_cpu_devices=distribution.virtual_cpu_devices,
+                                        tpu_address=distribution.tpu)
+        replicas = strategy.num_replicas_in_sync
+        global_batch, per_replica = resolve_batch_sizes(
+            global_batch_size=training.global_batch_size,
+            per_replica_batch_size_value=training.per_replica_batch_size, num_replicas=replicas)
+        _, task_id, is_chief = task_info()
+        return cls(strategy=strategy, replicas=replicas, global_batch_size=global_batch,
+                   per_replica_batch_size=per_replica, task_id=task_id, is_chief=is_chief)
+
+    def summary(self, history, *, first_step: int, train_steps: int) -> dict:
+        """The summary dict a run returns: replicas, batch sizes, steps and the final logs of `fit`."""
+        return {"replicas": self.replicas, "global_batch_size": self.global_batch_size,
+                "per_replica_batch_size": self.per_replica_batch_size, "first_step": first_step,
+                "train_steps": train_steps,
+                "final": {k: float(v[-1]) for k, v in history.history.items() if v}}
