@@ -77,7 +77,7 @@ def worker_export(args):
     from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
     from xlnet_tf.serving.export_task_model import export_task_model
     from xlnet_tf.preprocessing.text_preprocessor import TextPreprocessor
-    from xlnet_tf.tokenizer import XLNetTokenizer
+    from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
     model = XLNetClassifier(XLNetBackbone(XLNetConfig(**BASE)), num_classes=2)
     model.build_with_dummy_inputs()

@@ -39,42 +39,32 @@ def _requirements():
     return _names(parser["options"]["install_requires"]), extras
 
 
-def _imported_modules(folder):
-    """Top-level names of every absolute import under `folder`, with one file that imports each."""
-    found = {}
+def _absolute_imports(folder):
+    """`(path, module)` for every absolute import in every `.py` file under `folder`."""
     for root, _, files in os.walk(os.path.join(REPO, folder)):
-        for name in files:
+        for name in sorted(files):
             if not name.endswith(".py"):
                 continue
             path = os.path.join(root, name)
             for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
                 if isinstance(node, ast.Import):
-                    modules = [alias.name for alias in node.names]
+                    for alias in node.names:
+                        yield path, alias.name
                 elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                    modules = [node.module]
-                else:
-                    continue
-                for module in modules:
-                    found.setdefault(module.split(".")[0], path)
+                    yield path, node.module
+
+
+def _imported_modules(folder):
+    """Top-level names of every absolute import under `folder`, with one file that imports each."""
+    found = {}
+    for path, module in _absolute_imports(folder):
+        found.setdefault(module.split(".")[0], path)
     return found
 
 
 def _files_importing(folder, module):
     """Every `.py` file under `folder` with an absolute import of `module` (or one of its submodules)."""
-    found = []
-    for root, _, files in os.walk(os.path.join(REPO, folder)):
-        for name in files:
-            if not name.endswith(".py"):
-                continue
-            path = os.path.join(root, name)
-            for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
-                names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
-                         else [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
-                         else [])
-                if any(n.split(".")[0] == module for n in names):
-                    found.append(path)
-                    break
-    return sorted(found)
+    return sorted({path for path, name in _absolute_imports(folder) if name.split(".")[0] == module})
 
 
 def test_core_install_has_no_beam_and_the_beam_and_test_extras_do():

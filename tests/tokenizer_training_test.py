@@ -8,8 +8,8 @@ import sentencepiece as spm
 from xlnet_tf import tokenizer_training
 from xlnet_tf.cli import vocab
 from xlnet_tf.text_normalization import split_long_line
-from xlnet_tf.tokenizer import SPECIAL_PIECES
-from xlnet_tf.tokenizer import XLNetTokenizer
+from xlnet_tf.preprocessing.xlnet_tokenizer import SPECIAL_PIECES
+from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 from xlnet_tf.tokenizer_training import VocabularyTrainingError
 from xlnet_tf.tokenizer_training import train_vocabulary
 

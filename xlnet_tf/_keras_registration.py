@@ -36,7 +36,7 @@ KERAS_CLASSES = {
     "XLNetMultipleChoice": "xlnet_tf.models.xlnet_multiple_choice",
     "XLNetTokenClassifier": "xlnet_tf.models.xlnet_token_classifier",
     "XLNetPacker": "xlnet_tf.preprocessing.xlnet_packer",
-    "XLNetTokenizer": "xlnet_tf.tokenizer",
+    "XLNetTokenizer": "xlnet_tf.preprocessing.xlnet_tokenizer",
     "XLNetPreprocessor": "xlnet_tf.preprocessing.xlnet_preprocessor",
     "XLNetClassifierPreprocessor": "xlnet_tf.preprocessing.xlnet_classifier_preprocessor",
     "XLNetSpanLabelerPreprocessor": "xlnet_tf.preprocessing.xlnet_span_labeler_preprocessor",

@@ -7,7 +7,7 @@ import tensorflow_datasets as tfds
 
 from xlnet_tf.data import finetuning as data
 from xlnet_tf.finetuning.finetuning_config import load_finetune_config
-from xlnet_tf.tokenizer import XLNetTokenizer
+from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
 
 @pytest.fixture(scope="module")

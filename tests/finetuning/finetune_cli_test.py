@@ -65,7 +65,7 @@ def test_classification_learns_and_writes_an_exportable_workdir(preset, tmp_path
     assert info["label_names"] == ["neg", "pos"] and info["sequence_length"] == 16
     model = load_task_preset(final)
     from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
-    from xlnet_tf.tokenizer import XLNetTokenizer
+    from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
     tokenizer = XLNetTokenizer(os.path.join(final, "spiece.model"))
     features = XLNetPacker(16)(tokenizer(["the old house was lovely", "the day was awful"]))

@@ -13,7 +13,7 @@ from xlnet_tf.data.finetuning_record_dataset import finetuning_record_dataset, r
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 from xlnet_tf.preprocessing.xlnet_squad_preprocessor import XLNetSquadPreprocessor
 from xlnet_tf.preprocessing.text_preprocessor import TextPreprocessor
-from xlnet_tf.tokenizer import XLNetTokenizer
+from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
 SPIECE = os.path.join(os.path.dirname(__file__), "..", "testdata", "tiny_spiece.model")
 LENGTH = 16

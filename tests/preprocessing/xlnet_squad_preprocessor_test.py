@@ -4,7 +4,7 @@ import tensorflow as tf
 
 from xlnet_tf.preprocessing.squad_postprocessing import squad_best_answer, squad_predictions
 from xlnet_tf.preprocessing.xlnet_squad_preprocessor import XLNetSquadPreprocessor
-from xlnet_tf.tokenizer import XLNetTokenizer
+from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
 CONTEXT = "The river Zürich flows quickly past the old mill, said Anna."
 QUESTION = "Where is the river?"

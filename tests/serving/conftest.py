@@ -146,7 +146,7 @@ QUESTIONS = ["Who jumps?", "What?", "Nothing here?"]
 
 @pytest.fixture(scope="session")
 def tokenizer():
-    from xlnet_tf.tokenizer import XLNetTokenizer
+    from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
     return XLNetTokenizer(SPIECE)
 

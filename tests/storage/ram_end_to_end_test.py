@@ -146,7 +146,7 @@ def test_finetuning_killed_and_resumed_on_ram_then_exported_to_ram(ram_preset, m
     from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
     from xlnet_tf.serving.export_task_workdir import export_task_workdir
     from xlnet_tf.preprocessing.text_preprocessor import TextPreprocessor
-    from xlnet_tf.tokenizer import XLNetTokenizer
+    from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
     data = _ram("data")
     atomic_files.write_text(f"{data}/train.jsonl", sentiment_jsonl(48, 0))

@@ -45,7 +45,7 @@ def test_an_earlier_runs_config_yaml_is_compared_under_the_new_names(tmp_path):
 
 
 def test_a_task_preset_with_lower_case_in_preprocessing_json_gives_an_uncased_tokenizer(tmp_path):
-    from xlnet_tf.tokenizer import XLNetTokenizer
+    from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
     shutil.copy(SPIECE, tmp_path / "spiece.model")
     (tmp_path / "preprocessing.json").write_text(json.dumps({"sequence_length": 16, "lower_case": True}))

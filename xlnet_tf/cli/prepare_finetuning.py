@@ -97,7 +97,7 @@ def _resolve(args):
         raise PipelineInputError(f"--vocab {args.vocab!r} does not exist.")
     with tf.io.gfile.GFile(args.vocab, "rb") as f:
         proto = f.read()
-    from xlnet_tf.tokenizer import XLNetTokenizer
+    from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
     try:
         vocabulary_size = XLNetTokenizer(proto).vocabulary_size()

@@ -439,7 +439,7 @@ def finetuning_dataset(task, tokenizer, role, batch_size, training=None, seed=0,
 
     Args:
         task: a resolved `TaskSection` (`xlnet_tf.finetuning.finetuning_config.resolve_task`).
-        tokenizer: an `xlnet_tf.tokenizer.XLNetTokenizer`.
+        tokenizer: an `xlnet_tf.preprocessing.xlnet_tokenizer.XLNetTokenizer`.
         role: "train" or "eval" (which file / split to read).
         batch_size: examples (windows for span tasks) per batch.
         training: shuffle, repeat forever and drop the remainder (static batch).
@@ -504,7 +504,7 @@ def sample_batch(task, tokenizer, batch_size, data_dir=None):
 
     Args:
         task: a resolved `TaskSection`.
-        tokenizer: an `xlnet_tf.tokenizer.XLNetTokenizer`.
+        tokenizer: an `xlnet_tf.preprocessing.xlnet_tokenizer.XLNetTokenizer`.
         batch_size: examples (windows for span tasks) in the batch (fewer when the data is smaller).
         data_dir: TFDS data directory.
 

@@ -18,14 +18,13 @@ Example:
 import dataclasses
 from typing import Any, List, Mapping, Optional, Sequence
 
-import yaml
 
 from xlnet_tf.config_schema import ConfigError, build_section, check_sections
 from xlnet_tf.storage.renamed_keys import RENAMED_KEYS, renamed_keys
 from xlnet_tf.data.finetuning_tasks import DATASETS, METRICS, TASK_TYPES, dataset_spec, default_metrics
 from xlnet_tf.training.config_sources import merge_config_sources
-from xlnet_tf.training.run_sections import (DistributionSection, OptimizerSection, TrainingSection,
-                                           validate_training)
+from xlnet_tf.training.run_sections import (DistributionSection, OptimizerSection, RunConfigFile,
+                                           TrainingSection, validate_training)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,19 +101,13 @@ class EvaluationSection:
 
 
 @dataclasses.dataclass(frozen=True)
-class FinetuneConfig:
+class FinetuneConfig(RunConfigFile):
     task: TaskSection = dataclasses.field(default_factory=TaskSection)
     model: ModelSection = dataclasses.field(default_factory=ModelSection)
     optimizer: FinetuneOptimizerSection = dataclasses.field(default_factory=FinetuneOptimizerSection)
     training: TrainingSection = dataclasses.field(default_factory=TrainingSection)
     distribution: DistributionSection = dataclasses.field(default_factory=DistributionSection)
     evaluation: EvaluationSection = dataclasses.field(default_factory=EvaluationSection)
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    def to_yaml(self) -> str:
-        return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
 
 _SECTIONS = {"task": TaskSection, "model": ModelSection, "optimizer": FinetuneOptimizerSection,

@@ -159,7 +159,7 @@ def _run_finetuning(config, workdir, run_scope, *, strategy):
     from xlnet_tf.finetuning.evaluation import evaluate
     from xlnet_tf.optimizers.layerwise_adamw import LayerwiseAdamW, layer_decay_multipliers
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
-    from xlnet_tf.tokenizer import XLNetTokenizer
+    from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
     from xlnet_tf.optimizers.all_reduced_adamw import uses_weight_decay
     from xlnet_tf.optimizers.warmup_decay_schedule import WarmupDecaySchedule
     from xlnet_tf.training.callbacks import JsonlMetricsLogger

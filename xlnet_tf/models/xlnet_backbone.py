@@ -415,6 +415,6 @@ def _check_dims(key, shape, expected):
 
 def _settings_only_tokenizer():
     """An `XLNetTokenizer` with the default settings and no vocabulary, for `tokenizer.json`."""
-    from xlnet_tf.tokenizer import XLNetTokenizer
+    from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
     return XLNetTokenizer(proto=None)

@@ -431,7 +431,7 @@ class XLNetTask(Task):
         preprocessor_class = type(self).preprocessor_class()
         if preprocessor_class is None or not preprocessing:
             return None
-        from xlnet_tf.tokenizer import XLNetTokenizer
+        from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
         # Only serialized: the vocabulary is the preset's asset, so none is loaded here.
         tokenizer = XLNetTokenizer(proto=None, lowercase=bool(lowercase))
@@ -480,7 +480,7 @@ class XLNetTask(Task):
         self.backbone.save_to_preset(preset_dir)
         preprocessor = self._preprocessor_for_preset(preprocessing, lowercase) if proto else None
         if proto is not None:
-            from xlnet_tf.tokenizer import XLNetTokenizer
+            from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
             # Without a tokenizer, one with the default settings (no vocabulary is loaded).
             preset_io.write_tokenizer(preset_dir, proto, tokenizer=tokenizer or XLNetTokenizer(proto=None),

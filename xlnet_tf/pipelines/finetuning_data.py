@@ -268,7 +268,7 @@ class EncodeExamples(beam.DoFn):
 
         from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
         from xlnet_tf.preprocessing.text_preprocessor import TextPreprocessor
-        from xlnet_tf.tokenizer import XLNetTokenizer
+        from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
         s = self._settings
         self._tf = tf

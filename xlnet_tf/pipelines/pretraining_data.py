@@ -277,7 +277,7 @@ class _TokenizeDocuments(beam.DoFn):
     def setup(self):
         import sentencepiece as spm
 
-        from xlnet_tf.digit_comma_split import DigitCommaSplit
+        from xlnet_tf.preprocessing.digit_comma_split import DigitCommaSplit
 
         self._processor = spm.SentencePieceProcessor(model_proto=self._vocab_proto)
         # The original data pipeline split pieces like `▁1990,` (`XLNetTokenizer` does the same).

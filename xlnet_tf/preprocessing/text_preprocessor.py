@@ -13,7 +13,7 @@ class TextPreprocessor(tf.Module):
     the left.
 
     Args:
-        tokenizer: an `xlnet_tf.tokenizer.XLNetTokenizer` (any callable returning
+        tokenizer: an `xlnet_tf.preprocessing.xlnet_tokenizer.XLNetTokenizer` (any callable returning
             ragged int ids `[B, None]` for a `[B]` string tensor works).
         packer: an `xlnet_tf.preprocessing.xlnet_packer.XLNetPacker`.
 

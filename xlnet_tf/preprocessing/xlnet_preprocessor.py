@@ -111,7 +111,7 @@ class XLNetPreprocessor(Preprocessor):
         ...     "xlnet_base_cased", sequence_length=128)
         """
         from xlnet_tf.models import preset_io
-        from xlnet_tf.tokenizer import XLNetTokenizer
+        from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
         if cls is XLNetPreprocessor:
             raise ValueError("Call from_preset on a task preprocessor, e.g. "

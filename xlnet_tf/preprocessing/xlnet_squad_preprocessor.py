@@ -40,7 +40,7 @@ class XLNetSquadPreprocessor:
     at `<cls>` (position L - 1) with `is_impossible = 1`, as the original.
 
     Args:
-        tokenizer: an `xlnet_tf.tokenizer.XLNetTokenizer` (its `proto` is reused
+        tokenizer: an `xlnet_tf.preprocessing.xlnet_tokenizer.XLNetTokenizer` (its `proto` is reused
             for the passage's offset tokenizer).
         sequence_length: window length L (original SQuAD runs: 512).
         max_query_length: question pieces kept (original: 64).
@@ -53,7 +53,7 @@ class XLNetSquadPreprocessor:
     """
 
     def __init__(self, tokenizer, sequence_length=512, max_query_length=64, doc_stride=128):
-        from xlnet_tf.digit_comma_sentencepiece import DigitCommaSentencepiece
+        from xlnet_tf.preprocessing.digit_comma_sentencepiece import DigitCommaSentencepiece
 
         if sequence_length - 3 - max_query_length < 1:
             raise ValueError(

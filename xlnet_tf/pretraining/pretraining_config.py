@@ -14,12 +14,11 @@ Example:
 import dataclasses
 from typing import Any, Mapping, Sequence
 
-import yaml
 
 from xlnet_tf.config_schema import ConfigError, build_section, check_sections
 from xlnet_tf.models.xlnet_config import XLNetConfig
 from xlnet_tf.data.check_pretraining_sizes import check_pretraining_sizes
-from xlnet_tf.training.run_sections import (DistributionSection, OptimizerSection,
+from xlnet_tf.training.run_sections import (RunConfigFile, DistributionSection, OptimizerSection,
                                            TrainingSection, validate_training)
 from xlnet_tf.storage.renamed_keys import RENAMED_KEYS, renamed_keys
 from xlnet_tf.training.config_sources import merge_config_sources, parse_override  # noqa: F401
@@ -48,7 +47,7 @@ class DataSection:
 
 
 @dataclasses.dataclass(frozen=True)
-class RunConfig:
+class RunConfig(RunConfigFile):
     """A whole pretraining run. `model` holds `XLNetConfig` fields."""
 
     model: XLNetConfig = dataclasses.field(default_factory=XLNetConfig)
@@ -56,12 +55,6 @@ class RunConfig:
     optimizer: OptimizerSection = dataclasses.field(default_factory=OptimizerSection)
     training: TrainingSection = dataclasses.field(default_factory=TrainingSection)
     distribution: DistributionSection = dataclasses.field(default_factory=DistributionSection)
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    def to_yaml(self) -> str:
-        return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
     def validate(self) -> "RunConfig":
         """Cross-field checks; returns self or raises `ConfigError`."""

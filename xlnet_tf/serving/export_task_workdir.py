@@ -113,7 +113,7 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
     from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
     from xlnet_tf.serving.span_answer_decoder import SpanAnswerDecoder
     from xlnet_tf.preprocessing.text_preprocessor import TextPreprocessor
-    from xlnet_tf.tokenizer import XLNetTokenizer
+    from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
     from xlnet_tf.models import preset_io
 

@@ -29,7 +29,7 @@ class SpanAnswerDecoder(tf.Module):
     (same rules), so the SavedModel answers like the Python post-processing.
 
     Args:
-        tokenizer: `xlnet_tf.tokenizer.XLNetTokenizer`.
+        tokenizer: `xlnet_tf.preprocessing.xlnet_tokenizer.XLNetTokenizer`.
         sequence_length: window length L.
         max_query_length: question pieces kept.
         doc_stride: window step in passage pieces.

@@ -19,9 +19,21 @@ import dataclasses
 import math
 from typing import Optional
 
+import yaml
+
 from xlnet_tf.config_schema import ConfigError
 
 MIXED_PRECISION = ("float32", "mixed_bfloat16", "mixed_float16")
+
+
+class RunConfigFile:
+    """`to_dict` / `to_yaml` of a whole run config (a dataclass of sections), as config.yaml holds it."""
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
 
 @dataclasses.dataclass(frozen=True)

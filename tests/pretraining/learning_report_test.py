@@ -12,7 +12,7 @@ from xlnet_tf.builtin_corpus import write_builtin_corpus
 from xlnet_tf.pretraining.learning_report import (context_free_entropy, describe_loss, format_predictions,
                                       masked_word_predictions)
 
-TESTDATA = os.path.join(os.path.dirname(__file__), "testdata")
+TESTDATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "testdata")
 
 
 def test_context_free_entropy_is_the_unigram_entropy_without_sep_and_cls(tmp_path):

@@ -67,7 +67,8 @@ def test_overrides_are_strict_and_last():
         load_run_config([], ["training.train_steps=150", "training.global_batch_size=2"])
     with pytest.raises(ConfigError, match="data.mask_alpha must be >= 1, got 0"):
         load_run_config([], ["data.mask_alpha=0", "training.global_batch_size=2"])
-    assert config.data.mask_alpha == 4  # the tiny config's: 32 of 128 tokens are targets
+    assert config.data.mask_alpha == 6  # the original's default
+    assert load_run_config([], ["data.mask_alpha=4", "training.global_batch_size=2"]).data.mask_alpha == 4
 
 
 @pytest.mark.parametrize("name", ["tiny", "base", "large"])

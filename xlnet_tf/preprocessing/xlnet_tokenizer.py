@@ -8,7 +8,7 @@ import keras
 import numpy as np
 from keras_hub.tokenizers import SentencePieceTokenizer
 
-from xlnet_tf.digit_comma_split import DigitCommaSplit
+from xlnet_tf.preprocessing.digit_comma_split import DigitCommaSplit
 from xlnet_tf.formats import special_tokens
 from xlnet_tf.formats.preset_files import PREPROCESSING_FILE
 from xlnet_tf.formats.preset_files import TOKENIZER_CONFIG_FILE
@@ -44,7 +44,7 @@ class XLNetTokenizer(SentencePieceTokenizer):
 
     After SentencePiece it applies the original XLNet piece splitting
     (`prepro_utils.encode_pieces`, Hugging Face `XLNetTokenizer._tokenize`): a
-    piece like `▁1990,` becomes `▁1990` `,` (`xlnet_tf.digit_comma_split`), in
+    piece like `▁1990,` becomes `▁1990` `,` (`xlnet_tf.preprocessing.digit_comma_split`), in
     the graph and eagerly alike, so the ids are the ones the released models
     were trained on.
 
@@ -141,7 +141,7 @@ class XLNetTokenizer(SentencePieceTokenizer):
         return self._digit_comma[1]
 
     def _set_proto_tf(self, proto):
-        from xlnet_tf.digit_comma_sentencepiece import DigitCommaSentencepiece
+        from xlnet_tf.preprocessing.digit_comma_sentencepiece import DigitCommaSentencepiece
 
         split = self._split_for(proto)
         self._sentence_piece = DigitCommaSentencepiece(proto, out_type=self.compute_dtype,

@@ -2,7 +2,7 @@
 
 import tensorflow as tf
 
-from xlnet_tf.digit_comma_split import DigitCommaSplit
+from xlnet_tf.preprocessing.digit_comma_split import DigitCommaSplit
 
 
 class DigitCommaSentencepiece(tf.Module):

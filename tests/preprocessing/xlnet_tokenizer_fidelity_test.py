@@ -14,10 +14,10 @@ import sentencepiece as spm
 import tensorflow as tf
 
 from xlnet_tf.serving.signature_custom_ops import signature_custom_ops
-from xlnet_tf.tokenizer import XLNetTokenizer
+from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 from xlnet_tf.tokenizer_training import train_vocabulary
 
-TINY_MODEL = os.path.join(os.path.dirname(__file__), "testdata", "tiny_spiece.model")
+TINY_MODEL = os.path.join(os.path.dirname(os.path.dirname(__file__)), "testdata", "tiny_spiece.model")
 UNDERLINE = "\u2581"
 TF_TEXT_OPS = {"NormalizeUTF8", "SentencepieceOp", "SentencepieceTokenizeOp", "SentencepieceTokenizeWithOffsetsOp"}
 
@@ -199,7 +199,7 @@ def test_saved_model_ids_match_the_original_and_use_only_sentencepiece_ops(comma
 
 
 def test_offsets_of_split_pieces_point_at_their_text(comma_vocabulary):
-    from xlnet_tf.digit_comma_sentencepiece import DigitCommaSentencepiece
+    from xlnet_tf.preprocessing.digit_comma_sentencepiece import DigitCommaSentencepiece
 
     sp = spm.SentencePieceProcessor(model_file=comma_vocabulary)
     with open(comma_vocabulary, "rb") as f:

@@ -10,10 +10,10 @@ import sentencepiece as spm
 import tensorflow as tf
 
 from xlnet_tf.text_normalization import normalize_text
-from xlnet_tf.tokenizer import SPECIAL_PIECES
-from xlnet_tf.tokenizer import XLNetTokenizer
+from xlnet_tf.preprocessing.xlnet_tokenizer import SPECIAL_PIECES
+from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
-TINY_MODEL = os.path.join(os.path.dirname(__file__), "testdata", "tiny_spiece.model")
+TINY_MODEL = os.path.join(os.path.dirname(os.path.dirname(__file__)), "testdata", "tiny_spiece.model")
 
 SAMPLES = [
     "A quiet river repairs the second chapter.",
