@@ -20,7 +20,6 @@ The records are synthetic: Zipf-distributed ids, sentences of 8..40 tokens, docu
 """
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -39,45 +38,29 @@ SETTINGS = {
 
 
 def write_synthetic_records(directory, num_tokens, num_shards=4, chunk_length=512, seed=0):
-    import tensorflow as tf
+    """Synthetic shards in the v1 format, through the one v1 writer (`tests/harness.py`)."""
+    from tests.harness import write_pretraining_records
+    from xlnet_tf.formats.special_tokens import EOD_TOKEN_ID, SPECIAL_PIECES
 
     rng = np.random.default_rng(seed)
-    os.makedirs(directory, exist_ok=True)
-    entries = []
+    streams = []
     per_shard = num_tokens // num_shards
-    for shard in range(num_shards):
+    for _ in range(num_shards):
         tokens, sentences, bit = [], [], 0
         while len(tokens) < per_shard:
             doc_left = int(rng.integers(100, 2000))
             while doc_left > 0:
                 n = int(min(rng.integers(8, 41), doc_left))
-                tokens.extend((rng.zipf(1.2, n) % 31990 + 9).tolist())
+                ids = rng.zipf(1.2, n) % (32000 - 1 - len(SPECIAL_PIECES)) + len(SPECIAL_PIECES)
+                tokens.extend(ids.tolist())
                 sentences.extend([bit] * n)
                 bit ^= 1
                 doc_left -= n
-            tokens.append(7)
+            tokens.append(EOD_TOKEN_ID)
             sentences.append(bit)
             bit ^= 1
-        name = f"pretrain-{shard:05d}-of-{num_shards:05d}.tfrecord"
-        count = 0
-        with tf.io.TFRecordWriter(os.path.join(directory, name)) as writer:
-            for begin in range(0, len(tokens), chunk_length):
-                feature = {
-                    "token_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=tokens[begin:begin + chunk_length])),
-                    "sentence_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=sentences[begin:begin + chunk_length])),
-                }
-                writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
-                count += 1
-        entries.append({"file": name, "num_records": count, "num_tokens": len(tokens)})
-    manifest = {"format": "xlnet_tf.pretraining.v1", "chunk_length": chunk_length, "num_shards": num_shards,
-                "shards": entries, "num_tokens": sum(e["num_tokens"] for e in entries),
-                "documents": {"read": 0, "written": 0, "skipped": {}},
-                "vocabulary": {"file": "", "sha256": "", "vocabulary_size": 32000,
-                               "special_ids": {"unk": 0, "bos": 1, "eos": 2, "cls": 3, "sep": 4, "pad": 5,
-                                               "mask": 6, "eod": 7, "eop": 8}},
-                "settings": {"synthetic": True, "seed": seed}}
-    with open(os.path.join(directory, "manifest.json"), "w") as f:
-        json.dump(manifest, f)
+        streams.append((tokens, sentences))
+    write_pretraining_records(directory, streams, chunk_length, vocabulary_size=32000)
 
 
 def measure_reader(directory, seq, reuse, num_predict, perm, batch, batches, warmup=3):
@@ -179,8 +162,8 @@ def main(argv=None):
             demand = None if step_s is None else step_examples / step_s
             rows.append((name, batch, supply, supply * seq, startup, step_s, step_examples, demand))
         print()
-        print(f"| setting | reader batch | reader examples/s | reader tokens/s | reader start-up s "
-              f"| train step s (batch) | step demand examples/s | supply / demand |")
+        print("| setting | reader batch | reader examples/s | reader tokens/s | reader start-up s "
+              "| train step s (batch) | step demand examples/s | supply / demand |")
         print("|---|---|---|---|---|---|---|---|")
         for name, batch, supply, tokens, startup, step_s, step_examples, demand in rows:
             step_text = "-" if step_s is None else f"{step_s:.2f} ({step_examples})"
