@@ -56,7 +56,8 @@ def test_batch_sizes_are_named_and_must_divide():
 
 def test_overrides_are_strict_and_last():
     config = load_run_config([os.path.join(REPO, "configs", "pretrain", "tiny.yaml")],
-                             ["training.train_steps=100", "optimizer.learning_rate=2e-3"])
+                             ["training.train_steps=100", "optimizer.learning_rate=2e-3",
+                              "optimizer.warmup_steps=10"])
     assert config.training.train_steps == 100 and config.optimizer.learning_rate == 2e-3
     assert parse_override("model.dropout=0") == {"model": {"dropout": 0}}
     with pytest.raises(ConfigError, match="section.key"):
@@ -67,8 +68,8 @@ def test_overrides_are_strict_and_last():
         load_run_config([], ["training.train_steps=150", "training.global_batch_size=2"])
     with pytest.raises(ConfigError, match="data.mask_alpha must be >= 1, got 0"):
         load_run_config([], ["data.mask_alpha=0", "training.global_batch_size=2"])
-    assert config.data.mask_alpha == 6  # the original's default
-    assert load_run_config([], ["data.mask_alpha=4", "training.global_batch_size=2"]).data.mask_alpha == 4
+    assert config.data.mask_alpha == 4  # the tiny config's: 32 of 128 tokens are targets
+    assert load_run_config([], ["training.global_batch_size=2"]).data.mask_alpha == 6  # the original's
 
 
 @pytest.mark.parametrize("name", ["tiny", "base", "large"])
