@@ -338,7 +338,7 @@ def train_ours(config, workdir):
 
     keep = Keep()
     start = time.time()
-    run_pretraining(config, workdir, export=False, extra_callbacks=[keep])
+    run_pretraining(config, workdir, extra_callbacks=[keep])
     return keep.model, keep.epoch_losses, time.time() - start
 
 

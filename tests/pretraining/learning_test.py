@@ -46,7 +46,7 @@ def test_loss_falls_well_below_the_unigram_entropy(tmp_path, corpus):
     config = load_run_config([], LEARNING_RUN + [f"data.train_files={records}",
                                                  f"data.vocabulary={vocabulary}"])
     workdir = str(tmp_path / "run")
-    run_pretraining(config, workdir, export=False)
+    run_pretraining(config, workdir)
     lines = [json.loads(line) for line in open(os.path.join(workdir, "metrics.jsonl"))]
     first, last = lines[0]["loss"], lines[-1]["loss"]
     assert first > 0.9 * math.log(200) * 0.9  # Starts near uniform over the vocabulary.
@@ -58,5 +58,5 @@ def test_train_step_compiles_with_xla_at_static_pretraining_shapes(tmp_path, cor
     config = load_run_config([], LEARNING_RUN + [
         f"data.train_files={records}", "training.train_steps=4", "training.steps_per_epoch=2",
         "training.steps_per_execution=2", "training.jit_compile=true", "optimizer.warmup_steps=1"])
-    summary = run_pretraining(config, str(tmp_path / "xla"), export=False)
+    summary = run_pretraining(config, str(tmp_path / "xla"))
     assert np.isfinite(summary["final"]["loss"])

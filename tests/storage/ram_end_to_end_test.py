@@ -89,9 +89,9 @@ def test_pretraining_killed_and_resumed_on_ram_ends_with_the_uninterrupted_weigh
     assert config.training.train_steps == 12
 
     reference, resumed = _ram("reference"), _ram("resumed")
-    run_pretraining(config, reference, export=False)
+    run_pretraining(config, reference)
     with pytest.raises(SimulatedKill):
-        run_pretraining(config, resumed, export=False, extra_callbacks=[_KillAfterEpoch(3)])
+        run_pretraining(config, resumed, extra_callbacks=[_KillAfterEpoch(3)])
     backup = os.path.join(resumed, "backup", "latest.weights.h5")
     assert atomic_files.weights_file_attributes(backup)["xlnet_backup_epoch"] == 3
     gc.collect()  # Nothing of the first attempt's model survives into the second.

@@ -91,7 +91,7 @@ def test_gradient_accumulation_counts_optimizer_updates(tmp_path, records):
 
     config = load_run_config([], overrides=list(TINY_RUN) + [
         f"data.train_files={records}", "training.gradient_accumulation_steps=2"])
-    summary = run_pretraining(config, str(tmp_path / "w"), export=False)
+    summary = run_pretraining(config, str(tmp_path / "w"))
     lines = [json.loads(line) for line in open(tmp_path / "w" / "metrics.jsonl")]
     # train_steps=8 updates of 2 micro-batches each: 16 fit batches, logged as steps 2..8.
     assert [line["step"] for line in lines] == [2, 4, 6, 8]

@@ -19,7 +19,7 @@ def test_pretraining_in_a_ram_workdir_writes_everything_through_gfile(tmp_path):
     config = load_run_config([], overrides=list(TINY_RUN) + [
         f"data.train_files={records}", "training.train_steps=4", "training.steps_per_epoch=2"])
     workdir = f"ram://run-{uuid.uuid4().hex}"
-    run_pretraining(config, workdir, export=False)
+    run_pretraining(config, workdir)
 
     names = set(tf.io.gfile.listdir(workdir))
     assert {"config.yaml", "metrics.jsonl", "checkpoints", "backup", "logs"} <= names
@@ -32,7 +32,7 @@ def test_pretraining_in_a_ram_workdir_writes_everything_through_gfile(tmp_path):
     assert atomic_files.weights_file_attributes(backup)["xlnet_backup_epoch"] == 2
 
     # The same call again finds the finished backup (nothing left to train), then the export.
-    summary = run_pretraining(config, workdir, export=False)
+    summary = run_pretraining(config, workdir)
     assert summary["first_step"] == 4
     output = f"{workdir}-export"
     export_workdir(workdir, output)

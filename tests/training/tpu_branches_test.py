@@ -101,7 +101,7 @@ def test_run_pretraining_hands_distribution_tpu_to_the_resolver(monkeypatch, tmp
 
     monkeypatch.setattr(strategy_module, "resolve_strategy", resolve)
     with pytest.raises(Stop):
-        run_pretraining(run_config_from_dict(values), str(tmp_path / "run"), export=False)
+        run_pretraining(run_config_from_dict(values), str(tmp_path / "run"))
     assert seen["name"] == "tpu" and seen["tpu_address"] == "my-tpu-node"
 
 
