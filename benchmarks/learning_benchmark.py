@@ -351,7 +351,8 @@ def matched_batches(config, steps):
         d.train_files, sequence_length=d.sequence_length, reuse_length=m.reuse_length,
         num_predict=d.num_predict, perm_size=d.perm_size,
         batch_size=config.training.global_batch_size, bi_data=m.bi_data, seed=d.seed,
-        sentencepiece_model=d.vocabulary, mask_alpha=d.mask_alpha)
+        sentencepiece_model=d.vocabulary, mask_alpha=d.mask_alpha,
+        max_span=d.max_span)
     for batch in dataset.take(steps).as_numpy_iterator():
         yield batch
 
@@ -444,8 +445,8 @@ def train_hf(config, vocabulary, steps, schedule_steps=None):
 
 def _parser():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=800,
-                        help="optimizer steps (the quick start's 4 CPU minutes at ~200 steps/min)")
+    parser.add_argument("--steps", type=int, default=1200,
+                        help="optimizer steps (the tiny config's train_steps: the quick start's budget)")
     parser.add_argument("--num-words", type=int, default=32)
     parser.add_argument("--successors", type=int, default=8)
     parser.add_argument("--vocab-size", type=int, default=40)
@@ -553,7 +554,8 @@ def format_table(f):
         f"{c['optimizer']['adam_epsilon']:g}, init {c['model']['initializer_range']:g}, dropout "
         f"{c['model']['dropout']:g}, memory {c['model']['memory_length']}, reuse "
         f"{c['model']['reuse_length']}, bi_data {c['model']['bi_data']}, perm_size "
-        f"{c['data']['perm_size']}, mask_alpha {c['data'].get('mask_alpha', 6)}",
+        f"{c['data']['perm_size']}, mask_alpha {c['data'].get('mask_alpha', 6)}, max_span "
+        f"{c['data'].get('max_span', 5)}, jit {c['training'].get('jit_compile', False)}",
         "",
         "| model | masked word, chain rule (nats) | / bound | independent pieces (nats) | "
         "train loss, last epoch (nats/token) | steps/min |",

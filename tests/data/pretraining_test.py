@@ -153,14 +153,14 @@ def test_span_mask_covers_whole_words():
     assert spans_seen > 0
 
 
-def _whole_word_share(mask_ratio, seeds=40):
+def _whole_word_share(mask_ratio, seeds=40, max_span=5):
     """Share of targets whose whole 3-token word is a target, 1/4 of 120 tokens predicted."""
     word_start = np.arange(200) < 150
     tokens = tf.constant(np.array([[100 + i, 150 + i, 160 + i] for i in range(40)]).reshape(-1))
     whole = total = 0
     for s in range(seeds):
         mask = plm_sampling.span_mask(tokens, 30, tf.constant([s, 9]), word_start=word_start,
-                                      mask_ratio=mask_ratio).numpy().reshape(40, 3)
+                                      mask_ratio=mask_ratio, max_span=max_span).numpy().reshape(40, 3)
         whole += mask[mask.all(axis=1)].sum()
         total += mask.sum()
     return whole / total
@@ -184,6 +184,27 @@ def test_mask_alpha_reaches_the_reader(records_dir):
     assert any((a["target_mapping"] != c["target_mapping"]).any() for a, c in zip(first, other))
     with pytest.raises(ValueError, match="mask_alpha must be >= 1"):
         pretraining_dataset(records_dir, **_settings(mask_alpha=0))
+
+
+def test_max_span_reaches_the_reader(records_dir):
+    # Spans of one word (max_span 1) differ from the default 1..5, and the value is checked.
+    default = _batches(pretraining_dataset(records_dir, **_settings()), 3)
+    five = _batches(pretraining_dataset(records_dir, **_settings(max_span=5)), 3)
+    one = _batches(pretraining_dataset(records_dir, **_settings(max_span=1)), 3)
+    for a, b in zip(default, five):
+        np.testing.assert_array_equal(a["target_mapping"], b["target_mapping"])
+    assert any((a["target_mapping"] != c["target_mapping"]).any() for a, c in zip(default, one))
+    with pytest.raises(ValueError, match="max_span must be >= 1"):
+        pretraining_dataset(records_dir, **_settings(max_span=0))
+
+
+def test_max_span_one_masks_single_words():
+    # Spans of one word each, and (one word in 4 under spans, a quarter predicted) the
+    # targets are still whole words.
+    for s in range(20):
+        _, length, _ = plm_sampling.sample_spans(40, 20, tf.constant([s, 3]), max_span=1, mask_ratio=4)
+        assert set(length.numpy().tolist()) == {1}
+    assert _whole_word_share(4, max_span=1) > 0.85
 
 
 # ---------------------------------------------------------------- statistics

@@ -53,3 +53,27 @@ def test_mask_value_is_finite_in_dtype(dtype):
     value = np.asarray(mask_value(dtype), dtype=np_dtype)
     assert np.isfinite(value.astype(np.float32))
     assert value.astype(np.float32) < -1e4
+
+
+def test_memory_padding_mask_closes_memory_columns_golden():
+    # Row 0: memory column 0 came from padding; row 1: both memory columns are real.
+    padding = np.array([[0, 1, 1], [1, 1, 1]])
+    memory_padding = np.array([[0, 1], [1, 1]])
+    perm = np.zeros((2, 3, 3), "float32")
+    perm[:, 2, 1] = 1
+    content, query = xlnet_attention_masks(padding, perm, memory_length=2,
+                                           memory_padding_mask=memory_padding)
+    # Columns: 2 memory, then the block; padded key 2 (block column 0) and perm 2 -> 1 also closed.
+    assert as_int(query[0]) == [[1, 0, 1, 0, 0], [1, 0, 1, 0, 0], [1, 0, 1, 1, 0]]
+    assert as_int(content[0]) == [[1, 0, 0, 0, 0], [1, 0, 1, 0, 0], [1, 0, 1, 1, 0]]
+    assert as_int(query[1]) == [[0, 0, 0, 0, 0], [0, 0, 0, 0, 0], [0, 0, 0, 1, 0]]
+    # All-real memory is the same as no memory_padding_mask; uni keeps its causal block.
+    for attention_type in ("bi", "uni"):
+        with_mask = xlnet_attention_masks(padding, perm, 2, attention_type,
+                                          memory_padding_mask=np.ones((2, 2), "int32"))
+        without = xlnet_attention_masks(padding, perm, 2, attention_type)
+        assert as_int(with_mask) == as_int(without)
+    _, uni_query = xlnet_attention_masks(padding, memory_length=2, attention_type="uni",
+                                         memory_padding_mask=np.array([[0, 1], [1, 0]], bool))
+    # Memory column 1 closed in row 1; the causal mask keeps each query's own key open.
+    assert as_int(uni_query[1]) == [[0, 1, 0, 1, 1], [0, 1, 0, 0, 1], [0, 1, 0, 0, 0]]

@@ -69,6 +69,9 @@ def test_overrides_are_strict_and_last():
     with pytest.raises(ConfigError, match="data.mask_alpha must be >= 1, got 0"):
         load_run_config([], ["data.mask_alpha=0", "training.global_batch_size=2"])
     assert config.data.mask_alpha == 4  # the tiny config's: 32 of 128 tokens are targets
+    with pytest.raises(ConfigError, match="data.max_span must be >= 1, got 0"):
+        load_run_config([], ["data.max_span=0", "training.global_batch_size=2"])
+    assert load_run_config([], ["training.global_batch_size=2"]).data.max_span == 5  # the original's
     assert load_run_config([], ["training.global_batch_size=2"]).data.mask_alpha == 6  # the original's
 
 

@@ -135,7 +135,8 @@ def test_text_signature_matches_the_fine_tuning_encoder(choice_export, tokenizer
     from xlnet_tf.data.finetuning import _choice_encoder
 
     model, _, loaded = choice_export
-    task = SimpleNamespace(sequence_length=LENGTH, truncate="longest_first", max_qa_length=SECOND_MAX_LENGTH)
+    task = SimpleNamespace(sequence_length=LENGTH, truncate="longest_first", max_qa_length=SECOND_MAX_LENGTH,
+                           max_segments=1)
     encode = _choice_encoder(task, tokenizer)
     examples = [(CONTEXTS[0], "Who jumps?", ["the fox", "the dog", "nobody at all today"]),
                 (CONTEXTS[1], "The _ is red.", ["sky", "apple", "sea"])]

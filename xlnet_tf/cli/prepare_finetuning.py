@@ -37,6 +37,9 @@ def _parser():
     parser.add_renamed_argument("--output-dir", required=True)
     parser.add_argument("--vocab", required=True, help="spiece.model with XLNet's special ids")
     parser.add_renamed_argument("--sequence-length", type=int, default=128)
+    parser.add_argument("--max-segments", type=int, default=1,
+                        help="classification/regression: pack each document at max_segments * sequence_length "
+                             "pieces, fed as that many segments (the config's task.max_segments); default 1")
     parser.add_renamed_argument("--text-fields", default=None,
                                 help="comma-separated text columns (default text,text_pair)")
     parser.add_renamed_argument("--label-field", default=None, help="label column (default label; tags for tokens)")
@@ -57,6 +60,13 @@ def _resolve(args):
     """The job's `(settings, sources, vocab_proto, vocabulary)`; raises `PipelineInputError` naming a bad option."""
     if args.sequence_length < 4:
         raise PipelineInputError(f"--sequence-length must be >= 4, got {args.sequence_length}.")
+    if args.max_segments < 1:
+        raise PipelineInputError(f"--max-segments must be >= 1, got {args.max_segments}.")
+    from xlnet_tf.formats.finetuning_records import LONG_DOCUMENT_TASK_TYPES
+
+    if args.max_segments > 1 and args.task_type not in LONG_DOCUMENT_TASK_TYPES:
+        raise PipelineInputError(f"--max-segments {args.max_segments} is only for --task-type "
+                                 f"{' or '.join(LONG_DOCUMENT_TASK_TYPES)}, not {args.task_type}.")
     if args.num_shards < 1:
         raise PipelineInputError(f"--num-shards must be >= 1, got {args.num_shards}.")
     if bool(args.input) == bool(args.tfds):
@@ -112,7 +122,8 @@ def _resolve(args):
     if args.input and args.task_type in ("classification", "regression") and not args.text_fields:
         text_fields = present_text_fields(sources[0][2])
     settings = {
-        "task_type": args.task_type, "sequence_length": args.sequence_length, "text_fields": text_fields,
+        "task_type": args.task_type, "sequence_length": args.sequence_length,
+        "max_segments": args.max_segments, "text_fields": text_fields,
         "label_field": args.label_field or ("tags" if args.task_type == "token_classification" else "label"),
         "label_names": label_names, "truncate": args.truncate, "lowercase": args.lowercase,
         "max_query_length": args.max_query_length, "doc_stride": args.doc_stride, "num_shards": args.num_shards,

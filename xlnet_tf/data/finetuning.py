@@ -23,7 +23,9 @@ Two stages:
    remainder and repeats forever).
 
 Features are `token_ids`, `segment_ids`, `padding_mask` int32 `[B, L]`
-(`[B, C, L]` for multiple choice); span training adds `answer_mask` and
+(`[B, C, L]` for multiple choice); with `task.max_segments` S > 1 (long documents) each example is
+packed as one window of S*L pieces and cut into S segments, `[B, S, L]` (`[B, C, S, L]`; the layout
+of `xlnet_tf.preprocessing.segment_layout`); span training adds `answer_mask` and
 `start_positions` (the end head is conditioned on the gold start). Labels:
 int32 `[B]` (classification, multiple choice), float32 `[B]` (regression),
 int32 `[B, L]` with -100 on unlabelled positions (token classification), or a
@@ -39,9 +41,11 @@ import tensorflow as tf
 
 from xlnet_tf.data.finetuning_tasks import dataset_spec
 from xlnet_tf.data.word_tag_encoder import word_tag_encoder
+from xlnet_tf.formats.finetuning_records import TRUNCATED_KEY
 from xlnet_tf.formats.special_tokens import CLS_TOKEN_ID
 from xlnet_tf.formats.special_tokens import PAD_TOKEN_ID
 from xlnet_tf.formats.special_tokens import SEP_TOKEN_ID
+from xlnet_tf.preprocessing.segment_layout import packed_length, to_segments, truncated_rows
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 from xlnet_tf.preprocessing.xlnet_squad_preprocessor import XLNetSquadPreprocessor
 from xlnet_tf.storage import atomic_files
@@ -363,29 +367,47 @@ def squad_eval_references(task, data_dir=None):
 
 # --------------------------------------------------------------------------- encoding
 def _packer(task, tokenizer, sep=None, cls=None, pad=None, **kwargs):
-    return XLNetPacker(task.sequence_length,
+    # A long document (task.max_segments > 1) is packed as one window of S*L pieces.
+    return XLNetPacker(packed_length(task.sequence_length, task.max_segments),
                        sep_token_id=SEP_TOKEN_ID if sep is None else sep,
                        cls_token_id=CLS_TOKEN_ID if cls is None else cls,
                        pad_token_id=PAD_TOKEN_ID if pad is None else pad,
                        truncate=kwargs.pop("truncate", task.truncate), **kwargs)
 
 
-def _text_encoder(task, tokenizer):
+def _text_encoder(task, tokenizer, with_truncation=False):
     packer = _packer(task, tokenizer)
 
     def encode(batch):
         segments = [tokenizer(batch["text"])]
         if "text_pair" in batch:
             segments.append(tokenizer(batch["text_pair"]))
-        return packer(tuple(segments)), batch["label"]
+        features = packer(tuple(segments))  # [B, S*L]
+        truncated = truncated_rows(features["padding_mask"], segments)  # [B]
+        features = to_segments(features, task.max_segments, task.sequence_length)  # [B, S, L] when S > 1
+        if with_truncation:
+            return features, batch["label"], tf.cast(truncated, tf.int32)
+        return features, batch["label"]
     return encode
 
 
-def _token_encoder(task, tokenizer):
-    return word_tag_encoder(tokenizer, task.sequence_length, truncate=task.truncate)
+def _token_encoder(task, tokenizer, with_truncation=False):
+    encode = word_tag_encoder(tokenizer, task.sequence_length, truncate=task.truncate)
+    if not with_truncation:
+        return encode
+
+    def encode_and_count(batch):
+        features, labels = encode(batch)
+        # The encoder keeps its pieces to itself: count them again (evaluation only).
+        words = batch["tokens"]  # [B, (W)]
+        pieces = tf.RaggedTensor.from_row_splits(
+            tokenizer(words.flat_values).row_lengths(), words.row_splits)  # [B, (W)]
+        truncated = truncated_rows(features["padding_mask"], [tf.reduce_sum(pieces, axis=1)])  # [B]
+        return features, labels, tf.cast(truncated, tf.int32)
+    return encode_and_count
 
 
-def _choice_encoder(task, tokenizer):
+def _choice_encoder(task, tokenizer, with_truncation=False):
     packer = _packer(task, tokenizer, truncate="keep_second",
                      second_max_length=task.max_qa_length or None)
 
@@ -400,21 +422,38 @@ def _choice_encoder(task, tokenizer):
         context = tokenizer(example["context"])
         count = tf.shape(options)[0]
         contexts = tf.RaggedTensor.from_tensor(tf.tile(context[None, :], tf.stack([count, 1])))
-        return packer((contexts, tokenizer(qa))), example["label"]
+        seconds = tokenizer(qa)
+        features = packer((contexts, seconds))  # [C, S*L]
+        # A question is truncated when any of its choices lost pieces.
+        truncated = tf.reduce_any(truncated_rows(features["padding_mask"], [contexts, seconds]))
+        features = to_segments(features, task.max_segments, task.sequence_length)  # [C, S, L] when S > 1
+        if with_truncation:
+            return features, example["label"], tf.cast(truncated, tf.int32)
+        return features, example["label"]
     return encode
 
 
-def _records_dataset(task, role, training, seed):
+def _records_dataset(task, role, training, seed, with_truncation=False):
     """`(features, labels)` from `xlnet-tf prepare-finetuning` records, in this module's label layout."""
-    from xlnet_tf.data.finetuning_record_dataset import finetuning_record_dataset, read_finetuning_manifest
+    from xlnet_tf.data.finetuning_record_dataset import (finetuning_record_dataset, read_finetuning_manifest,
+                                                         records_max_segments)
 
     manifest = read_finetuning_manifest(task.records_dir)
     task_type, length = manifest["task"]["task_type"], int(manifest["sequence_length"])
     if task_type != task.task_type or length != task.sequence_length:
         raise ValueError(f"{task.records_dir}: records are {task_type!r} with sequence length {length}, but "
                          f"the config says {task.task_type!r} / {task.sequence_length}.")
+    segments = records_max_segments(manifest)
+    if segments != task.max_segments:
+        raise ValueError(f"{task.records_dir}: records were packed with max_segments {segments} but the config "
+                         f"says task.max_segments {task.max_segments}; prepare them again with "
+                         f"--max-segments {task.max_segments} or set task.max_segments={segments}.")
     split = (task.train_split or "train") if role == "train" else (task.eval_split or "validation")
-    ds = finetuning_record_dataset(task.records_dir, split, shuffle=training, seed=seed)
+    ds = finetuning_record_dataset(task.records_dir, split, shuffle=training, seed=seed,
+                                   with_truncation=with_truncation)
+    if with_truncation:
+        ds = ds.map(lambda features, label: (
+            {k: v for k, v in features.items() if k != TRUNCATED_KEY}, label, features[TRUNCATED_KEY]))
     if task_type == "span":
         def to_model(features, label):
             features = {**features, "start_positions": label["start_position"]}
@@ -434,7 +473,8 @@ def _uses_records(task, role):
     return not (task.eval_file or task.dataset)
 
 
-def finetuning_dataset(task, tokenizer, role, batch_size, training=None, seed=0, data_dir=None):
+def finetuning_dataset(task, tokenizer, role, batch_size, training=None, seed=0, data_dir=None,
+                       with_truncation=False):
     """Batched `(features, labels)` for training or evaluation.
 
     Args:
@@ -446,6 +486,11 @@ def finetuning_dataset(task, tokenizer, role, batch_size, training=None, seed=0,
             Defaults to `role == "train"`.
         seed: shuffling seed.
         data_dir: TFDS data directory.
+        with_truncation: yield `(features, labels, truncated)`, `truncated` int32
+            `[B]`: 1 for an example the packer cut to fit `max_segments *
+            sequence_length` pieces (a multiple-choice question: any of its
+            choices), else 0; -1 (unknown) from records written without the flag.
+            Not for span tasks, whose windows cover the whole passage.
 
     Returns:
         A `tf.data.Dataset`. For span evaluation use `squad_eval_dataset`. A
@@ -458,8 +503,11 @@ def finetuning_dataset(task, tokenizer, role, batch_size, training=None, seed=0,
     training = role == "train" if training is None else training
     task_type = task.task_type
     autotune = tf.data.AUTOTUNE
+    if with_truncation and task_type == "span":
+        raise ValueError("with_truncation is not defined for span tasks: their document-stride windows "
+                         "cover the whole passage.")
     if _uses_records(task, role):
-        ds = _records_dataset(task, role, training, seed)
+        ds = _records_dataset(task, role, training, seed, with_truncation)
         if training:
             ds = ds.shuffle(_SHUFFLE_BUFFER, seed=seed).repeat()
         return ds.batch(batch_size, drop_remainder=training).prefetch(autotune)
@@ -483,7 +531,7 @@ def finetuning_dataset(task, tokenizer, role, batch_size, training=None, seed=0,
     if task_type == "multiple_choice":
         if training:
             raw = raw.shuffle(_SHUFFLE_BUFFER, seed=seed).repeat()
-        ds = raw.map(_choice_encoder(task, tokenizer), num_parallel_calls=autotune)
+        ds = raw.map(_choice_encoder(task, tokenizer, with_truncation), num_parallel_calls=autotune)
         return ds.batch(batch_size, drop_remainder=training).prefetch(autotune)
     if training:
         raw = raw.shuffle(_SHUFFLE_BUFFER, seed=seed).repeat()
@@ -492,7 +540,7 @@ def finetuning_dataset(task, tokenizer, role, batch_size, training=None, seed=0,
     else:
         raw = raw.batch(batch_size, drop_remainder=training)
     encoder = _token_encoder if task_type == "token_classification" else _text_encoder
-    return raw.map(encoder(task, tokenizer), num_parallel_calls=autotune).prefetch(autotune)
+    return raw.map(encoder(task, tokenizer, with_truncation), num_parallel_calls=autotune).prefetch(autotune)
 
 
 def sample_batch(task, tokenizer, batch_size, data_dir=None):

@@ -2,7 +2,9 @@
 
 Format "xlnet_tf.finetuning.v1" (specified in `xlnet_tf/formats/README.md`): per split,
 `{split}-SSSSS-of-NNNNN.tfrecord` files of `tf.train.Example`s with the packer's
-outputs and the label, and a `manifest.json` next to them.
+outputs and the label, and a `manifest.json` next to them. A long-document task
+(manifest `max_segments` S > 1) stores each example's S segments flattened; the
+reader gives them back as `[S, L]`.
 """
 
 import json
@@ -19,6 +21,7 @@ from xlnet_tf.formats.finetuning_records import LABEL_KEY
 from xlnet_tf.formats.finetuning_records import LABELS_KEY
 from xlnet_tf.formats.finetuning_records import MANIFEST_FILE as MANIFEST
 from xlnet_tf.formats.finetuning_records import SPAN_LABEL_KEYS
+from xlnet_tf.formats.finetuning_records import TRUNCATED_KEY
 from xlnet_tf.formats.finetuning_records import WINDOW_INDEX_KEY
 
 
@@ -47,9 +50,20 @@ def read_finetuning_manifest(directory):
     return renamed_keys(manifest, RENAMED_KEYS["finetuning_manifest"], source=path, warn=False)
 
 
+def records_max_segments(manifest):
+    """Segments per example of a records directory: the manifest's `max_segments` (1 when absent,
+    as in manifests written before long documents)."""
+    value = manifest.get("max_segments", 1)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"The fine-tuning manifest's max_segments must be an int >= 1, got {value!r}.")
+    return value
+
+
 def _feature_spec(task_type, length):
     spec = {k: tf.io.FixedLenFeature([length], tf.int64) for k in FEATURE_KEYS}
     spec[EXAMPLE_ID_KEY] = tf.io.FixedLenFeature([], tf.string)
+    # Records written before the flag existed read as -1 (unknown).
+    spec[TRUNCATED_KEY] = tf.io.FixedLenFeature([], tf.int64, default_value=-1)
     if task_type == "classification":
         spec[LABEL_KEY] = tf.io.FixedLenFeature([], tf.int64)
     elif task_type == "regression":
@@ -64,7 +78,8 @@ def _feature_spec(task_type, length):
     return spec
 
 
-def finetuning_record_dataset(directory, split, *, shuffle=False, seed=None, with_example_id=False):
+def finetuning_record_dataset(directory, split, *, shuffle=False, seed=None, with_example_id=False,
+                              with_truncation=False):
     """Unbatched `(features, label)` pairs of one split.
 
     Args:
@@ -74,10 +89,13 @@ def finetuning_record_dataset(directory, split, *, shuffle=False, seed=None, wit
             inside a file; add `Dataset.shuffle` for example-level shuffling).
         seed: seed of the file shuffle.
         with_example_id: add `example_id` (and `window_index` for spans) to features.
+        with_truncation: add `truncated` int32 `[]` to features (1 = the example was cut
+            to fit; -1 = unknown, records written without the flag).
 
     Returns:
         A `tf.data.Dataset` of `(features, label)`: features `token_ids`,
-        `segment_ids`, `padding_mask` int32 `[L]`; label int32 `[]`
+        `segment_ids`, `padding_mask` int32 `[L]` (`[S, L]` when the manifest's
+        `max_segments` S is > 1: the long-document layout); label int32 `[]`
         (classification), float32 `[]` (regression), int32 `[L]` with -100 on
         unlabelled positions (token classification), or a dict `start_position`,
         `end_position`, `is_impossible` int32 `[]` (span).
@@ -94,15 +112,20 @@ def finetuning_record_dataset(directory, split, *, shuffle=False, seed=None, wit
         raise ValueError(f"{directory!r} has no split {split!r}; it has {sorted(manifest['splits'])}.")
     task_type = manifest["task"]["task_type"]
     length = int(manifest["sequence_length"])
+    segments = records_max_segments(manifest)
     files = [os.path.join(directory, entry["file"]) for entry in manifest["splits"][split]["files"]]
     missing = [path for path in files if not tf.io.gfile.exists(path)]
     if missing:
         raise FileNotFoundError(f"Record files listed in the manifest are missing: {missing[:3]}.")
-    spec = _feature_spec(task_type, length)
+    spec = _feature_spec(task_type, length * segments)
 
     def parse(record):
         example = tf.io.parse_single_example(record, spec)
         features = {k: tf.cast(example[k], tf.int32) for k in FEATURE_KEYS}
+        if segments > 1:
+            features = {k: tf.reshape(v, [segments, length]) for k, v in features.items()}  # [S, L]
+        if with_truncation:
+            features[TRUNCATED_KEY] = tf.cast(example[TRUNCATED_KEY], tf.int32)
         if with_example_id:
             features[EXAMPLE_ID_KEY] = example[EXAMPLE_ID_KEY]
             if task_type == "span":

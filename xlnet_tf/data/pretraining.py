@@ -284,7 +284,8 @@ def _boundaries(tokens, sentences, eod_token_id):
     return tf.not_equal(sentences[1:], sentences[:-1]) | tf.equal(tokens[:-1], eod_token_id)
 
 
-def _make_example_fn(layout, *, num_predict, perm_size, seed, special_ids, word_start, mask_alpha):
+def _make_example_fn(layout, *, num_predict, perm_size, seed, special_ids, word_start, mask_alpha,
+                     max_span):
     length = layout.sequence_length
     reuse = layout.reuse_length
     new = layout.new_length
@@ -340,7 +341,7 @@ def _make_example_fn(layout, *, num_predict, perm_size, seed, special_ids, word_
             part_tokens = token_ids[lo:hi]
             is_masked = plm_sampling.span_mask(part_tokens, goal, seeds[2 + 2 * part_index],
                                                word_start=word_start, reverse=reverse,
-                                               mask_ratio=mask_alpha)
+                                               mask_ratio=mask_alpha, max_span=max_span)
             order = plm_sampling.factorization_order(hi - lo, perm_size, seeds[3 + 2 * part_index])
             parts.append(plm_sampling.factorization_masks(part_tokens, is_masked, order,
                                                           sep_token_id=sep_token_id,
@@ -417,7 +418,7 @@ def pretraining_steps_per_epoch(file_pattern, *, sequence_length, reuse_length, 
 def pretraining_dataset(file_pattern, *, sequence_length, reuse_length, num_predict, perm_size,
                         batch_size, bi_data, seed, input_context=None, num_epochs=None,
                         sentencepiece_model="auto", reverse_block_tokens=1 << 18, first_step=0,
-                        mask_alpha=6):
+                        mask_alpha=6, max_span=5):
     """Pretraining batches for XLNet's permutation language model, with static shapes.
 
     Args:
@@ -451,6 +452,8 @@ def pretraining_dataset(file_pattern, *, sequence_length, reuse_length, num_pred
             512 tokens predicted). Targets that the spans leave over are single random
             tokens, so keep `mask_alpha` near `sequence_length / num_predict` for whole-word
             targets.
+        max_span: longest span in words; lengths 1..max_span are drawn with p(n)
+            proportional to 1/n (the original's `max_num_tokens`, 5).
 
     Returns:
         A `tf.data.Dataset` of dicts, B the per-replica (or only) batch:
@@ -475,7 +478,8 @@ def pretraining_dataset(file_pattern, *, sequence_length, reuse_length, num_pred
     check_pretraining_sizes(sequence_length=sequence_length, reuse_length=reuse_length,
                             num_predict=num_predict, perm_size=perm_size, batch_size=batch_size,
                             bi_data=bi_data if input_context is None else False)
-    for name, value in (("seed", seed), ("first_step", first_step), ("mask_alpha", mask_alpha)):
+    for name, value in (("seed", seed), ("first_step", first_step), ("mask_alpha", mask_alpha),
+                        ("max_span", max_span)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
             raise ValueError(f"{name} must be an int, got {type(value).__name__} {value!r}.")
     if num_epochs is not None and (isinstance(num_epochs, bool) or not isinstance(
@@ -497,6 +501,8 @@ def pretraining_dataset(file_pattern, *, sequence_length, reuse_length, num_pred
         raise ValueError(f"first_step must be >= 0, got {first_step}.")
     if mask_alpha < 1:
         raise ValueError(f"mask_alpha must be >= 1 (one word in mask_alpha is masked), got {mask_alpha}.")
+    if max_span < 1:
+        raise ValueError(f"max_span must be >= 1 (the longest span, in words), got {max_span}.")
     first_epoch, step_in_epoch = divmod(first_step, steps)
     if num_epochs is not None and first_epoch >= num_epochs:
         raise ValueError(f"first_step={first_step} is past the end of {num_epochs} epoch(s) of "
@@ -535,7 +541,7 @@ def pretraining_dataset(file_pattern, *, sequence_length, reuse_length, num_pred
         row_dataset, cycle_length=len(layout.rows), block_length=1)
     make = _make_example_fn(layout, num_predict=num_predict, perm_size=perm_size, seed=int(seed),
                             special_ids=records.special_ids, word_start=word_start,
-                            mask_alpha=int(mask_alpha))
+                            mask_alpha=int(mask_alpha), max_span=int(max_span))
     dataset = examples.map(make, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     dataset = dataset.batch(layout.per_replica, drop_remainder=True)
     options = tf.data.Options()

@@ -74,18 +74,28 @@ def evaluate(model, task, tokenizer, batch_size, data_dir=None, collapse_warning
         collapse_warning: warn when every prediction is the same class.
 
     Returns:
-        dict of metric name -> float (plus `examples`, and `collapsed` for class tasks).
+        dict of metric name -> float, plus `examples` (documents or questions
+        scored; labelled tokens for token classification) and `truncated_examples`
+        (documents, questions or sentences that packing cut to fit
+        `task.max_segments * task.sequence_length` pieces; a multiple-choice
+        question counts when any choice was cut; null for records written without
+        the flag), except for span tasks, whose windows cover the whole passage;
+        and `collapsed` for class tasks.
     """
     predict = _predict_fn(model)
     if task.task_type == "span":
         return _evaluate_span(predict, task, tokenizer, batch_size, data_dir)
-    logits, labels = [], []
-    for features, batch_labels in data.finetuning_dataset(task, tokenizer, "eval", batch_size,
-                                                          training=False, data_dir=data_dir):
+    logits, labels, truncated = [], [], []
+    for features, batch_labels, batch_truncated in data.finetuning_dataset(
+            task, tokenizer, "eval", batch_size, training=False, data_dir=data_dir, with_truncation=True):
         logits.append(predict(features).numpy())
         labels.append(np.asarray(batch_labels))
+        truncated.append(np.asarray(batch_truncated).reshape(-1))
     if not logits:
         raise ValueError("The evaluation set is empty.")
+    truncated = np.concatenate(truncated)
+    # -1: records written before the flag existed; the count is then unknown (null).
+    truncated_examples = None if (truncated < 0).any() else int(truncated.sum())
     if task.task_type == "token_classification":
         logits = np.concatenate([x.reshape(-1, x.shape[-1]) for x in logits])
         labels = np.concatenate([y.reshape(-1) for y in labels])
@@ -94,7 +104,7 @@ def evaluate(model, task, tokenizer, batch_size, data_dir=None, collapse_warning
     else:
         logits = np.concatenate(logits)
         labels = np.concatenate(labels).reshape(-1)
-    result = {"examples": int(labels.shape[0])}
+    result = {"examples": int(labels.shape[0]), "truncated_examples": truncated_examples}
     if task.task_type == "regression":
         scores = logits.reshape(-1)
         result.update(classification_metrics(task.metrics, labels, scores))

@@ -37,6 +37,13 @@ class TaskSection:
     training, and for evaluation when no eval file/dataset is set; its
     manifest fixes the task type and sequence length).
     Fields left empty/0/null are filled from the dataset's spec by `resolve_task`.
+
+    `max_segments` (classification, regression, multiple choice): a document is
+    packed like one window but at `max_segments * sequence_length` pieces and
+    fed as `max_segments` segments of `sequence_length`, the earlier ones through
+    the backbone's recurrence memory (`model.memory_length`); longer documents
+    keep their first pieces (the packer's truncation), and the evaluation counts
+    them (`truncated_examples`). 1 is the single-window layout.
     """
 
     task_type: str = ""
@@ -69,14 +76,23 @@ class TaskSection:
     metrics: Optional[List[str]] = None
     max_train_examples: int = 0
     max_eval_examples: int = 0
+    max_segments: int = 1
 
 
 @dataclasses.dataclass(frozen=True)
 class ModelSection:
-    """Overrides of the initial preset's `XLNetConfig` (null = keep the preset's value)."""
+    """Overrides of the initial preset's `XLNetConfig`.
+
+    null keeps the preset's dropout; null `memory_length` / `reuse_length` take the
+    fine-tuning default 0 (`finetuning_adjustments`), an explicit value wins over it.
+    `memory_length` > 0 lets the segments of a long document (`task.max_segments`)
+    see the earlier ones; `reuse_length` 0 caches whole segments.
+    """
 
     dropout: Optional[float] = None
     attention_dropout: Optional[float] = None
+    memory_length: Optional[int] = None
+    reuse_length: Optional[int] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,6 +125,9 @@ class FinetuneConfig(RunConfigFile):
     distribution: DistributionSection = dataclasses.field(default_factory=DistributionSection)
     evaluation: EvaluationSection = dataclasses.field(default_factory=EvaluationSection)
 
+
+# Task types whose examples may span several segments (`task.max_segments` > 1).
+LONG_DOCUMENT_TASK_TYPES = ("classification", "regression", "multiple_choice")
 
 _SECTIONS = {"task": TaskSection, "model": ModelSection, "optimizer": FinetuneOptimizerSection,
              "training": TrainingSection, "distribution": DistributionSection,
@@ -185,6 +204,12 @@ def resolve_task(task: TaskSection) -> TaskSection:
                           f"passage after task.max_query_length ({task.max_query_length}).")
     if not 0 <= task.head_dropout < 1:
         raise ConfigError(f"task.head_dropout must be in [0, 1), got {task.head_dropout}.")
+    if task.max_segments < 1:
+        raise ConfigError(f"task.max_segments must be >= 1, got {task.max_segments}.")
+    if task.max_segments > 1 and task.task_type not in LONG_DOCUMENT_TASK_TYPES:
+        raise ConfigError(f"task.max_segments > 1 (got {task.max_segments}) is only for the task types "
+                          f"{list(LONG_DOCUMENT_TASK_TYPES)}, not {task.task_type!r} (span tasks use "
+                          "task.doc_stride windows instead).")
     return task
 
 
@@ -197,7 +222,33 @@ def _validate(config: FinetuneConfig) -> FinetuneConfig:
         raise ConfigError(f"optimizer.layer_decay must be in (0, 1], got {config.optimizer.layer_decay}.")
     if config.evaluation.batch_size < 1:
         raise ConfigError("evaluation.batch_size must be >= 1.")
+    for key in ("memory_length", "reuse_length"):
+        value = getattr(config.model, key)
+        if value is not None and value < 0:
+            raise ConfigError(f"model.{key} must be >= 0 (or null for the fine-tuning default 0), got {value}.")
+    reuse = config.model.reuse_length
+    if reuse and reuse > config.task.sequence_length:
+        raise ConfigError(f"model.reuse_length ({reuse}) must be <= task.sequence_length "
+                          f"({config.task.sequence_length}): it counts positions of one segment.")
     return config
+
+
+def memory_off_warning(task, memory_length):
+    """The one-line warning of a long-document task without recurrence memory, or None.
+
+    Args:
+        task: a resolved `TaskSection`.
+        memory_length: the task model's backbone `memory_length`.
+
+    Example:
+    >>> memory_off_warning(TaskSection(task_type="classification", train_file="t.jsonl"), 0) is None
+    True
+    """
+    if task.max_segments > 1 and not memory_length:
+        return (f"task.max_segments is {task.max_segments} but the backbone's memory_length is 0: the "
+                "segments will not see each other (only the last one decides); set model.memory_length "
+                "to let them.")
+    return None
 
 
 def load_finetune_config(files: Sequence[str], overrides: Sequence[str] = ()) -> FinetuneConfig:

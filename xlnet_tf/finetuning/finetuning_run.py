@@ -31,7 +31,7 @@ import yaml
 from xlnet_tf.formats import preset_files
 from xlnet_tf.formats.special_tokens import SPECIAL_TOKEN_IDS
 from xlnet_tf.config_schema import ConfigError
-from xlnet_tf.finetuning.finetuning_config import FinetuneConfig, finetune_config_from_dict
+from xlnet_tf.finetuning.finetuning_config import FinetuneConfig, finetune_config_from_dict, memory_off_warning
 from xlnet_tf.storage import atomic_files
 from xlnet_tf.training.run_directory import check_workdir, open_run_directory
 
@@ -224,14 +224,17 @@ def _run_finetuning(config, workdir, run_scope, *, strategy):
 
             model = load_task_preset(init)
             if dtype or overrides:
-                raise ConfigError("Continuing from a task preset keeps its dtype and dropout; drop "
-                                  "model.* overrides and training.mixed_precision.")
+                raise ConfigError("Continuing from a task preset keeps its dtype, dropout and memory "
+                                  "settings; drop model.* overrides and training.mixed_precision.")
         else:
             adjusted = {k: v["finetune"] for k, v in init_adjustments.items()}
             backbone = XLNetBackbone.from_preset(init, dtype=dtype, **overrides, **adjusted)
             model = build_task_model(task, backbone)
             model.build_with_dummy_inputs()
         model.backbone.rematerialize = t.rematerialize
+        warning = memory_off_warning(task, model.backbone.config.memory_length)
+        if warning and is_chief:
+            print(f"Warning: {warning}")
         schedule = WarmupDecaySchedule(o.learning_rate, warmup_steps=o.warmup_steps,
                                        decay_steps=t.train_steps, end_learning_rate=o.end_learning_rate,
                                        power=o.decay_power)
@@ -295,6 +298,10 @@ def _run_finetuning(config, workdir, run_scope, *, strategy):
         results = evaluate(model, task, tokenizer, eval_batch, data_dir=task.data_dir or None,
                            collapse_warning=config.evaluation.collapse_warning)
         summary["eval"] = results
+        if results.get("truncated_examples"):
+            print(f"{results['truncated_examples']} of the evaluation examples were longer than "
+                  f"task.max_segments x task.sequence_length = {task.max_segments} x {task.sequence_length} "
+                  "pieces and were cut to their first pieces (truncated_examples in eval_results.json).")
         atomic_files.write_json(os.path.join(workdir, "eval_results.json"),
                                 {"step": t.train_steps, **results})
         task = tuned_task(task, results)
@@ -329,7 +336,7 @@ def preprocessing_info(task):
     pair = has_text_pair(task) if task_type in ("classification", "regression") else False
     fields = list(task.text_fields or (["text", "text_pair"] if pair else ["text"]))
     info = {"task_type": task_type, "sequence_length": task.sequence_length,
-            "lowercase": task.lowercase, "truncate": task.truncate,
+            "max_segments": task.max_segments, "lowercase": task.lowercase, "truncate": task.truncate,
             "text_fields": fields[:2] if pair else fields[:1], "has_text_pair": pair,
             "label_names": list(task.label_names) if task.label_names else None,
             "num_classes": task.num_classes, "special_ids": {k: SPECIAL_TOKEN_IDS[k] for k in ("cls", "sep", "pad")},

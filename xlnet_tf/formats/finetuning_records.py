@@ -27,7 +27,8 @@ TOKEN_CLASSIFICATION = "token_classification"
 SPAN = "span"
 TASK_TYPES = (CLASSIFICATION, REGRESSION, TOKEN_CLASSIFICATION, SPAN)
 
-# Packed inputs, int64 [L] in every record (the packer's outputs).
+# Packed inputs, int64 [L] in every record (the packer's outputs); a long-document task
+# (manifest `max_segments` S > 1) stores its S segments flattened, int64 [S * L].
 TOKEN_IDS_KEY = "token_ids"
 SEGMENT_IDS_KEY = "segment_ids"
 PADDING_MASK_KEY = "padding_mask"
@@ -36,6 +37,8 @@ FEATURE_KEYS = (TOKEN_IDS_KEY, SEGMENT_IDS_KEY, PADDING_MASK_KEY)
 EXAMPLE_ID_KEY = "example_id"
 # int64 []: which window of a long SQuAD passage the record is.
 WINDOW_INDEX_KEY = "window_index"
+# int64 [] (classification / regression): 1 when packing cut the example to fit S * L pieces.
+TRUNCATED_KEY = "truncated"
 # Labels: int64 [] (classification) or float [] (regression) ...
 LABEL_KEY = "label"
 # ... int64 [L] (token classification) ...
@@ -49,8 +52,11 @@ IGNORE_LABEL = -100
 
 # Top-level keys of `manifest.json` (written with sorted keys).
 MANIFEST_KEYS = (
-    "format", "sequence_length", "task", "splits", "examples", "num_records", "vocabulary", "settings",
+    "format", "sequence_length", "max_segments", "task", "splits", "examples", "num_records", "vocabulary",
+    "settings",
 )
+# Task types whose records may hold several segments (`max_segments` > 1).
+LONG_DOCUMENT_TASK_TYPES = (CLASSIFICATION, REGRESSION)
 # Keys of `manifest["task"]`.
 TASK_ENTRY_KEYS = ("task_type", "num_classes", "label_names", "has_text_pair")
 # Keys of one entry of `manifest["splits"][split]["files"]`.

@@ -20,6 +20,10 @@ METADATA_FORMAT = "xlnet_tf.serving.v1"
 # - sequence_length: the packed length the model was exported for;
 # - has_text_pair: whether the text signature takes a second text;
 # - num_choices: choices per example (multiple choice), else null;
+# - max_segments: segments of `sequence_length` per document at fine-tuning (1: one window);
+# - long_documents: whether both signatures take documents of any length (packed without
+#   truncation, run segment by segment with recurrence memory): max_segments > 1 and a
+#   classification / regression / multiple-choice model with memory_length > 0;
 # - text_signature: whether a raw-text signature was exported;
 # - label_names: class names, or null;
 # - signatures: {name: {"inputs": [...], "outputs": [...]}};
@@ -28,6 +32,7 @@ METADATA_FORMAT = "xlnet_tf.serving.v1"
 # - extra: what the caller added (e.g. preprocessing.json's settings);
 # - custom_ops: per signature, what a TensorFlow Serving binary must register.
 METADATA_KEYS = (
-    "format", "task_type", "sequence_length", "has_text_pair", "num_choices", "text_signature", "label_names",
-    "signatures", "token_inputs", "dtype", "extra", "custom_ops",
+    "format", "task_type", "sequence_length", "has_text_pair", "num_choices", "max_segments",
+    "long_documents", "text_signature", "label_names", "signatures", "token_inputs", "dtype", "extra",
+    "custom_ops",
 )

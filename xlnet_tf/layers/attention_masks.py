@@ -39,11 +39,13 @@ def causal_block_mask(query_length, memory_length, same_length=False):
 
 
 def xlnet_attention_masks(padding_mask, perm_mask=None, memory_length=0,
-                          attention_type="bi", same_length=False):
+                          attention_type="bi", same_length=False, memory_padding_mask=None):
     """Content-stream and query-stream masks of XLNet.
 
     The data mask blocks padded keys and whatever `perm_mask` forbids; memory
-    columns are always open. `attention_type="uni"` adds the causal block mask.
+    columns are open unless `memory_padding_mask` marks them as padding (memory
+    cached from the left padding of a long document's earlier segments), for
+    both streams. `attention_type="uni"` adds the causal block mask.
     The query stream uses that mask as it is (a target must not see its own
     token); the content stream clears the diagonal of the current block so a
     token always sees itself.
@@ -54,6 +56,8 @@ def xlnet_attention_masks(padding_mask, perm_mask=None, memory_length=0,
         memory_length: M, the number of memory columns in front of the block.
         attention_type: `"bi"` or `"uni"`.
         same_length: see `causal_block_mask`.
+        memory_padding_mask: optional `[B, M]`, 1 or True for real memory
+            positions; None = every memory position is real.
 
     Returns:
         `(content_mask, query_mask)`, bool tensors `[B, L, M + L]`, True = blocked.
@@ -64,6 +68,10 @@ def xlnet_attention_masks(padding_mask, perm_mask=None, memory_length=0,
     [[1, 0, 0], [1, 0, 0], [1, 0, 0]]
     >>> keras.ops.convert_to_numpy(content)[0].astype(int).tolist()
     [[0, 0, 0], [1, 0, 0], [1, 0, 0]]
+    >>> content, _ = xlnet_attention_masks(keras.ops.array([[1, 1]]), memory_length=2,
+    ...                                    memory_padding_mask=keras.ops.array([[0, 1]]))
+    >>> keras.ops.convert_to_numpy(content)[0].astype(int).tolist()
+    [[1, 0, 0, 0], [1, 0, 0, 0]]
     """
     padding_mask = ops.cast(padding_mask, "bool")
     batch_size = ops.shape(padding_mask)[0]
@@ -73,8 +81,13 @@ def xlnet_attention_masks(padding_mask, perm_mask=None, memory_length=0,
     if perm_mask is not None:
         blocked = ops.logical_or(blocked, ops.cast(perm_mask, "bool"))
     if memory_length:
-        open_memory = ops.zeros((batch_size, query_length, memory_length), dtype="bool")
-        blocked = ops.concatenate([open_memory, blocked], axis=-1)  # [B, L, M+L]
+        if memory_padding_mask is None:
+            memory_blocked = ops.zeros((batch_size, query_length, memory_length), dtype="bool")
+        else:
+            padded_memory = ops.logical_not(ops.cast(memory_padding_mask, "bool"))[:, None, :]  # [B, 1, M]
+            memory_blocked = ops.broadcast_to(
+                padded_memory, (batch_size, query_length, memory_length))  # [B, L, M]
+        blocked = ops.concatenate([memory_blocked, blocked], axis=-1)  # [B, L, M+L]
     if attention_type == "uni":
         causal = causal_block_mask(query_length, memory_length, same_length)
         blocked = ops.logical_or(blocked, causal[None])

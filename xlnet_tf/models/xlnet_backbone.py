@@ -17,7 +17,7 @@ from xlnet_tf.models import preset_io
 REQUIRED_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 # Module-level so tests can swap it for the identity and compare against one forward run.
 _recompute_grad = tf.recompute_grad
-OPTIONAL_INPUTS = ("perm_mask", "target_mapping", "mems")
+OPTIONAL_INPUTS = ("perm_mask", "target_mapping", "mems", "memory_padding_mask")
 # The XLNetBlock arguments that are XLNetConfig fields of the same name.
 BLOCK_CONFIG_FIELDS = ("hidden_dim", "num_heads", "head_dim", "intermediate_dim", "activation", "dropout",
                        "attention_dropout", "layer_norm_epsilon")
@@ -55,7 +55,12 @@ class XLNetBackbone(Backbone):
             `padding_mask` int/bool `[B, L]` (1 = real token), and optionally
             `perm_mask` float `[B, L, L]` (1 = position i may NOT attend to j),
             `target_mapping` float `[B, P, L]` (one-hot row per prediction),
-            `mems` float `[B, num_layers, M, H]` (the previous segment's `new_mems`).
+            `mems` float `[B, num_layers, M, H]` (the previous segment's `new_mems`),
+            `memory_padding_mask` int/bool `[B, M]`, only with `mems`: 1 = a real
+            memory position, 0 = one cached from padding, closed to both streams
+            (absent: every memory position is real). A long document read
+            segment by segment (`xlnet_tf.models.segment_recurrence`) carries it
+            next to `mems`.
         training: Python bool.
         output_hidden_states: also return every layer's streams (for tests,
             probing and parity checks).
@@ -152,7 +157,7 @@ class XLNetBackbone(Backbone):
                              f"{list(REQUIRED_INPUTS + OPTIONAL_INPUTS)}.")
         tensors = {k: ops.convert_to_tensor(v) for k, v in inputs.items() if v is not None}
         expected_rank = {"token_ids": 2, "segment_ids": 2, "padding_mask": 2, "perm_mask": 3,
-                         "target_mapping": 3, "mems": 4}
+                         "target_mapping": 3, "mems": 4, "memory_padding_mask": 2}
         for key, tensor in tensors.items():
             if len(tensor.shape) != expected_rank[key]:
                 raise ValueError(f"XLNetBackbone: input {key!r} must have rank {expected_rank[key]}, "
@@ -160,8 +165,8 @@ class XLNetBackbone(Backbone):
             dtype = keras.backend.standardize_dtype(tensor.dtype)
             if key in ("token_ids", "segment_ids") and "int" not in dtype:
                 raise TypeError(f"XLNetBackbone: input {key!r} must be an integer tensor, got {dtype}.")
-            if key == "padding_mask" and "int" not in dtype and dtype != "bool":
-                raise TypeError(f"XLNetBackbone: input 'padding_mask' must be int or bool, got {dtype}.")
+            if key in ("padding_mask", "memory_padding_mask") and "int" not in dtype and dtype != "bool":
+                raise TypeError(f"XLNetBackbone: input {key!r} must be int or bool, got {dtype}.")
             if key in ("perm_mask", "target_mapping", "mems") and "float" not in dtype:
                 raise TypeError(f"XLNetBackbone: input {key!r} must be a float tensor, got {dtype}.")
         batch, length = tensors["token_ids"].shape
@@ -176,6 +181,11 @@ class XLNetBackbone(Backbone):
                         (batch, self.config.num_layers, None, self.config.hidden_dim))
             if tensors["mems"].shape[2] is None:
                 raise ValueError("XLNetBackbone: the memory length (axis 2 of 'mems') must be static.")
+        if "memory_padding_mask" in tensors:
+            if "mems" not in tensors:
+                raise ValueError("XLNetBackbone: input 'memory_padding_mask' is only allowed with 'mems'.")
+            _check_dims("memory_padding_mask", tensors["memory_padding_mask"].shape,
+                        (batch, tensors["mems"].shape[2]))
         if self.config.bi_data and batch is not None and batch % 2:
             raise ValueError(
                 f"XLNetBackbone: bi_data needs an even (per-replica) batch, got batch size {batch}.")
@@ -211,7 +221,8 @@ class XLNetBackbone(Backbone):
 
         content_mask, query_mask = xlnet_attention_masks(
             tensors["padding_mask"], perm_mask, memory_length=memory_length,
-            attention_type=config.attention_type, same_length=config.same_length)
+            attention_type=config.attention_type, same_length=config.same_length,
+            memory_padding_mask=tensors.get("memory_padding_mask"))
         # Memory positions count as segment 0 in the same/different comparison.
         key_segments = segment_ids
         if memory_length:

@@ -4,6 +4,8 @@ import keras
 from keras import ops
 
 from xlnet_tf.layers import seeded_dropout
+from xlnet_tf.models.segment_recurrence import (last_segment_output, static_rank,
+                                                 with_segment_axis)
 from xlnet_tf.models.xlnet_task import CLS_TOKEN_ID, XLNetTask, cls_positions, gather_positions
 
 
@@ -21,6 +23,14 @@ class XLNetClassifier(XLNetTask):
     left padding (the XLNet convention, `<cls>` at `L - 1`) and right padding
     give the same prediction.
 
+    Long documents: features of rank 3, `[B, S, L]`, are S consecutive segments
+    of one document packed at length S * L (`segment_recurrence.split_into_segments`);
+    the backbone reads them in order with its recurrence memory
+    (`memory_length`, `reuse_length` of its config; set them when building the
+    backbone, fine-tuning presets turn memory off) and the head reads the
+    `<cls>` of the last segment (`segment_recurrence.last_segment_output`).
+    Leading padding segments change nothing, and S = 1 is exactly the rank-2 path.
+
     Args:
         backbone: an `XLNetBackbone`.
         num_classes: number of classes; 1 gives a single regression output.
@@ -33,7 +43,8 @@ class XLNetClassifier(XLNetTask):
 
     Call arguments:
         inputs: dict with `token_ids` int32 `[B, L]`, `segment_ids` int32 `[B, L]`,
-            `padding_mask` int32/bool `[B, L]` (1 = real token). Other keys are ignored.
+            `padding_mask` int32/bool `[B, L]` (1 = real token), or all three
+            `[B, S, L]` for a long document (S static in `fit`). Other keys are ignored.
         training: bool, enables dropout.
 
     Returns:
@@ -45,9 +56,16 @@ class XLNetClassifier(XLNetTask):
     >>> backbone = XLNetBackbone(XLNetConfig(vocabulary_size=50, num_layers=2, num_heads=2,
     ...     head_dim=4, hidden_dim=8, intermediate_dim=16))
     >>> model = XLNetClassifier(backbone, num_classes=3)
-    >>> logits = model({"token_ids": [[5, 5, 11, 12, 4, 3]], "segment_ids": [[4, 4, 0, 0, 0, 2]],
-    ...                 "padding_mask": [[0, 0, 1, 1, 1, 1]]})
-    >>> tuple(logits.shape)
+    >>> import numpy as np
+    >>> window = {"token_ids": np.array([[5, 5, 11, 12, 4, 3]]),
+    ...           "segment_ids": np.array([[4, 4, 0, 0, 0, 2]]),
+    ...           "padding_mask": np.array([[0, 0, 1, 1, 1, 1]])}
+    >>> tuple(model(window).shape)
+    (1, 3)
+    >>> padding = {"token_ids": 5, "segment_ids": 4, "padding_mask": 0}
+    >>> long = {k: np.stack([np.full_like(v, padding[k]), v], axis=1)  # [B=1, S=2, L=6]
+    ...         for k, v in window.items()}
+    >>> tuple(model(long).shape)
     (1, 3)
     """
 
@@ -89,8 +107,27 @@ class XLNetClassifier(XLNetTask):
         self.logits_dense.build((None, hidden_dim))
 
     def call(self, inputs, training=None):
-        features = self.backbone_inputs(inputs)
-        sequence, head_seed = self.backbone_sequence(features, training)  # [B, L, H]
+        features = {k: ops.convert_to_tensor(v) for k, v in self.backbone_inputs(inputs).items()}
+        rank = static_rank(features["token_ids"])
+        if rank is None:  # predict() relaxed its trace after windows and segments: read segments
+            features = {k: with_segment_axis(v, 2) for k, v in features.items()}  # [B, S, L]
+            rank = 3
+        if rank == 3 and features["token_ids"].shape[1] == 1:
+            features = {k: v[:, 0] for k, v in features.items()}  # [B, L]: one segment is one window
+            rank = 2
+        if rank == 2:
+            sequence, head_seed = self.backbone_sequence(features, training)  # [B, L, H]
+        elif rank == 3:
+            step_seed = seeded_dropout.training_dropout_seed(self, training)
+            sequence = last_segment_output(
+                self.backbone, features, training,
+                seeded_dropout.sub_seed(step_seed, seeded_dropout.BACKBONE_SEED))  # [B, L, H]
+            head_seed = seeded_dropout.sub_seed(step_seed, seeded_dropout.HEAD_SEED)
+            features = {k: v[:, -1] for k, v in features.items()}  # [B, L], the last segment
+        else:
+            raise ValueError("XLNetClassifier expects token_ids of shape [batch, length] or, for a "
+                             "long document, [batch, segments, length]; got shape "
+                             f"{tuple(features['token_ids'].shape)}.")
         index = cls_positions(features["token_ids"], features["padding_mask"], self.cls_token_id)
         summary = gather_positions(sequence, index)  # [B, H]
         summary = self.summary_projection(summary)

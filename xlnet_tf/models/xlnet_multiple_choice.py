@@ -4,6 +4,8 @@ import keras
 from keras import ops
 
 from xlnet_tf.layers import seeded_dropout
+from xlnet_tf.models.segment_recurrence import (last_segment_output, static_rank,
+                                                 with_segment_axis)
 from xlnet_tf.models.xlnet_task import CLS_TOKEN_ID, XLNetTask, cls_positions, gather_positions
 
 
@@ -17,6 +19,13 @@ class XLNetMultipleChoice(XLNetTask):
     the original RACE code) gives one score each, and the scores are reshaped
     to `[B, C]` for a softmax over choices.
 
+    Passages longer than one window: features `[B, C, S, L]` hold each choice's
+    sequence packed at length S * L and cut into S consecutive segments; every
+    choice is read segment by segment with the backbone's recurrence memory
+    (`segment_recurrence.last_segment_output`, `memory_length` / `reuse_length`
+    of its config) and scored on the `<cls>` of its last segment. Leading
+    padding segments change nothing; S = 1 is exactly the `[B, C, L]` path.
+
     Args:
         backbone: an `XLNetBackbone`.
         dropout: dropout rate of the summary.
@@ -25,7 +34,7 @@ class XLNetMultipleChoice(XLNetTask):
 
     Call arguments:
         inputs: dict with `token_ids`, `segment_ids`, `padding_mask`, each int32 `[B, C, L]`
-            (C = number of choices, static).
+            (C = number of choices, static), or each `[B, C, S, L]` for long passages.
         training: bool, enables dropout.
 
     Returns:
@@ -64,21 +73,33 @@ class XLNetMultipleChoice(XLNetTask):
         self.score_dense.build((None, hidden_dim))
 
     def call(self, inputs, training=None):
-        features = self.backbone_inputs(inputs)
-        token_ids = ops.convert_to_tensor(features["token_ids"])
-        if len(token_ids.shape) != 3:
+        features = {k: ops.convert_to_tensor(v) for k, v in self.backbone_inputs(inputs).items()}
+        if static_rank(features["token_ids"]) is None:  # predict() relaxed its trace: read segments
+            features = {k: with_segment_axis(v, 3) for k, v in features.items()}  # [B, C, S, L]
+        token_ids = features["token_ids"]
+        rank = len(token_ids.shape)
+        if rank not in (3, 4):
             raise ValueError("XLNetMultipleChoice expects token_ids of shape [batch, choices, "
-                             f"length], got {tuple(token_ids.shape)}.")
+                             "length] or, for long passages, [batch, choices, segments, length]; "
+                             f"got {tuple(token_ids.shape)}.")
         num_choices = token_ids.shape[1]
-        length = ops.shape(token_ids)[2]
-        flat = {k: ops.reshape(ops.convert_to_tensor(v), (-1, length))  # [B*C, L]
-                for k, v in features.items()}
+        length = ops.shape(token_ids)[-1]
+        if rank == 4 and token_ids.shape[2] == 1:
+            rank = 3  # one segment is one window
         # One step seed (None outside fit): backbone and head masks survive a resume.
         step_seed = seeded_dropout.training_dropout_seed(self, training)
-        sequence = self.backbone(
-            flat, training=training,
-            dropout_seed=seeded_dropout.sub_seed(step_seed, seeded_dropout.BACKBONE_SEED),
-        )["sequence_output"]  # [B*C, L, H]
+        backbone_seed = seeded_dropout.sub_seed(step_seed, seeded_dropout.BACKBONE_SEED)
+        if rank == 3:
+            flat = {k: ops.reshape(v, (-1, length)) for k, v in features.items()}  # [B*C, L]
+            sequence = self.backbone(
+                flat, training=training, dropout_seed=backbone_seed)["sequence_output"]  # [B*C, L, H]
+        else:
+            num_segments = token_ids.shape[2] or ops.shape(token_ids)[2]
+            segments = {k: ops.reshape(v, (-1, num_segments, length))  # [B*C, S, L]
+                        for k, v in features.items()}
+            sequence = last_segment_output(self.backbone, segments, training,
+                                           backbone_seed)  # [B*C, L, H]
+            flat = {k: v[:, -1] for k, v in segments.items()}  # [B*C, L], the last segment
         index = cls_positions(flat["token_ids"], flat["padding_mask"], self.cls_token_id)
         summary = gather_positions(sequence, index)  # [B*C, H]
         summary = seeded_dropout.apply_dropout(

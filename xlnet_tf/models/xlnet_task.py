@@ -80,9 +80,11 @@ def finetuning_adjustments(config, keep=()):
 
     Pretraining presets keep the settings of permutation-LM training, which a
     task model cannot use: `bi_data` needs an even batch and only serves
-    pretraining, and the task models feed no recurrence memory (the original
-    fine-tuning code ran with `mem_len` 0 too). `attention_type`, `clamp_length`
-    and `same_length` are kept.
+    pretraining, and a single window needs no recurrence memory (the original
+    fine-tuning code ran with `mem_len` 0 too). Long documents (`[B, S, L]`
+    features, `xlnet_tf.models.segment_recurrence`) read their earlier segments
+    through it: a caller that sets `memory_length` / `reuse_length` itself lists
+    them in `keep`. `attention_type`, `clamp_length` and `same_length` are kept.
 
     Args:
         config: the preset's `XLNetConfig`.

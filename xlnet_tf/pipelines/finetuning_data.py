@@ -7,9 +7,11 @@
 
 Writes the format specified in `xlnet_tf/formats/README.md` ("xlnet_tf.finetuning.v1"): per split,
 `{split}-SSSSS-of-NNNNN.tfrecord` shards of `tf.train.Example`s holding the packer's outputs
-(`token_ids`, `segment_ids`, `padding_mask`, int64 `[L]`), the label (`label`; `labels` `[L]` for
-token classification; `start_position`, `end_position`, `is_impossible` for spans) and
-`example_id` (plus `window_index` for spans), and `manifest.json`. Read them back with
+(`token_ids`, `segment_ids`, `padding_mask`, int64 `[L]`; `[S*L]`, S segments flattened, for a
+long-document task with `--max-segments` S > 1), the label (`label`; `labels` `[L]` for
+token classification; `start_position`, `end_position`, `is_impossible` for spans),
+`example_id` (plus `window_index` for spans; `truncated`, 1 when packing cut the example, for
+classification and regression), and `manifest.json` (with `max_segments`). Read them back with
 `xlnet_tf.data.finetuning_record_dataset.finetuning_record_dataset`.
 
 Tokenization and packing are the fine-tuning input pipeline's own, run inside a `tf.function`
@@ -53,6 +55,7 @@ from xlnet_tf.formats.finetuning_records import MANIFEST_FILE as MANIFEST
 from xlnet_tf.formats.finetuning_records import SHARD_COUNTS_FILE
 from xlnet_tf.formats.finetuning_records import SHARD_SUFFIX
 from xlnet_tf.formats.finetuning_records import SPAN_LABEL_KEYS
+from xlnet_tf.formats.finetuning_records import TRUNCATED_KEY
 from xlnet_tf.formats.finetuning_records import WINDOW_INDEX_KEY
 from xlnet_tf.formats.finetuning_records import shard_file_name
 from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
@@ -266,6 +269,7 @@ class EncodeExamples(beam.DoFn):
     def setup(self):
         import tensorflow as tf
 
+        from xlnet_tf.preprocessing.segment_layout import packed_length, truncated_rows
         from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
         from xlnet_tf.preprocessing.text_preprocessor import TextPreprocessor
         from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
@@ -277,11 +281,22 @@ class EncodeExamples(beam.DoFn):
         kind = s["task_type"]
         string_spec = tf.TensorSpec([None], tf.string)
         if kind in ("classification", "regression"):
-            pre = TextPreprocessor(tokenizer, XLNetPacker(length, truncate=s["truncate"]))
+            # A long-document task packs one window of S*L pieces, stored flattened.
+            packer = XLNetPacker(packed_length(length, s.get("max_segments", 1)), truncate=s["truncate"])
+            pre = TextPreprocessor(tokenizer, packer)
+
+            def encode(*texts):
+                # TextPreprocessor's packing, keeping the pieces to flag what the packer cut.
+                batch = tf.shape(texts[0])[0]
+                both = pre.tokenize(tf.concat(texts, axis=0))  # [len(texts) * B, None]
+                pieces = [both[i * batch:(i + 1) * batch] for i in range(len(texts))]
+                features = packer(tuple(pieces))  # [B, S*L]
+                return features, truncated_rows(features["padding_mask"], pieces)
+
             if len(s["text_fields"]) > 1:
-                self._encode = tf.function(lambda a, b: pre(a, b), input_signature=[string_spec, string_spec])
+                self._encode = tf.function(lambda a, b: encode(a, b), input_signature=[string_spec, string_spec])
             else:
-                self._encode = tf.function(lambda a: pre(a), input_signature=[string_spec])
+                self._encode = tf.function(lambda a: encode(a), input_signature=[string_spec])
         elif kind == "token_classification":
             from xlnet_tf.data.word_tag_encoder import word_tag_encoder
 
@@ -332,16 +347,20 @@ class EncodeExamples(beam.DoFn):
         else:
             texts = tf.constant([ex["text"] for ex in examples], tf.string)
             if len(s["text_fields"]) > 1:
-                features = self._encode(texts, tf.constant([ex.get("text_pair", "") for ex in examples], tf.string))
+                features, truncated = self._encode(
+                    texts, tf.constant([ex.get("text_pair", "") for ex in examples], tf.string))
             else:
-                features = self._encode(texts)
+                features, truncated = self._encode(texts)
+            truncated = truncated.numpy()
         features = {k: v.numpy() for k, v in features.items()}
         for row, (example_id, ex) in enumerate(zip(ids, examples)):
+            row_features = {k: v[row] for k, v in features.items()}
             if kind == "token_classification":
                 label = {LABELS_KEY: labels[row]}
             else:
                 label = {LABEL_KEY: [ex["label"]]}
-            yield self._record(example_id, {k: v[row] for k, v in features.items()}, label)
+                row_features[TRUNCATED_KEY] = [int(truncated[row])]
+            yield self._record(example_id, row_features, label)
             self._written.inc()
 
     def _record(self, example_id, features, labels, window=None):
@@ -468,7 +487,8 @@ def prepare_finetuning_data(settings, sources, vocab_proto, vocabulary, *, overw
     command line and resolves it into these arguments.
 
     Args:
-        settings: a dict with `task_type`, `sequence_length`, `text_fields`,
+        settings: a dict with `task_type`, `sequence_length`, `max_segments` (optional,
+            default 1; classification / regression only), `text_fields`,
             `label_field`, `label_names`, `truncate`, `lowercase`,
             `max_query_length`, `doc_stride`, `num_shards`, `seed`,
             `encode_batch_size`, `strict`, `output_dir`, `tfds`, `tfds_data_dir`,
@@ -523,6 +543,7 @@ def prepare_finetuning_data(settings, sources, vocab_proto, vocabulary, *, overw
     manifest = {
         "format": FORMAT,
         "sequence_length": settings["sequence_length"],
+        "max_segments": int(settings.get("max_segments", 1)),
         "task": {"task_type": settings["task_type"],
                  "num_classes": len(settings["label_names"]) if settings["label_names"] else None,
                  "label_names": settings["label_names"],

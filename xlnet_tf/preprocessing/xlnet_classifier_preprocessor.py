@@ -3,6 +3,11 @@
 import keras
 from keras_hub.src.utils.tensor_utils import preprocessing_function
 
+from xlnet_tf.formats.special_tokens import CLS_TOKEN_ID
+from xlnet_tf.formats.special_tokens import PAD_TOKEN_ID
+from xlnet_tf.formats.special_tokens import SEP_TOKEN_ID
+from xlnet_tf.preprocessing.segment_layout import packed_length, to_segments
+from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 from xlnet_tf.preprocessing.xlnet_preprocessor import XLNetPreprocessor, is_packed
 
 
@@ -17,10 +22,18 @@ class XLNetClassifierPreprocessor(XLNetPreprocessor):
     regression targets) and sample weights pass through unchanged; so does an
     `x` that is already a dict of packed ids.
 
+    With `max_segments` S > 1 (long documents, for a backbone with recurrence
+    memory) the text is packed the same way at `S * sequence_length` pieces and
+    cut into S segments of `sequence_length` (`xlnet_tf.preprocessing.segment_layout`):
+    a short text gives S - 1 all-padding segments followed by the single-window
+    packing; a longer one keeps its first `S * sequence_length - 2` pieces.
+
     Args:
         tokenizer: an `xlnet_tf.XLNetTokenizer`.
-        sequence_length: packed length.
+        sequence_length: packed length of one segment.
         truncate: `"longest_first"` (default) or `"keep_second"`.
+        second_max_length: `XLNetPacker.second_max_length` (for `"keep_second"`).
+        max_segments: segments per example (1: the single-window layout).
         **kwargs: `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -29,15 +42,45 @@ class XLNetClassifierPreprocessor(XLNetPreprocessor):
         sample_weight: optional `[B]`.
 
     Returns:
-        `x` as a dict of int32 `token_ids`, `segment_ids`, `padding_mask` `[B, L]`,
-        packed with `y` and `sample_weight` (`keras.utils.pack_x_y_sample_weight`).
+        `x` as a dict of int32 `token_ids`, `segment_ids`, `padding_mask` `[B, L]`
+        (`[B, S, L]` when `max_segments` > 1), packed with `y` and `sample_weight`
+        (`keras.utils.pack_x_y_sample_weight`).
 
     Example:
     >>> preprocessor = XLNetClassifierPreprocessor(tokenizer, sequence_length=16)
     >>> preprocessor(["A quiet river."])["token_ids"].shape
     TensorShape([1, 16])
+    >>> long = XLNetClassifierPreprocessor(tokenizer, sequence_length=16, max_segments=3)
+    >>> long(["A quiet river."])["token_ids"].shape
+    TensorShape([1, 3, 16])
     >>> ds = tf.data.Dataset.from_tensor_slices((texts, labels)).batch(8).map(preprocessor)
     """
+
+    def __init__(self, tokenizer, sequence_length=512, truncate="longest_first", second_max_length=None,
+                 max_segments=1, **kwargs):
+        super().__init__(tokenizer, sequence_length=sequence_length, truncate=truncate,
+                         second_max_length=second_max_length, **kwargs)
+        if isinstance(max_segments, bool) or int(max_segments) < 1:
+            raise ValueError(f"XLNetClassifierPreprocessor.max_segments must be an int >= 1, got {max_segments!r}.")
+        self.max_segments = int(max_segments)
+        if self.max_segments > 1:
+            # One window of S*L pieces; `packer` keeps the single-segment length.
+            self.document_packer = XLNetPacker(
+                packed_length(self.sequence_length, self.max_segments), sep_token_id=SEP_TOKEN_ID,
+                cls_token_id=CLS_TOKEN_ID, pad_token_id=PAD_TOKEN_ID, truncate=truncate,
+                second_max_length=second_max_length, name="document_packer")
+
+    @classmethod
+    def preset_settings(cls, info):
+        settings = super().preset_settings(info)
+        if info.get("max_segments"):
+            settings["max_segments"] = int(info["max_segments"])
+        return settings
+
+    def get_config(self):
+        config = super().get_config()
+        config["max_segments"] = self.max_segments
+        return config
 
     @preprocessing_function
     def call(self, x, y=None, sample_weight=None):
@@ -46,5 +89,7 @@ class XLNetClassifierPreprocessor(XLNetPreprocessor):
             if not 1 <= len(segments) <= 2:
                 raise ValueError("XLNetClassifierPreprocessor takes one text or a pair (text_a, "
                                  f"text_b); got a tuple of {len(segments)}.")
-            x = self.packer(tuple(self.tokenize(segment) for segment in segments))
+            packer = self.document_packer if self.max_segments > 1 else self.packer
+            x = packer(tuple(self.tokenize(segment) for segment in segments))  # [B, S*L]
+            x = to_segments(x, self.max_segments, self.sequence_length)  # [B, S, L] when S > 1
         return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)

@@ -1,9 +1,14 @@
-"""`XLNetMultipleChoicePreprocessor`: context, question and choices -> `[B, C, L]` packed ids."""
+"""`XLNetMultipleChoicePreprocessor`: context, question and choices -> `[B, C, L]` (`[B, C, S, L]`) packed ids."""
 
 import keras
 import tensorflow as tf
 from keras_hub.src.utils.tensor_utils import preprocessing_function
 
+from xlnet_tf.formats.special_tokens import CLS_TOKEN_ID
+from xlnet_tf.formats.special_tokens import PAD_TOKEN_ID
+from xlnet_tf.formats.special_tokens import SEP_TOKEN_ID
+from xlnet_tf.preprocessing.segment_layout import packed_length
+from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 from xlnet_tf.preprocessing.xlnet_preprocessor import XLNetPreprocessor, is_packed
 
 
@@ -14,10 +19,16 @@ class XLNetMultipleChoicePreprocessor(XLNetPreprocessor):
     Truncation `keep_second`: the question + choice keeps its last
     `second_max_length` pieces, then the context keeps its first pieces that fit.
 
+    With `max_segments` S > 1 (long contexts, for a backbone with recurrence
+    memory) every choice is packed the same way at `S * sequence_length` pieces
+    and cut into S segments of `sequence_length`
+    (`xlnet_tf.preprocessing.segment_layout`).
+
     Args:
         tokenizer: an `xlnet_tf.XLNetTokenizer`.
-        sequence_length: packed length L of each choice.
+        sequence_length: packed length L of each choice (of each segment).
         second_max_length: cap on the question + choice pieces (original RACE: 128).
+        max_segments: segments per choice (1: the single-window layout).
         **kwargs: `keras.layers.Layer` arguments.
 
     Call arguments:
@@ -27,7 +38,8 @@ class XLNetMultipleChoicePreprocessor(XLNetPreprocessor):
         sample_weight: optional `[B]`.
 
     Returns:
-        `x`: int32 `token_ids`, `segment_ids`, `padding_mask` `[B, C, L]`; `y`, `sample_weight` unchanged.
+        `x`: int32 `token_ids`, `segment_ids`, `padding_mask` `[B, C, L]` (`[B, C, S, L]` when
+        `max_segments` > 1); `y`, `sample_weight` unchanged.
 
     Example:
     >>> preprocessor = XLNetMultipleChoicePreprocessor(tokenizer, sequence_length=32)
@@ -36,14 +48,32 @@ class XLNetMultipleChoicePreprocessor(XLNetPreprocessor):
     TensorShape([1, 2, 32])
     """
 
-    def __init__(self, tokenizer, sequence_length=512, second_max_length=128, **kwargs):
+    def __init__(self, tokenizer, sequence_length=512, second_max_length=128, max_segments=1, **kwargs):
         kwargs.pop("truncate", None)
         super().__init__(tokenizer, sequence_length=sequence_length, truncate="keep_second",
                          second_max_length=second_max_length, **kwargs)
+        if isinstance(max_segments, bool) or int(max_segments) < 1:
+            raise ValueError("XLNetMultipleChoicePreprocessor.max_segments must be an int >= 1, got "
+                             f"{max_segments!r}.")
+        self.max_segments = int(max_segments)
+        if self.max_segments > 1:
+            # One window of S*L pieces per choice; `packer` keeps the single-segment length.
+            self.document_packer = XLNetPacker(
+                packed_length(self.sequence_length, self.max_segments), sep_token_id=SEP_TOKEN_ID,
+                cls_token_id=CLS_TOKEN_ID, pad_token_id=PAD_TOKEN_ID, truncate="keep_second",
+                second_max_length=second_max_length, name="document_packer")
+
+    @classmethod
+    def preset_settings(cls, info):
+        settings = super().preset_settings(info)
+        if info.get("max_segments"):
+            settings["max_segments"] = int(info["max_segments"])
+        return settings
 
     def get_config(self):
         config = super().get_config()
         config.pop("truncate", None)
+        config["max_segments"] = self.max_segments
         return config
 
     @preprocessing_function
@@ -62,7 +92,10 @@ class XLNetMultipleChoicePreprocessor(XLNetPreprocessor):
             contexts = tf.reshape(tf.broadcast_to(contexts, tf.shape(choices)), [-1])  # [B*C]
             seconds = tf.reshape(tf.strings.join([tf.broadcast_to(questions, tf.shape(choices)), choices],
                                                  separator=" "), [-1])  # [B*C]
-            packed = self.packer((self.tokenize(contexts), self.tokenize(seconds)))  # [B*C, L]
-            x = {k: tf.reshape(v, [-1, num_choices, self.sequence_length])  # [B, C, L]
-                 for k, v in packed.items()}
+            packer = self.document_packer if self.max_segments > 1 else self.packer
+            packed = packer((self.tokenize(contexts), self.tokenize(seconds)))  # [B*C, S*L]
+            shape = [-1, num_choices, self.sequence_length]
+            if self.max_segments > 1:
+                shape = [-1, num_choices, self.max_segments, self.sequence_length]
+            x = {k: tf.reshape(v, shape) for k, v in packed.items()}  # [B, C, L] or [B, C, S, L]
         return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)

@@ -28,7 +28,7 @@ from xlnet_tf.training.config_sources import merge_config_sources, parse_overrid
 class DataSection:
     """Where the pretraining records are and how examples are sampled.
 
-    `sequence_length`, `num_predict`, `perm_size`, `mask_alpha` and `seed` go to
+    `sequence_length`, `num_predict`, `perm_size`, `mask_alpha`, `max_span` and `seed` go to
     `xlnet_tf.data.pretraining.pretraining_dataset`; its `reuse_length` and
     `bi_data` come from the `model` section so the two can never disagree.
     `vocabulary` (optional) is the spiece.model the records were made with; its
@@ -43,6 +43,8 @@ class DataSection:
     # Spans cover about one word in mask_alpha (the original's flag). Keep it near
     # sequence_length / num_predict: targets the spans leave over are single random tokens.
     mask_alpha: int = 6
+    # Longest span in words, drawn with p(n) proportional to 1/n (the original's max_num_tokens, 5).
+    max_span: int = 5
     seed: int = 0
 
 
@@ -63,7 +65,7 @@ class RunConfig(RunConfigFile):
         if t.gradient_accumulation_steps < 1:
             raise ConfigError(f"training.gradient_accumulation_steps must be >= 1, got "
                               f"{t.gradient_accumulation_steps}.")
-        for name in ("sequence_length", "num_predict", "perm_size", "mask_alpha"):
+        for name in ("sequence_length", "num_predict", "perm_size", "mask_alpha", "max_span"):
             if getattr(d, name) < 1:
                 raise ConfigError(f"data.{name} must be >= 1, got {getattr(d, name)}.")
         if not m.reuse_length < d.sequence_length:

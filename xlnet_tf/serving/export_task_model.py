@@ -130,7 +130,9 @@ def export_task_model(model, output, *, metadata=None, overwrite=False, verify=T
             `SpanAnswerDecoder`), `vocabulary` (list of pieces, for `pieces` /
             answer text outputs), `has_text_pair`, `label_names`, `output_key`
             (default `"logits"`), `num_choices` (multiple choice: the ids
-            signature takes `[B, C, L]`) and `vocabulary_size`.
+            signature takes `[B, C, L]`), `vocabulary_size` and `max_segments`
+            (fine-tuning's segments per document: above 1, a model with
+            recurrence memory gets signatures that take any length).
 
     The SavedModel is written and verified in a temporary sibling directory
     (`.tmp-<uuid>-<name>`), then renamed to `output`: an interrupted or failed
@@ -166,6 +168,8 @@ def export_task_model(model, output, *, metadata=None, overwrite=False, verify=T
             "sequence_length": module.sequence_length,
             "has_text_pair": module.has_text_pair,
             "num_choices": module.num_choices,
+            "max_segments": module.max_segments,
+            "long_documents": module.long_documents,
             "text_signature": module.has_text_signature,
             "label_names": module.label_names,
             "signatures": {
@@ -193,16 +197,19 @@ def _verify(module, directory, output, vocabulary):
     """Reloads the SavedModel in `directory`; raises when it differs from `module` on a probe batch."""
     sequence_length = module.sequence_length
     vocabulary_size = len(vocabulary) if vocabulary is not None else 32
-    if module.num_choices is None:
-        probe = _probe_batch(sequence_length, vocabulary_size)
-    else:
-        probe = _choice_probe_batch(sequence_length, vocabulary_size, module.num_choices)
-    expected = module.serve_token_ids(**probe)
+    # Long-document models also get a probe of three segments: the in-graph segment loop.
+    lengths = [sequence_length] + ([3 * sequence_length] if module.long_documents else [])
     loaded = tf.saved_model.load(directory)
-    actual = loaded.signatures["serve_token_ids"](**{k: tf.constant(v) for k, v in probe.items()})
-    difference = _max_difference(
-        {k: v.numpy() for k, v in expected.items()}, {k: v.numpy() for k, v in actual.items()}
-    )
+    difference = 0.0
+    for length in lengths:
+        if module.num_choices is None:
+            probe = _probe_batch(length, vocabulary_size)
+        else:
+            probe = _choice_probe_batch(length, vocabulary_size, module.num_choices)
+        expected = module.serve_token_ids(**probe)
+        actual = loaded.signatures["serve_token_ids"](**{k: tf.constant(v) for k, v in probe.items()})
+        difference = max(difference, _max_difference(
+            {k: v.numpy() for k, v in expected.items()}, {k: v.numpy() for k, v in actual.items()}))
     if difference > PARITY_TOLERANCE:
         raise RuntimeError(
             f"The SavedModel at {output!r} differs from the in-memory model by {difference} "

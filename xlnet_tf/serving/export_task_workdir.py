@@ -47,7 +47,8 @@ CLASS_TASK_TYPES = {
     "XLNetMultipleChoice": "multiple_choice",
     "XLNetTokenClassifier": "token_classification",
 }
-PACKING_KEYS = ("sequence_length", "truncate", "second_max_length", "max_query_length", "doc_stride")
+PACKING_KEYS = ("sequence_length", "truncate", "second_max_length", "max_query_length", "doc_stride",
+                "max_segments")
 
 
 def _layout_preprocessing(preset, task_config):
@@ -80,7 +81,9 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
     one: `task.json`, the weights, the vocabulary and the packing: `preprocessing.json`
     as `xlnet-tf finetune` writes it, else what `preprocessor.json` and the task
     class say; multiple choice also needs `num_choices` or `num_classes` in
-    `preprocessing.json`), rebuilds the task model
+    `preprocessing.json`; `max_segments` there, above 1 for a model with
+    recurrence memory, exports signatures that take documents of any length),
+    rebuilds the task model
     in float32 with the same packing as fine-tuning, and writes `output` with
     `serving_default` (raw strings in) and `serve_token_ids` (ids in). Outputs of
     the SavedModel are checked against the in-memory model (1e-5).
@@ -148,6 +151,13 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
         if not isinstance(num_choices, int) or isinstance(num_choices, bool) or num_choices < 1:
             raise ValueError(f"{preprocessing_file}: a multiple_choice export needs num_choices "
                              f"(or num_classes), an int >= 1, got {num_choices!r}.")
+    # Segments per document at fine-tuning; with recurrence memory in the model, above 1
+    # makes both signatures take documents of any length.
+    max_segments = preprocessing.get("max_segments", 1)
+    if max_segments is None:
+        max_segments = 1
+    if not isinstance(max_segments, int) or isinstance(max_segments, bool) or max_segments < 1:
+        raise ValueError(f"{preprocessing_file}: max_segments must be an int >= 1, got {max_segments!r}.")
 
     # Serving runs in float32 whatever policy fine-tuning used, so outputs are
     # comparable to 1e-5 with the in-memory float32 model.
@@ -190,6 +200,7 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
         has_text_pair=task_type != "multiple_choice" and len(text_fields) > 1,
         label_names=preprocessing.get("label_names"),
         num_choices=num_choices,
+        max_segments=max_segments,
         metadata={"source": os.path.abspath(preset) if "://" not in preset else preset, "task_class": task_class, "preprocessing": preprocessing},
         overwrite=overwrite,
         dtype=dtype,

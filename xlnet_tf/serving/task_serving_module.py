@@ -5,6 +5,8 @@ import tensorflow as tf
 from xlnet_tf.serving.token_input_checks import check_token_inputs
 
 TASKS = ("classification", "regression", "token_classification", "span", "multiple_choice")
+# Tasks whose models run long documents segment by segment with recurrence memory.
+LONG_DOCUMENT_TASKS = ("classification", "regression", "multiple_choice")
 TOKEN_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 # U+FFFD, the Unicode replacement character.
 REPLACEMENT_CHARACTER = 0xFFFD
@@ -36,6 +38,13 @@ def _model_vocabulary_size(model):
     return None
 
 
+def _model_memory_length(model):
+    """The backbone's `memory_length` (0 for models without an XLNet backbone)."""
+    config = getattr(getattr(model, "backbone", None), "config", None)
+    size = getattr(config, "memory_length", 0)
+    return size if isinstance(size, int) and not isinstance(size, bool) else 0
+
+
 class TaskServingModule(tf.Module):
     """Wraps a fine-tuned task model with two serving functions.
 
@@ -48,14 +57,31 @@ class TaskServingModule(tf.Module):
     Both functions have a static sequence length and a dynamic batch size, so the
     model graph has one shape per batch size (friendly to XLA and TPUs).
 
+    Long documents (`max_segments > 1`, a classification, regression or
+    multiple-choice model): both
+    functions take documents of any length. `serve_text` packs every row
+    without truncation (`LongDocumentPacker`: the fine-tuning layout, left
+    padding, `<cls>` last, at the batch's longest length rounded up to a
+    multiple of `L`); `serve_token_ids` takes packed `[B, T]` ids of any
+    `T >= 1` (`[B, C, T]` for multiple choice) in the same layout and left-pads
+    them to a multiple of `L` (`split_into_segments`). Either way the model gets
+    `[B, S, L]` features (`[B, C, S, L]`) and loops over the `S` segments in the
+    graph (`tf.while_loop`, memory carried), so the cost grows linearly with the
+    length and the model's working memory does not. A `T <= L` input gives the
+    answer of the `[B, L]` signatures. Without recurrence memory (`memory_length`
+    0) only the last segment reaches the head, as in fine-tuning. Every other model keeps the static-length
+    signatures above, whatever `max_segments` says.
+
     Input hygiene in `serve_text`: invalid UTF-8 is replaced by U+FFFD before
     tokenization, an empty string packs to `<sep> <cls>` (or `<sep> <sep> <cls>`),
     text longer than the sequence length is truncated by the packer's documented
-    rule, and a batch of mixed lengths is padded per row. A `text_pair` whose batch
+    rule (long-document models: never truncated), and a batch of mixed lengths is
+    padded per row. A `text_pair` whose batch
     size differs from `text` is rejected with an `InvalidArgumentError` naming both.
 
     Input checks in both functions (`check_token_inputs`, before the model):
-    every input has rank 2 (`[B, C, L]` for multiple choice) and length `L`,
+    every input has rank 2 (`[B, C, L]` for multiple choice) and length `L`
+    (long-document models: any length >= 1),
     `segment_ids` / `padding_mask` the shape of `token_ids`, `token_ids` in
     `[0, vocabulary_size)`, `segment_ids` in `[0, 4]`, `padding_mask` 0 or 1;
     anything else is an `InvalidArgumentError` naming the input.
@@ -90,6 +116,12 @@ class TaskServingModule(tf.Module):
             exclusive upper bound of `token_ids`; by default read from the model
             (`model.backbone.config`, or its first `Embedding` layer), else
             `len(vocabulary)`.
+        max_segments: int >= 1, the number of `L`-token segments per document
+            at fine-tuning (`task.max_segments`); above 1, with a backbone that
+            has recurrence memory, the signatures take any length (see above).
+            With a text signature the preprocessor must then be a
+            `TextPreprocessor` (its `tokenize` and its packer's truncation rule
+            are used).
         name: module name.
 
     Example:
@@ -114,6 +146,7 @@ class TaskServingModule(tf.Module):
         output_key="logits",
         num_choices=None,
         vocabulary_size=None,
+        max_segments=1,
         name=None,
     ):
         super().__init__(name=name)
@@ -127,6 +160,16 @@ class TaskServingModule(tf.Module):
             raise ValueError(f"task='multiple_choice' needs num_choices, an int >= 1, got {num_choices!r}.")
         if task == "span" and preprocessor is not None and not hasattr(preprocessor, "answer"):
             raise ValueError("task='span' needs a SpanAnswerDecoder as its preprocessor.")
+        if not isinstance(max_segments, int) or isinstance(max_segments, bool) or max_segments < 1:
+            raise ValueError(f"max_segments must be an int >= 1, got {max_segments!r}.")
+        self.max_segments = max_segments
+        # Only these tasks have a long path in the model: the others keep the [B, L]
+        # signatures. A model fine-tuned on segments without memory read the last segment
+        # (the end of the document), so it is served the same way.
+        self.long_documents = bool(max_segments > 1 and task in LONG_DOCUMENT_TASKS)
+        self._long_packer = None
+        if self.long_documents and preprocessor is not None:
+            self._long_packer = self._make_long_packer(preprocessor, sequence_length)
         # The model is called through a plain closure and only its variables are
         # tracked: tracking the Keras model itself would make TensorFlow trace
         # Keras' own default signature, which guesses float inputs for subclassed models.
@@ -154,8 +197,7 @@ class TaskServingModule(tf.Module):
             raise ValueError("token_classification with a text signature needs the vocabulary.")
 
         # Multiple choice keeps the choices as their own axis: [B, C, L].
-        ids_shape = [None, sequence_length] if self.num_choices is None else [
-            None, self.num_choices, sequence_length]
+        ids_shape = self._ids_shape()
         self.serve_token_ids = tf.function(
             self._serve_token_ids,
             input_signature=[tf.TensorSpec(ids_shape, tf.int32, name=k) for k in TOKEN_INPUTS],
@@ -186,6 +228,25 @@ class TaskServingModule(tf.Module):
             else:
                 self.serve_text = tf.function(self._serve_text, input_signature=[text_spec])
 
+    def _ids_shape(self):
+        """The ids signature's shape: `[B, L]` / `[B, C, L]`, with a dynamic length for long documents."""
+        length = None if self.long_documents else self.sequence_length
+        return [None, length] if self.num_choices is None else [None, self.num_choices, length]
+
+    @staticmethod
+    def _make_long_packer(preprocessor, sequence_length):
+        from xlnet_tf.serving.long_document_packer import LongDocumentPacker
+
+        packer = getattr(preprocessor, "packer", None)
+        if not callable(getattr(preprocessor, "tokenize", None)) or packer is None:
+            raise ValueError(
+                "Long-document serving (max_segments > 1) packs whole documents itself, so its preprocessor "
+                "must be a TextPreprocessor (with `tokenize` and `packer`); got "
+                f"{type(preprocessor).__name__}.")
+        return LongDocumentPacker(
+            sequence_length, truncate=getattr(packer, "truncate", "longest_first"),
+            second_max_length=getattr(packer, "second_max_length", None))
+
     @property
     def has_text_signature(self):
         """Whether `serving_default` takes strings (a preprocessor was given) rather than ids."""
@@ -202,10 +263,14 @@ class TaskServingModule(tf.Module):
 
     def _serve_token_ids(self, token_ids, segment_ids, padding_mask):
         features = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+        if self.long_documents:
+            return self._predict(self._segments(self._checked(features)))
         return self._predict(self._checked(features))
 
     def _serve_text(self, text):
         text = self._sanitize(text)
+        if self.long_documents:
+            return self._predict(self._segments(self._checked(self._pack_long(text))))
         features = self._preprocess(text)
         outputs = self._predict(features)
         outputs.update(self._text_extras(features, text))
@@ -213,6 +278,8 @@ class TaskServingModule(tf.Module):
 
     def _serve_text_pair(self, text, text_pair):
         text, text_pair = self._sanitized_pair(text, text_pair, "text", "text_pair")
+        if self.long_documents:
+            return self._predict(self._segments(self._checked(self._pack_long(text, text_pair))))
         features = self._preprocess(text, text_pair)
         outputs = self._predict(features)
         outputs.update(self._text_extras(features, text))
@@ -245,6 +312,12 @@ class TaskServingModule(tf.Module):
         # the context is the A segment of each of its C rows, the choice the B segment.
         contexts = tf.repeat(context, self.num_choices)  # [B*C]
         flat_choices = tf.reshape(choices, [-1])  # [B*C]
+        if self.long_documents:
+            rows = self._pack_long(contexts, flat_choices)  # each [B*C, T]
+            length = tf.shape(rows["token_ids"])[1]
+            features = {key: tf.reshape(value, [batch, self.num_choices, length])  # [B, C, T]
+                        for key, value in rows.items()}
+            return self._predict(self._segments(self._checked(features)))
         rows = self._preprocess(contexts, flat_choices)  # each [B*C, L]
         features = {
             key: tf.reshape(value, [batch, self.num_choices, self.sequence_length])  # [B, C, L]
@@ -284,9 +357,41 @@ class TaskServingModule(tf.Module):
 
     def _checked(self, features):
         """`features` gated by the shape and range checks of `check_token_inputs`."""
-        shape = [None, self.sequence_length] if self.num_choices is None else [
-            None, self.num_choices, self.sequence_length]
-        return check_token_inputs(features, shape=shape, vocabulary_size=self.vocabulary_size)
+        features = check_token_inputs(features, shape=self._ids_shape(), vocabulary_size=self.vocabulary_size)
+        if not self.long_documents:
+            return features
+        # Any length, but not none: an empty row would leave no segment to run.
+        length = tf.shape(features["token_ids"])[-1]
+        check = tf.Assert(length >= 1, ["token_ids must have a length (last axis) >= 1; got shape",
+                                        tf.shape(features["token_ids"])])
+        with tf.control_dependencies([check]):
+            return {k: tf.identity(v) for k, v in features.items()}
+
+    def _pack_long(self, text, text_pair=None):
+        """Whole documents (no truncation) packed at a multiple of `L`: int32 `[B, T]` each."""
+        if text_pair is None:
+            return self._long_packer([self._preprocessor.tokenize(text)])
+        # One tokenizer call for both segments (one SentencePiece op in the graph).
+        batch = tf.shape(text)[0]
+        both = self._preprocessor.tokenize(tf.concat([text, text_pair], axis=0))  # [2B, None]
+        return self._long_packer([both[:batch], both[batch:]])
+
+    def _segments(self, features):
+        """Packed `[B, T]` (`[B, C, T]`) features -> `[B, S, L]` (`[B, C, S, L]`), S = ceil(T / L)."""
+        from xlnet_tf.models.segment_recurrence import split_into_segments
+
+        if self.num_choices is None:
+            return split_into_segments(features, self.sequence_length)
+        # Explicit sizes, no -1: an empty batch could not infer it.
+        batch, length = tf.shape(features["token_ids"])[0], tf.shape(features["token_ids"])[2]
+        flat = {k: tf.reshape(v, [batch * self.num_choices, length])  # [B*C, T]
+                for k, v in features.items()}
+        split = split_into_segments(flat, self.sequence_length)  # each [B*C, S, L]
+        num_segments = tf.shape(split["token_ids"])[1]
+        return {
+            k: tf.reshape(v, [batch, self.num_choices, num_segments, self.sequence_length])  # [B, C, S, L]
+            for k, v in split.items()
+        }
 
     def _preprocess(self, *texts):
         features = self._preprocessor(*texts)

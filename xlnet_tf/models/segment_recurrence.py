@@ -1,0 +1,273 @@
+"""Reading a long document as consecutive segments, with recurrence memory carried between them.
+
+A document longer than one window of `sequence_length` L is packed as today's
+single window, but at length S * L (left padding, `<cls>` last), and cut into
+S consecutive segments `[B, S, L]`. The backbone reads them in order; each
+segment attends to the cached layer inputs of the earlier ones (`mems`, the
+last `memory_length` positions, without gradient, as in pretraining), and the
+task head reads the last segment, which always ends with `<cls>`. Leading
+segments made of padding only are "padding segments": the positions they leave
+in the memory are closed by `memory_padding_mask`, so a short document gives
+the same output under any S.
+"""
+
+import tensorflow as tf
+
+from xlnet_tf.formats.special_tokens import PAD_TOKEN_ID
+from xlnet_tf.layers import seeded_dropout
+
+# `XLNetPacker.SEGMENT_PAD`, restated because models sit below preprocessing in the
+# import order; a test checks that the two agree.
+PADDING_SEGMENT_ID = 4
+FEATURE_KEYS = ("token_ids", "segment_ids", "padding_mask")
+_PAD_VALUES = {"token_ids": PAD_TOKEN_ID, "segment_ids": PADDING_SEGMENT_ID, "padding_mask": 0}
+
+
+def next_memory_padding_mask(memory_padding_mask, padding_mask, memory_length, reuse_length=0):
+    """The padding mask of the memory after one more segment, as `new_mems` is built.
+
+    The backbone caches the first `reuse_length` positions of each layer's
+    input (the whole segment when 0), appends them to the previous memory and
+    keeps the last `memory_length`; this does the same to the masks.
+
+    Args:
+        memory_padding_mask: int/bool `[B, M]` (1 = real memory position), or None
+            for no earlier memory.
+        padding_mask: int/bool `[B, L]` of the segment just read (1 = real token).
+        memory_length: the backbone's `memory_length` (> 0).
+        reuse_length: the backbone's `reuse_length` (0 = the whole segment).
+
+    Returns:
+        int32 `[B, min(M + C, memory_length)]`, C = `reuse_length` or L.
+
+    Example:
+    >>> mask = next_memory_padding_mask(tf.constant([[0, 0, 1]]), tf.constant([[0, 1]]), 3)
+    >>> mask.numpy().tolist()  # [0, 0, 1] + [0, 1], the last 3 kept
+    [[1, 0, 1]]
+    """
+    if memory_length <= 0:
+        raise ValueError(f"next_memory_padding_mask: memory_length must be > 0, got {memory_length}.")
+    current = tf.cast(padding_mask, tf.int32)
+    if reuse_length > 0:
+        current = current[:, :reuse_length]  # [B, C]
+    if memory_padding_mask is not None:
+        current = tf.concat([tf.cast(memory_padding_mask, tf.int32), current], axis=1)  # [B, M+C]
+    return current[:, -memory_length:]  # [B, memory_length]
+
+
+def split_into_segments(features, sequence_length):
+    """Cuts packed (left-padded) features `[B, T]` into consecutive segments `[B, ceil(T / L), L]`.
+
+    The features are first left-padded to a multiple of L with `<pad>` (id 5),
+    segment id 4 (`XLNetPacker.SEGMENT_PAD`) and padding_mask 0, so the last
+    segment ends where the packed sequence ends (with `<cls>`). Works inside a
+    graph with a dynamic T, and on unbatched features `[T]` (giving `[S, L]`),
+    e.g. in a `tf.data` map before batching.
+
+    Args:
+        features: dict with `token_ids`, `segment_ids`, `padding_mask`, int `[B, T]`
+            (or `[T]`); other keys (labels) are returned unchanged.
+        sequence_length: L, a Python int >= 1.
+
+    Returns:
+        The dict with the three features int32 `[B, S, L]` (or `[S, L]`).
+
+    Example:
+    >>> segments = split_into_segments({"token_ids": [[11, 12, 4, 3]], "segment_ids": [[0, 0, 0, 2]],
+    ...                                 "padding_mask": [[1, 1, 1, 1]]}, 3)
+    >>> segments["token_ids"].numpy().tolist()
+    [[[5, 5, 11], [12, 4, 3]]]
+    """
+    sequence_length = int(sequence_length)
+    if sequence_length < 1:
+        raise ValueError(f"split_into_segments: sequence_length must be >= 1, got {sequence_length}.")
+    missing = [key for key in FEATURE_KEYS if key not in features]
+    if missing:
+        raise ValueError(f"split_into_segments: features lack {missing}; got {sorted(features)}.")
+    result = dict(features)
+    rank = None
+    for key in FEATURE_KEYS:
+        tensor = tf.cast(tf.convert_to_tensor(features[key]), tf.int32)
+        if tensor.shape.rank not in (1, 2) or (rank is not None and tensor.shape.rank != rank):
+            raise ValueError(f"split_into_segments: {key!r} must be [B, T] (or [T]) like the other "
+                             f"features, got shape {tuple(tensor.shape)}.")
+        rank = tensor.shape.rank
+        batched = tensor if rank == 2 else tensor[None]  # [B, T]
+        total = tf.shape(batched)[1]
+        pad = tf.math.floormod(-total, sequence_length)
+        batched = tf.pad(batched, [[0, 0], [pad, 0]], constant_values=_PAD_VALUES[key])  # [B, S*L]
+        segments = tf.reshape(batched, [tf.shape(batched)[0], -1, sequence_length])  # [B, S, L]
+        result[key] = segments if rank == 2 else segments[0]  # [S, L] unbatched
+    return result
+
+
+def count_real_segments(padding_mask):
+    """The number of segments holding at least one real token, per example.
+
+    Args:
+        padding_mask: int/bool `[B, S, L]`, 1 = real token.
+
+    Returns:
+        int32 `[B]`.
+
+    Example:
+    >>> count_real_segments(tf.constant([[[0, 0], [0, 1], [1, 1]]])).numpy().tolist()
+    [2]
+    """
+    padding_mask = tf.convert_to_tensor(padding_mask)
+    if padding_mask.shape.rank != 3:
+        raise ValueError("count_real_segments: padding_mask must be [B, S, L], got shape "
+                         f"{tuple(padding_mask.shape)}.")
+    real_segment = tf.reduce_any(tf.cast(padding_mask, tf.bool), axis=2)  # [B, S]
+    return tf.reduce_sum(tf.cast(real_segment, tf.int32), axis=1)
+
+
+def static_rank(tensor):
+    """The rank known when tracing, or None (a `tf.TensorShape` of unknown rank)."""
+    shape = tensor.shape
+    return shape.rank if hasattr(shape, "rank") else len(shape)
+
+
+def with_segment_axis(tensor, window_rank):
+    """A tensor of unknown rank as one with a segment axis: rank `window_rank + 1`.
+
+    `model.predict` on windows `[B, L]` and then on segments `[B, S, L]` (or the
+    multiple-choice `[B, C, L]` / `[B, C, S, L]`) relaxes its traced input to an
+    unknown rank; a window then becomes one segment (`S = 1`, read through closed
+    memory: equal to the window within float rounding).
+
+    Args:
+        tensor: a tensor of rank `window_rank` or `window_rank + 1`, checked at run time.
+        window_rank: 2 for the classifier, 3 for multiple choice.
+
+    Returns:
+        The tensor with static rank `window_rank + 1`.
+
+    Example:
+    >>> with_segment_axis(tf.zeros([2, 5]), 2).shape.rank
+    3
+    """
+    tensor = tf.convert_to_tensor(tensor)
+    shape = tf.shape(tensor)
+    rank = tf.size(shape)
+    tf.debugging.assert_equal(
+        tf.logical_or(tf.equal(rank, window_rank), tf.equal(rank, window_rank + 1)), True,
+        message=f"token_ids must have rank {window_rank} (windows) or {window_rank + 1} (segments)")
+    segmented = tf.cond(
+        tf.equal(rank, window_rank),
+        lambda: tf.concat([shape[:-1], [1], shape[-1:]], axis=0),  # one segment
+        lambda: shape)
+    segmented = tf.reshape(segmented, [window_rank + 1])  # a static length: a static rank
+    return tf.reshape(tensor, segmented)
+
+
+def _segment_features(features):
+    """The three features as int tensors `[B, S, L]`, checked."""
+    missing = [key for key in FEATURE_KEYS if key not in features]
+    if missing:
+        raise ValueError(f"last_segment_output: features lack {missing}; got {sorted(features)}.")
+    tensors = {}
+    for key in FEATURE_KEYS:
+        tensor = tf.convert_to_tensor(features[key])
+        if tensor.dtype == tf.bool:
+            tensor = tf.cast(tensor, tf.int32)
+        if tensor.shape.rank != 3:
+            raise ValueError(f"last_segment_output: {key!r} must be [batch, segments, length], got "
+                             f"shape {tuple(tensor.shape)}.")
+        tensors[key] = tensor
+    shape = tensors["token_ids"].shape
+    for key in FEATURE_KEYS[1:]:
+        if not tensors[key].shape.is_compatible_with(shape):
+            raise ValueError(f"last_segment_output: {key!r} has shape {tuple(tensors[key].shape)}, "
+                             f"token_ids {tuple(shape)}.")
+    return tensors
+
+
+def last_segment_output(backbone, features, training=None, dropout_seed=None):
+    """The backbone's content stream on the last segment, after reading the earlier ones into memory.
+
+    Segments 0..S-2 run in a `tf.while_loop` (XLA and distribution friendly:
+    fixed shapes, no Python loop over a tensor) that carries `mems`
+    `[B, num_layers, M, H]` and their `memory_padding_mask` `[B, M]`, both
+    starting as zeros (closed); each segment's memory follows the backbone's
+    `memory_length` and `reuse_length` (`next_memory_padding_mask`). Leading
+    segments that are padding in every row of the batch are skipped: they
+    would only add closed memory positions. The gradient stops at the memory,
+    as in pretraining, so only the last segment's pass is differentiated.
+
+    With `memory_length` 0 (memory off) only the last segment is read. With a
+    static S of 1 the backbone is called on it without memory, exactly as a
+    single window.
+
+    Args:
+        backbone: an `XLNetBackbone`.
+        features: dict of `token_ids`, `segment_ids`, `padding_mask`, int `[B, S, L]`
+            (S static or dynamic, >= 1), laid out by `split_into_segments` or the
+            long-document packing (leading padding, `<cls>` last).
+        training: Python bool, enables dropout.
+        dropout_seed: int `[2]` step seed or None. Segment i draws its masks from
+            `seeded_dropout.sub_seed(dropout_seed, i)`; in training without one, a
+            seed is drawn from the backbone's dropout generator for the whole call.
+
+    Returns:
+        `sequence_output` of the last segment, `[B, L, H]`.
+
+    Example:
+    >>> from tests.harness import tiny_config  # doctest: +SKIP
+    >>> backbone = XLNetBackbone(tiny_config(memory_length=8))  # doctest: +SKIP
+    >>> ids = tf.fill([2, 3, 4], 11)  # doctest: +SKIP
+    >>> last_segment_output(backbone, {"token_ids": ids, "segment_ids": ids * 0,
+    ...                                "padding_mask": ids * 0 + 1}).shape  # doctest: +SKIP
+    TensorShape([2, 4, 8])
+    """
+    tensors = _segment_features(features)
+    config = backbone.config
+    token_ids = tensors["token_ids"]
+    num_segments = token_ids.shape[1]
+    if num_segments is None:
+        num_segments = tf.shape(token_ids)[1]
+    elif num_segments < 1:
+        raise ValueError("last_segment_output: features hold no segment (shape "
+                         f"{tuple(token_ids.shape)}).")
+    if training and dropout_seed is None:
+        # One stateless seed for the call, so the loop body draws no generator state.
+        dropout_seed = backbone._draw_dropout_seed()
+    last_index = num_segments - 1
+    last = {key: tensor[:, -1] for key, tensor in tensors.items()}  # [B, L]
+    last_seed = seeded_dropout.sub_seed(dropout_seed, last_index)
+    if config.memory_length <= 0 or (isinstance(num_segments, int) and num_segments == 1):
+        return backbone(last, training=training, dropout_seed=last_seed)["sequence_output"]
+
+    memory_length = config.memory_length
+    batch_size = token_ids.shape[0]
+    dynamic_batch = tf.shape(token_ids)[0]
+    mems_shape = tf.TensorShape([batch_size, config.num_layers, memory_length, config.hidden_dim])
+    mask_shape = tf.TensorShape([batch_size, memory_length])
+    mems = tf.zeros([dynamic_batch, config.num_layers, memory_length, config.hidden_dim],
+                    backbone.compute_dtype)  # [B, num_layers, M, H]
+    memory_mask = tf.zeros([dynamic_batch, memory_length], tf.int32)  # [B, M]
+
+    # The first segment with a real token in any row (the last one if none has any).
+    real_segment = tf.reduce_any(tf.cast(tensors["padding_mask"], tf.bool), axis=2)  # [B, S]
+    first_real = tf.where(tf.reduce_any(real_segment, axis=1),
+                          tf.argmax(tf.cast(real_segment, tf.int32), axis=1, output_type=tf.int32),
+                          last_index)  # [B]
+    start = tf.reduce_min(first_real)
+
+    def read_segment(index, mems, memory_mask):
+        segment = {key: tf.gather(tensor, index, axis=1) for key, tensor in tensors.items()}  # [B, L]
+        outputs = backbone(dict(segment, mems=mems, memory_padding_mask=memory_mask),
+                           training=training,
+                           dropout_seed=seeded_dropout.sub_seed(dropout_seed, index))
+        new_mems = tf.ensure_shape(tf.cast(outputs["new_mems"], mems.dtype), mems_shape)
+        new_mask = next_memory_padding_mask(memory_mask, segment["padding_mask"], memory_length,
+                                            config.reuse_length)
+        return index + 1, new_mems, tf.ensure_shape(new_mask, mask_shape)
+
+    _, mems, memory_mask = tf.while_loop(
+        lambda index, mems, memory_mask: index < last_index, read_segment,
+        (start, mems, memory_mask),
+        shape_invariants=(tf.TensorShape([]), mems_shape, mask_shape))
+    outputs = backbone(dict(last, mems=tf.stop_gradient(mems), memory_padding_mask=memory_mask),
+                       training=training, dropout_seed=last_seed)
+    return outputs["sequence_output"]
