@@ -3,11 +3,7 @@
 import keras
 from keras_hub.src.utils.tensor_utils import preprocessing_function
 
-from xlnet_tf.formats.special_tokens import CLS_TOKEN_ID
-from xlnet_tf.formats.special_tokens import PAD_TOKEN_ID
-from xlnet_tf.formats.special_tokens import SEP_TOKEN_ID
-from xlnet_tf.preprocessing.segment_layout import packed_length, to_segments
-from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
+from xlnet_tf.preprocessing.segment_layout import to_segments
 from xlnet_tf.preprocessing.xlnet_preprocessor import XLNetPreprocessor, is_packed
 
 
@@ -60,22 +56,7 @@ class XLNetClassifierPreprocessor(XLNetPreprocessor):
                  max_segments=1, **kwargs):
         super().__init__(tokenizer, sequence_length=sequence_length, truncate=truncate,
                          second_max_length=second_max_length, **kwargs)
-        if isinstance(max_segments, bool) or int(max_segments) < 1:
-            raise ValueError(f"XLNetClassifierPreprocessor.max_segments must be an int >= 1, got {max_segments!r}.")
-        self.max_segments = int(max_segments)
-        if self.max_segments > 1:
-            # One window of S*L pieces; `packer` keeps the single-segment length.
-            self.document_packer = XLNetPacker(
-                packed_length(self.sequence_length, self.max_segments), sep_token_id=SEP_TOKEN_ID,
-                cls_token_id=CLS_TOKEN_ID, pad_token_id=PAD_TOKEN_ID, truncate=truncate,
-                second_max_length=second_max_length, name="document_packer")
-
-    @classmethod
-    def preset_settings(cls, info):
-        settings = super().preset_settings(info)
-        if info.get("max_segments"):
-            settings["max_segments"] = int(info["max_segments"])
-        return settings
+        self._set_max_segments(max_segments)
 
     def get_config(self):
         config = super().get_config()

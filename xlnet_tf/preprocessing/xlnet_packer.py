@@ -114,10 +114,7 @@ class XLNetPacker(keras.layers.Layer):
         return outputs
 
     def _pack(self, segments):
-        # Computes where every kept piece lands and scatters it into a padded
-        # row: a handful of ops, cheap to trace, the same for every row length.
         length = self.sequence_length
-        batch = segments[0].nrows(out_type=tf.int32)
         lengths = [tf.cast(s.row_lengths(), tf.int32) for s in segments]
         if len(segments) == 1:
             keeps = [tf.minimum(lengths[0], length - 2)]
@@ -126,40 +123,8 @@ class XLNetPacker(keras.layers.Layer):
             if length < 4:
                 raise ValueError(f"XLNetPacker: a pair needs sequence_length >= 4, got {length}.")
             keeps, drops = self._truncate_pair(lengths[0], lengths[1], length - 3)
-        total = sum(keeps) + len(segments) + 1
-        row_offset = length - total  # [B], first real position of each row
-
-        indices, tokens, segment_values = [], [], []
-        start = row_offset
-        for segment, keep, drop, segment_id in zip(segments, keeps, drops, (SEGMENT_A, SEGMENT_B)):
-            rows = tf.cast(segment.value_rowids(), tf.int32)
-            within = tf.range(tf.shape(segment.values)[0]) - tf.gather(
-                tf.cast(segment.row_starts(), tf.int32), rows) - tf.gather(drop, rows)
-            kept = tf.logical_and(within >= 0, within < tf.gather(keep, rows))
-            rows = tf.boolean_mask(rows, kept)
-            columns = tf.gather(start, rows) + tf.boolean_mask(within, kept)
-            indices.append(tf.stack([rows, columns], axis=1))  # [N, 2]
-            tokens.append(tf.boolean_mask(tf.cast(segment.values, tf.int32), kept))
-            segment_values.append(tf.fill(tf.shape(rows), segment_id))
-            separator = start + keep
-            indices.append(tf.stack([tf.range(batch), separator], axis=1))
-            tokens.append(tf.fill([batch], self.sep_token_id))
-            segment_values.append(tf.fill([batch], segment_id))
-            start = separator + 1
-        indices.append(tf.stack([tf.range(batch), tf.fill([batch], length - 1)], axis=1))
-        tokens.append(tf.fill([batch], self.cls_token_id))
-        segment_values.append(tf.fill([batch], SEGMENT_CLS))
-        indices = tf.concat(indices, axis=0)
-        shape = tf.stack([batch, length])
-
-        def scatter(values, fill):
-            return tf.tensor_scatter_nd_update(tf.fill(shape, fill), indices, tf.concat(values, 0))
-
-        return {
-            "token_ids": scatter(tokens, self.pad_token_id),  # [B, L]
-            "segment_ids": scatter(segment_values, SEGMENT_PAD),
-            "padding_mask": scatter([tf.ones_like(t) for t in tokens], 0),
-        }
+        return scatter_pieces(segments, keeps, drops, length, sep_token_id=self.sep_token_id,
+                              cls_token_id=self.cls_token_id, pad_token_id=self.pad_token_id)
 
     def _truncate_pair(self, len_a, len_b, budget):
         """Pieces kept and pieces dropped at the front, per row, for A and B."""
@@ -185,6 +150,61 @@ class XLNetPacker(keras.layers.Layer):
 
     def compute_output_shape(self, input_shape):
         return {k: (None, self.sequence_length) for k in ("token_ids", "segment_ids", "padding_mask")}
+
+
+def scatter_pieces(segments, keeps, drops, length, *, sep_token_id=SEP_TOKEN_ID,
+                   cls_token_id=CLS_TOKEN_ID, pad_token_id=PAD_TOKEN_ID):
+    """Lays out `A <sep> [B <sep>] <cls>` right-aligned in rows of `length` (left padding).
+
+    Computes where every kept piece lands and scatters it into a padded row: a
+    handful of ops, cheap to trace, the same for every row length. Shared by
+    `XLNetPacker` (a static length, pieces truncated) and the serving
+    `LongDocumentPacker` (a length computed in the graph, nothing cut).
+
+    Args:
+        segments: one or two ragged int32 `[B, None]` tensors (A[, B]).
+        keeps: per segment, int32 `[B]` pieces kept.
+        drops: per segment, int32 `[B]` pieces dropped at the front.
+        length: the row length T (Python int or int32 scalar), at least every row's
+            kept pieces + separators + `<cls>`.
+        sep_token_id, cls_token_id, pad_token_id: special ids.
+
+    Returns:
+        dict of int32 `token_ids`, `segment_ids`, `padding_mask`, each `[B, T]`.
+    """
+    batch = segments[0].nrows(out_type=tf.int32)
+    total = sum(keeps) + len(segments) + 1
+    start = length - total  # [B], first real position of each row
+    indices, tokens, segment_values = [], [], []
+    for segment, keep, drop, segment_id in zip(segments, keeps, drops, (SEGMENT_A, SEGMENT_B)):
+        rows = tf.cast(segment.value_rowids(), tf.int32)
+        within = tf.range(tf.shape(segment.values)[0]) - tf.gather(
+            tf.cast(segment.row_starts(), tf.int32), rows) - tf.gather(drop, rows)
+        kept = tf.logical_and(within >= 0, within < tf.gather(keep, rows))
+        rows = tf.boolean_mask(rows, kept)
+        columns = tf.gather(start, rows) + tf.boolean_mask(within, kept)
+        indices.append(tf.stack([rows, columns], axis=1))  # [N, 2]
+        tokens.append(tf.boolean_mask(tf.cast(segment.values, tf.int32), kept))
+        segment_values.append(tf.fill(tf.shape(rows), segment_id))
+        separator = start + keep
+        indices.append(tf.stack([tf.range(batch), separator], axis=1))  # [B, 2]
+        tokens.append(tf.fill([batch], sep_token_id))
+        segment_values.append(tf.fill([batch], segment_id))
+        start = separator + 1
+    indices.append(tf.stack([tf.range(batch), tf.fill([batch], length - 1)], axis=1))  # [B, 2]
+    tokens.append(tf.fill([batch], cls_token_id))
+    segment_values.append(tf.fill([batch], SEGMENT_CLS))
+    indices = tf.concat(indices, axis=0)  # [N, 2]
+    shape = tf.stack([batch, length])
+
+    def scatter(values, fill):
+        return tf.tensor_scatter_nd_update(tf.fill(shape, fill), indices, tf.concat(values, 0))
+
+    return {
+        "token_ids": scatter(tokens, pad_token_id),  # [B, T]
+        "segment_ids": scatter(segment_values, SEGMENT_PAD),  # [B, T]
+        "padding_mask": scatter([tf.ones_like(t) for t in tokens], 0),  # [B, T]
+    }
 
 
 def _to_ragged(x, index):

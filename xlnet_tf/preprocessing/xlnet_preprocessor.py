@@ -10,6 +10,7 @@ from xlnet_tf.formats.preset_files import PREPROCESSOR_CONFIG_FILE
 from xlnet_tf.formats.special_tokens import CLS_TOKEN_ID
 from xlnet_tf.formats.special_tokens import PAD_TOKEN_ID
 from xlnet_tf.formats.special_tokens import SEP_TOKEN_ID
+from xlnet_tf.preprocessing.segment_layout import packed_length
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 
 PACKED_KEYS = ("token_ids", "segment_ids", "padding_mask")
@@ -50,6 +51,18 @@ class XLNetPreprocessor(Preprocessor):
             self.sequence_length, sep_token_id=SEP_TOKEN_ID, cls_token_id=CLS_TOKEN_ID, pad_token_id=PAD_TOKEN_ID,
             truncate=truncate, second_max_length=second_max_length, name="packer")
 
+    def _set_max_segments(self, max_segments):
+        """Long documents: `max_segments` S and, above 1, a `document_packer` of one window of S * L."""
+        if isinstance(max_segments, bool) or int(max_segments) < 1:
+            raise ValueError(f"{type(self).__name__}.max_segments must be an int >= 1, got {max_segments!r}.")
+        self.max_segments = int(max_segments)
+        if self.max_segments > 1:
+            # `packer` keeps the single-segment length (already packed inputs are checked against it).
+            self.document_packer = XLNetPacker(
+                packed_length(self.sequence_length, self.max_segments), sep_token_id=SEP_TOKEN_ID,
+                cls_token_id=CLS_TOKEN_ID, pad_token_id=PAD_TOKEN_ID, truncate=self.truncate,
+                second_max_length=self.second_max_length, name="document_packer")
+
     def build(self, input_shape=None):
         # Nothing to build: the tokenizer and the packers are complete at construction.
         self.built = True
@@ -82,6 +95,8 @@ class XLNetPreprocessor(Preprocessor):
             settings["truncate"] = info["truncate"]
         if info.get("second_max_length") is not None and "second_max_length" in cls._accepted_arguments():
             settings["second_max_length"] = int(info["second_max_length"])
+        if info.get("max_segments") and "max_segments" in cls._accepted_arguments():
+            settings["max_segments"] = int(info["max_segments"])
         return settings
 
     @classmethod

@@ -5,11 +5,8 @@ import tensorflow as tf
 from xlnet_tf.formats.special_tokens import CLS_TOKEN_ID
 from xlnet_tf.formats.special_tokens import PAD_TOKEN_ID
 from xlnet_tf.formats.special_tokens import SEP_TOKEN_ID
-from xlnet_tf.preprocessing.xlnet_packer import SEGMENT_A
-from xlnet_tf.preprocessing.xlnet_packer import SEGMENT_B
-from xlnet_tf.preprocessing.xlnet_packer import SEGMENT_CLS
-from xlnet_tf.preprocessing.xlnet_packer import SEGMENT_PAD
 from xlnet_tf.preprocessing.xlnet_packer import TRUNCATION_STRATEGIES
+from xlnet_tf.preprocessing.xlnet_packer import scatter_pieces
 
 
 class LongDocumentPacker:
@@ -69,7 +66,6 @@ class LongDocumentPacker:
         segments = [tf.cast(s, tf.int32) for s in segments]
         if not 1 <= len(segments) <= 2:
             raise ValueError(f"LongDocumentPacker takes one or two segments, got {len(segments)}.")
-        batch = segments[0].nrows(out_type=tf.int32)
         lengths = [tf.cast(s.row_lengths(), tf.int32) for s in segments]
         keeps = list(lengths)
         drops = [tf.zeros_like(k) for k in keeps]  # pieces dropped at the front of each segment
@@ -80,35 +76,5 @@ class LongDocumentPacker:
         # The 1 keeps an empty batch at one segment (the max of nothing is the smallest int).
         longest = tf.reduce_max(tf.concat([total, [1]], axis=0))
         length = -(-longest // self.segment_length) * self.segment_length
-        start = length - total  # [B], first real position of each row
-
-        indices, tokens, segment_values = [], [], []
-        for segment, keep, drop, segment_id in zip(segments, keeps, drops, (SEGMENT_A, SEGMENT_B)):
-            rows = tf.cast(segment.value_rowids(), tf.int32)
-            within = tf.range(tf.shape(segment.values)[0]) - tf.gather(
-                tf.cast(segment.row_starts(), tf.int32), rows) - tf.gather(drop, rows)
-            kept = within >= 0
-            rows = tf.boolean_mask(rows, kept)
-            columns = tf.gather(start, rows) + tf.boolean_mask(within, kept)
-            indices.append(tf.stack([rows, columns], axis=1))  # [N, 2]
-            tokens.append(tf.boolean_mask(segment.values, kept))
-            segment_values.append(tf.fill(tf.shape(rows), segment_id))
-            separator = start + keep
-            indices.append(tf.stack([tf.range(batch), separator], axis=1))  # [B, 2]
-            tokens.append(tf.fill([batch], self.sep_token_id))
-            segment_values.append(tf.fill([batch], segment_id))
-            start = separator + 1
-        indices.append(tf.stack([tf.range(batch), tf.fill([batch], length - 1)], axis=1))  # [B, 2]
-        tokens.append(tf.fill([batch], self.cls_token_id))
-        segment_values.append(tf.fill([batch], SEGMENT_CLS))
-        indices = tf.concat(indices, axis=0)
-        shape = tf.stack([batch, length])
-
-        def scatter(values, fill):
-            return tf.tensor_scatter_nd_update(tf.fill(shape, fill), indices, tf.concat(values, 0))
-
-        return {
-            "token_ids": scatter(tokens, self.pad_token_id),  # [B, T]
-            "segment_ids": scatter(segment_values, SEGMENT_PAD),  # [B, T]
-            "padding_mask": scatter([tf.ones_like(t) for t in tokens], 0),  # [B, T]
-        }
+        return scatter_pieces(segments, keeps, drops, length, sep_token_id=self.sep_token_id,
+                              cls_token_id=self.cls_token_id, pad_token_id=self.pad_token_id)
