@@ -9,15 +9,22 @@ Each measurement runs in a fresh subprocess that imports only what a server woul
   - `savedmodel strings`: the `serving_default` signature (raw strings in: UTF-8
                           repair, SentencePiece, XLNet packing and the model, all
                           in the graph);
-  - `savedmodel-bf16 ...`: the same two signatures of the `dtype="bfloat16"` export
+  - `savedmodel short`:   `serving_default` on short texts (--short-words words, most of
+                          the 128 positions padding: what `trim_padding` skips);
+  - `savedmodel-bf16 ...`: the same signatures of the `dtype="bfloat16"` export
                           (bfloat16 variables and matmuls, float32 outputs);
+  - `savedmodel-xla ...`: with --xla, the `jit_compile=True` export (the model call
+                          XLA-compiled, padding not trimmed);
   - `pytorch ids`:        `transformers.XLNetForSequenceClassification` (eval, no grad, float32);
   - `pytorch strings`:    the Hugging Face tokenizer (Python, same SentencePiece
-                          model, padding left, truncation to 128) + the same model.
+                          model, padding left, truncation to 128) + the same model;
+  - `pytorch short`:      the short texts, padded to the batch's longest row (the
+                          Hugging Face way to skip padding).
 The SavedModel process imports tensorflow and tensorflow_text only (not xlnet_tf).
 Both frameworks get the same thread counts (intra-op = --threads, inter-op = 1).
-Inputs fill all positions (strings are long enough to be truncated). Latency is wall time per call (median and
-minimum over --iters calls after --warmup calls). All four workers stay loaded and
+Inputs fill all positions (strings are long enough to be truncated), except the `short` rows. Latency is wall
+time per call (median and minimum over --iters calls after --warmup calls); "paired" ratios are the median over
+rounds of the two calls' ratio within one round (the steadiest figure on a loaded machine). All four workers stay loaded and
 their calls are interleaved round-robin, one call at a time, so a change in the
 machine's load (shared CI machines) hits every implementation alike.
 
@@ -27,7 +34,7 @@ model's does not (its embedding table has 32000 rows either way).
 
 Usage:
     python benchmarks/serving_benchmark.py [--seq 128] [--batches 1 32] [--iters 10] [--iters-32 3] [--warmup 2] [--threads N]
-        [--keep DIR]
+        [--short-words 16] [--xla] [--keep DIR]
 """
 
 import argparse
@@ -43,14 +50,20 @@ BASE = dict(vocabulary_size=32000, num_layers=12, num_heads=12, head_dim=64, hid
             intermediate_dim=3072, dropout=0.0, attention_dropout=0.0)
 LENGTH = 128
 BATCHES = (1, 32)
-IMPLEMENTATIONS = ("savedmodel ids", "savedmodel strings", "savedmodel-bf16 ids",
-                   "savedmodel-bf16 strings", "pytorch ids", "pytorch strings")
+SHORT_WORDS = 16
+EXPORTS = {"savedmodel": ("", {}), "savedmodel-bf16": ("_bf16", {"dtype": "bfloat16"}),
+           "savedmodel-xla": ("_xla", {"jit_compile": True})}
+IMPLEMENTATIONS = ("savedmodel ids", "savedmodel strings", "savedmodel short", "savedmodel-bf16 ids",
+                   "savedmodel-bf16 strings", "pytorch ids", "pytorch strings", "pytorch short")
+XLA_IMPLEMENTATIONS = ("savedmodel-xla ids", "savedmodel-xla strings")
 
 
-def _texts(batch):
+def _texts(batch, num_words=None):
+    """Long enough to be truncated at LENGTH, or `num_words` words each."""
     words = ("the quiet river runs past an old mill where children play and farmers talk about rain "
              "while the evening light falls over the hills").split()
-    return [" ".join(words[(i + j) % len(words)] for j in range(max(120, LENGTH))) for i in range(batch)]
+    num_words = num_words or max(120, LENGTH)
+    return [" ".join(words[(i + j) % len(words)] for j in range(num_words)) for i in range(batch)]
 
 
 def _ids(batch, seed=0):
@@ -65,8 +78,15 @@ def _ids(batch, seed=0):
 
 
 def _summary(times):
-    times = sorted(times)
-    return {"median_ms": 1000 * times[len(times) // 2], "min_ms": 1000 * times[0], "iters": len(times)}
+    ordered = sorted(times)
+    return {"median_ms": 1000 * ordered[len(ordered) // 2], "min_ms": 1000 * ordered[0], "iters": len(times),
+            "times": times}
+
+
+def _paired_ratio(ours, theirs):
+    """Median over rounds of ours/theirs in the same round: calls a round apart share the machine's load."""
+    ratios = sorted(a / b for a, b in zip(ours["times"], theirs["times"]))
+    return ratios[len(ratios) // 2]
 
 
 def worker_export(args):
@@ -83,24 +103,26 @@ def worker_export(args):
     model.build_with_dummy_inputs()
     tokenizer = XLNetTokenizer(args.spiece)
     start = time.perf_counter()
-    for dtype, directory in (("float32", args.model_dir), ("bfloat16", args.model_dir + "_bf16")):
-        export_task_model(model, directory, task="classification", sequence_length=LENGTH,
+    for export, (suffix, options) in EXPORTS.items():
+        if export == "savedmodel-xla" and not args.xla:
+            continue
+        export_task_model(model, args.model_dir + suffix, task="classification", sequence_length=LENGTH,
                           preprocessor=TextPreprocessor(tokenizer, XLNetPacker(LENGTH)),
                           vocabulary=tokenizer.get_vocabulary(), label_names=["negative", "positive"],
-                          overwrite=True, dtype=dtype)
+                          overwrite=True, **options)
     return {"export_s": time.perf_counter() - start}
 
 
-def worker_savedmodel(args, strings):
+def worker_savedmodel(args, kind):
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (SentencePiece ops of the strings-in signature)
 
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
-    loaded = tf.saved_model.load(args.model_dir + ("_bf16" if "bf16" in args.worker else ""))
-    if strings:
+    loaded = tf.saved_model.load(args.model_dir + EXPORTS[args.worker.split()[0]][0])
+    if kind in ("strings", "short"):
         signature = loaded.signatures["serving_default"]
-        text = tf.constant(_texts(args.batch))
+        text = tf.constant(_texts(args.batch, args.short_words if kind == "short" else None))
         call = lambda: signature(text=text)["probabilities"].numpy()  # noqa: E731
     else:
         signature = loaded.signatures["serve_token_ids"]
@@ -109,7 +131,7 @@ def worker_savedmodel(args, strings):
     return call
 
 
-def worker_torch(args, strings):
+def worker_torch(args, kind):
     import torch
     import transformers
 
@@ -121,13 +143,14 @@ def worker_torch(args, strings):
         n_head=BASE["num_heads"], d_inner=BASE["intermediate_dim"], ff_activation="gelu", dropout=0.0,
         num_labels=2)
     model = transformers.XLNetForSequenceClassification(config).eval()
-    if strings:
+    if kind in ("strings", "short"):
         tokenizer = transformers.XLNetTokenizer(vocab_file=args.spiece)
-        texts = _texts(args.batch)
+        texts = _texts(args.batch, args.short_words if kind == "short" else None)
+        padding = "longest" if kind == "short" else "max_length"
 
         def call():
             with torch.no_grad():
-                encoded = tokenizer(texts, padding="max_length", truncation=True, max_length=LENGTH,
+                encoded = tokenizer(texts, padding=padding, truncation=True, max_length=LENGTH,
                                     return_tensors="pt")
                 return torch.softmax(model(**encoded).logits, -1).numpy()
     else:
@@ -146,10 +169,11 @@ def run_worker(args):
         if args.worker == "export":
             print("RESULT " + json.dumps(worker_export(args)), flush=True)
             return
+        kind = args.worker.split()[1]
         if args.worker.startswith("savedmodel"):
-            call = worker_savedmodel(args, strings=args.worker.endswith("strings"))
+            call = worker_savedmodel(args, kind)
         else:
-            call = worker_torch(args, strings=args.worker.endswith("strings"))
+            call = worker_torch(args, kind)
         for _ in range(args.warmup):
             call()
     except Exception as e:  # reported in the table, not fatal to the other rows
@@ -167,7 +191,9 @@ def run_worker(args):
 def _spawn(worker, args, batch=1):
     command = [sys.executable, os.path.abspath(__file__), "--worker", worker, "--model-dir", args.model_dir,
                "--spiece", args.spiece, "--batch", str(batch), "--warmup", str(args.warmup),
-               "--threads", str(args.threads), "--seq", str(LENGTH)]
+               "--threads", str(args.threads), "--seq", str(LENGTH), "--short-words", str(args.short_words)]
+    if args.xla:
+        command.append("--xla")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     # The serving processes must not find xlnet_tf: run them away from the repository.
     # stderr goes to a file: a full pipe of TensorFlow log lines would block the worker.
@@ -187,6 +213,10 @@ def _read_until(process, prefixes):
     return "RESULT " + json.dumps({"error": process.log.read()[-300:] or "worker exited"})
 
 
+def _implementations(args):
+    return IMPLEMENTATIONS + (XLA_IMPLEMENTATIONS if args.xla else ())
+
+
 def measure(args, batch, iters):
     """Starts one worker per implementation, then times their calls round-robin.
 
@@ -194,7 +224,7 @@ def measure(args, batch, iters):
     machine's load over all implementations alike.
     """
     workers, results = {}, {}
-    for impl in IMPLEMENTATIONS:  # loaded one at a time, so loading does not disturb timing
+    for impl in _implementations(args):  # loaded one at a time, so loading does not disturb timing
         process = _spawn(impl, args, batch=batch)
         line = _read_until(process, ("READY", "RESULT "))
         if line.startswith("RESULT "):
@@ -229,6 +259,8 @@ def main():
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--spiece", default=os.path.join(ROOT, "tests", "testdata", "tiny_spiece.model"))
+    parser.add_argument("--short-words", type=int, default=SHORT_WORDS, help="words per short text")
+    parser.add_argument("--xla", action="store_true", help="also export and time jit_compile=True")
     parser.add_argument("--keep", default=None, help="export the SavedModel here (kept) instead of a temp dir")
     args = parser.parse_args()
     global LENGTH
@@ -259,23 +291,27 @@ def main():
     print(header)
     print("-" * len(header))
     for batch in args.batches:
-        for impl in IMPLEMENTATIONS:
+        for impl in _implementations(args):
             r = results[(impl, batch)]
             if "error" in r:
                 print(f"{batch:>5}  {impl:<24}  failed: {r['error']}")
                 continue
             print(f"{batch:>5}  {impl:<24}{r['median_ms']:>11.1f}{r['min_ms']:>9.1f}"
                   f"{1000 * batch / r['median_ms']:>12.1f}{r['iters']:>7}")
-        for export in ("savedmodel", "savedmodel-bf16"):
-            for kind in ("ids", "strings"):
+        for export in ("savedmodel", "savedmodel-bf16") + (("savedmodel-xla",) if args.xla else ()):
+            for kind in ("ids", "strings", "short"):
+                if (f"{export} {kind}", batch) not in results:
+                    continue
                 ours, theirs = results[(f"{export} {kind}", batch)], results[(f"pytorch {kind}", batch)]
                 if "error" not in ours and "error" not in theirs:
                     print(f"{batch:>5}  ratio {export}/PyTorch ({kind}): median latency "
                           f"{ours['median_ms'] / theirs['median_ms']:.2f}x, min latency "
-                          f"{ours['min_ms'] / theirs['min_ms']:.2f}x")
+                          f"{ours['min_ms'] / theirs['min_ms']:.2f}x, paired {_paired_ratio(ours, theirs):.2f}x")
             ids, strings = results[(f"{export} ids", batch)], results[(f"{export} strings", batch)]
             if "error" not in ids and "error" not in strings:
-                print(f"{batch:>5}  {export} strings/ids: min latency {strings['min_ms'] / ids['min_ms']:.2f}x")
+                print(f"{batch:>5}  {export} strings/ids: median latency "
+                      f"{strings['median_ms'] / ids['median_ms']:.2f}x, min latency "
+                      f"{strings['min_ms'] / ids['min_ms']:.2f}x, paired {_paired_ratio(strings, ids):.2f}x")
     return 0
 
 

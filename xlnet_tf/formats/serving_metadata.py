@@ -29,10 +29,12 @@ METADATA_FORMAT = "xlnet_tf.serving.v1"
 # - signatures: {name: {"inputs": [...], "outputs": [...]}};
 # - token_inputs: the token-id signature's inputs, in order;
 # - dtype: "float32" or "bfloat16";
+# - jit_compile: whether the model call is one XLA-compiled function;
+# - trim_padding: whether a request's all-padding leading columns are cut before the model;
 # - extra: what the caller added (e.g. preprocessing.json's settings);
 # - custom_ops: per signature, what a TensorFlow Serving binary must register.
 METADATA_KEYS = (
     "format", "task_type", "sequence_length", "has_text_pair", "num_choices", "max_segments",
     "long_documents", "text_signature", "label_names", "signatures", "token_inputs", "dtype", "extra",
-    "custom_ops",
+    "custom_ops", "jit_compile", "trim_padding",
 )

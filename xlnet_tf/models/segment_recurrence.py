@@ -269,7 +269,11 @@ def last_segment_output(backbone, features, training=None, dropout_seed=None):
     _, mems, memory_mask = tf.while_loop(
         lambda index, mems, memory_mask: index < last_index, read_segment,
         (start, mems, memory_mask),
-        shape_invariants=(tf.TensorShape([]), mems_shape, mask_shape))
+        shape_invariants=(tf.TensorShape([]), mems_shape, mask_shape),
+        # One segment at a time: with the default 10, TensorFlow starts later segments' work
+        # that does not wait for the memory (embeddings, position projections) and holds it,
+        # so peak memory grew with the length (Base, 16 segments: 2.1 GB against 0.9 GB).
+        parallel_iterations=1)
     outputs = backbone(dict(last, mems=tf.stop_gradient(mems), memory_padding_mask=memory_mask),
                        training=training, dropout_seed=last_seed)
     return outputs["sequence_output"]

@@ -63,14 +63,18 @@ def _with_dtype_policy(config, dtype):
     return config
 
 
-def _probe_batch(sequence_length, vocabulary_size, batch_size=2, seed=0):
-    """Left-padded rows of random ids ending in `<sep> <cls>`, two different lengths."""
+def _probe_batch(sequence_length, vocabulary_size, batch_size=2, seed=0, shorter=0):
+    """Left-padded rows of random ids ending in `<sep> <cls>`, of different lengths.
+
+    Row r has `L - (r + shorter) * (L // 3)` real tokens (at least 3): with `shorter` 0 the
+    first row fills every position, with 1 every row starts with padding.
+    """
     rng = np.random.default_rng(seed)
     token_ids = np.full([batch_size, sequence_length], 5, np.int32)
     segment_ids = np.full([batch_size, sequence_length], 4, np.int32)
     padding_mask = np.zeros([batch_size, sequence_length], np.int32)
     for row in range(batch_size):
-        length = max(3, sequence_length - row * (sequence_length // 3))
+        length = max(3, sequence_length - (row + shorter) * (sequence_length // 3))
         start = sequence_length - length
         token_ids[row, start:] = rng.integers(9, max(10, vocabulary_size), size=length)
         token_ids[row, -2:] = [4, 3]
@@ -80,9 +84,9 @@ def _probe_batch(sequence_length, vocabulary_size, batch_size=2, seed=0):
     return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
 
 
-def _choice_probe_batch(sequence_length, vocabulary_size, num_choices, batch_size=2):
+def _choice_probe_batch(sequence_length, vocabulary_size, num_choices, batch_size=2, shorter=0):
     """`_probe_batch` rows regrouped as `[batch_size, num_choices, L]` (mixed lengths per example)."""
-    rows = _probe_batch(sequence_length, vocabulary_size, batch_size * num_choices)
+    rows = _probe_batch(sequence_length, vocabulary_size, batch_size * num_choices, shorter=shorter)
     return {k: v.reshape(batch_size, num_choices, sequence_length) for k, v in rows.items()}
 
 
@@ -181,19 +185,21 @@ def export_task_model(model, output, *, metadata=None, overwrite=False, verify=T
             },
             "token_inputs": list(TOKEN_INPUTS),
             "dtype": dtype,
+            "jit_compile": module.jit_compile,
+            "trim_padding": module.trim_padding,
             "extra": metadata or {},
         }
         # What a TensorFlow Serving binary must register to run each signature.
         info["custom_ops"] = signature_custom_ops(directory)
         atomic_files.write_json(os.path.join(directory, METADATA_FILE), info)
         if verify:
-            _verify(module, directory, output, serving_options.get("vocabulary"))
+            _verify(module, directory, output, serving_options.get("vocabulary"), dtype)
 
     atomic_files.replace_directory(build, output)
     return output
 
 
-def _verify(module, directory, output, vocabulary):
+def _verify(module, directory, output, vocabulary, dtype="float32"):
     """Reloads the SavedModel in `directory`; raises when it differs from `module` on a probe batch."""
     sequence_length = module.sequence_length
     vocabulary_size = len(vocabulary) if vocabulary is not None else 32
@@ -210,6 +216,23 @@ def _verify(module, directory, output, vocabulary):
         actual = loaded.signatures["serve_token_ids"](**{k: tf.constant(v) for k, v in probe.items()})
         difference = max(difference, _max_difference(
             {k: v.numpy() for k, v in expected.items()}, {k: v.numpy() for k, v in actual.items()}))
+    if module.trim_padding:
+        # Rows that all start with padding: the reloaded (trimmed) model against every column.
+        if module.num_choices is None:
+            probe = _probe_batch(sequence_length, vocabulary_size, shorter=1)
+        else:
+            probe = _choice_probe_batch(sequence_length, vocabulary_size, module.num_choices, shorter=1)
+        expected = module.full_length_outputs(probe)
+        actual = loaded.signatures["serve_token_ids"](**{k: tf.constant(v) for k, v in probe.items()})
+        trimmed_difference = _max_difference(
+            {k: v.numpy() for k, v in expected.items()}, {k: v.numpy() for k, v in actual.items()})
+        # bfloat16 sums in another order over fewer columns round differently.
+        tolerance = PARITY_TOLERANCE if dtype == "float32" else BFLOAT16_TOLERANCE
+        if trimmed_difference > tolerance:
+            raise RuntimeError(
+                f"The SavedModel at {output!r} answers rows with leading padding {trimmed_difference} away "
+                f"(> {tolerance}) from the model run on every column; export with trim_padding=False. "
+                f"Nothing was written to {output!r}.")
     if difference > PARITY_TOLERANCE:
         raise RuntimeError(
             f"The SavedModel at {output!r} differs from the in-memory model by {difference} "

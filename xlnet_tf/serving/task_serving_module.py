@@ -5,7 +5,8 @@ import tensorflow as tf
 from xlnet_tf.serving.token_input_checks import check_token_inputs
 
 TASKS = ("classification", "regression", "token_classification", "span", "multiple_choice")
-# Tasks whose models run long documents segment by segment with recurrence memory.
+# Tasks whose models run long documents segment by segment with recurrence memory; their
+# outputs read the <cls> position only, so they are also the tasks whose padding is trimmed.
 LONG_DOCUMENT_TASKS = ("classification", "regression", "multiple_choice")
 TOKEN_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 # U+FFFD, the Unicode replacement character.
@@ -36,6 +37,30 @@ def _model_vocabulary_size(model):
         if isinstance(layer, keras.layers.Embedding):
             return int(layer.input_dim)
     return None
+
+
+def _has_xlnet_backbone(model):
+    """Whether `model` reads its tokens through an `XLNetBackbone` (relative positions only)."""
+    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+
+    return isinstance(getattr(model, "backbone", None), XLNetBackbone)
+
+
+def _without_leading_padding(features):
+    """`features` without the leading columns that are padding in every row (at least one column kept).
+
+    Exact for XLNet models: positions are relative, and a padded key is closed to
+    every query but itself, so the real tokens of a left-padded row see the same
+    keys at the same distances. The last column (`<cls>`) is always kept.
+    """
+    mask = features["padding_mask"]
+    length = tf.shape(mask)[-1]
+    # Explicit sizes, no -1: an empty batch could not infer it.
+    rows = tf.reduce_prod(tf.shape(mask)[:-1])
+    real_columns = tf.reduce_any(tf.not_equal(tf.reshape(mask, [rows, length]), 0), axis=0)  # [L]
+    first_real = tf.argmax(tf.cast(real_columns, tf.int32), output_type=tf.int32)
+    start = tf.where(tf.reduce_any(real_columns), first_real, length - 1)
+    return {key: value[..., start:] for key, value in features.items()}
 
 
 def _model_memory_length(model):
@@ -86,6 +111,18 @@ class TaskServingModule(tf.Module):
     `[0, vocabulary_size)`, `segment_ids` in `[0, 4]`, `padding_mask` 0 or 1;
     anything else is an `InvalidArgumentError` naming the input.
 
+    Padding (`trim_padding`, XLNet classification, regression and multiple-choice
+    models, static-length signatures): the columns that are padding in every row
+    of a request are cut before the model runs, so a batch of short texts costs
+    what its longest row costs, not `L` tokens per row. The answers do not change
+    (XLNet's positions are relative and padded keys are closed; tested to 1e-5
+    against the full-length model).
+
+    XLA (`jit_compile=True`, static-length signatures only): the model call (not
+    the tokenizer, the input checks or the output dict) is one XLA-compiled
+    function, compiled once per batch size; padding is then not cut, so each batch
+    size has one shape.
+
     Multiple choice (`task="multiple_choice"`): `serve_token_ids` takes `[B, C, L]`
     ids (C = `num_choices`, static) and `serve_text` takes `context` `[B]` and
     `choices` `[B, C]`; every (context, choice) pair is packed as one
@@ -122,6 +159,13 @@ class TaskServingModule(tf.Module):
             With a text signature the preprocessor must then be a
             `TextPreprocessor` (its `tokenize` and its packer's truncation rule
             are used).
+        jit_compile: bool, run the model call as an XLA-compiled function (see
+            above). Default False: on CPU it measured no faster than the
+            TensorFlow executor (`benchmarks/serving_benchmark_results.txt`).
+        trim_padding: bool or None: cut the all-padding leading columns of a
+            request before the model (see above). None (default): on for
+            models with an `XLNetBackbone` unless `jit_compile`; True for another
+            model is refused (absolute positions would change its answers).
         name: module name.
 
     Example:
@@ -147,6 +191,8 @@ class TaskServingModule(tf.Module):
         num_choices=None,
         vocabulary_size=None,
         max_segments=1,
+        jit_compile=False,
+        trim_padding=None,
         name=None,
     ):
         super().__init__(name=name)
@@ -170,10 +216,20 @@ class TaskServingModule(tf.Module):
         self._long_packer = None
         if self.long_documents and preprocessor is not None:
             self._long_packer = self._make_long_packer(preprocessor, sequence_length)
+        if not isinstance(jit_compile, bool):
+            raise ValueError(f"jit_compile must be a bool, got {jit_compile!r}.")
+        if jit_compile and self.long_documents:
+            raise ValueError("jit_compile=True is for the static-length signatures; a long-document "
+                             "model (max_segments > 1 with recurrence memory) takes any length.")
+        self.jit_compile = jit_compile
+        self.trim_padding = self._trim_padding_setting(model, task, trim_padding)
         # The model is called through a plain closure and only its variables are
         # tracked: tracking the Keras model itself would make TensorFlow trace
         # Keras' own default signature, which guesses float inputs for subclassed models.
         self._call_model = lambda features: model(features, training=False)
+        if jit_compile:
+            # Only the model: tensorflow-text ops and `Assert` have no XLA kernels.
+            self._call_model = tf.function(self._call_model, jit_compile=True)
         self.model_variables = [getattr(v, "_value", v) for v in model.variables]
         self.task = task
         self.sequence_length = sequence_length
@@ -232,6 +288,22 @@ class TaskServingModule(tf.Module):
         """The ids signature's shape: `[B, L]` / `[B, C, L]`, with a dynamic length for long documents."""
         length = None if self.long_documents else self.sequence_length
         return [None, length] if self.num_choices is None else [None, self.num_choices, length]
+
+    def _trim_padding_setting(self, model, task, trim_padding):
+        """The effective `trim_padding` (see the class docstring)."""
+        if trim_padding is not None and not isinstance(trim_padding, bool):
+            raise ValueError(f"trim_padding must be a bool or None, got {trim_padding!r}.")
+        applies = task in LONG_DOCUMENT_TASKS and not self.long_documents
+        if trim_padding is None:
+            return bool(applies and _has_xlnet_backbone(model) and not self.jit_compile)
+        if trim_padding and not (applies and _has_xlnet_backbone(model)):
+            raise ValueError(
+                "trim_padding=True needs a classification, regression or multiple-choice model with an "
+                "XLNetBackbone and static-length signatures (other models may read absolute positions).")
+        if trim_padding and self.jit_compile:
+            raise ValueError("trim_padding=True and jit_compile=True: XLA would compile one program per "
+                             "trimmed length; pick one.")
+        return trim_padding
 
     @staticmethod
     def _make_long_packer(preprocessor, sequence_length):
@@ -409,8 +481,21 @@ class TaskServingModule(tf.Module):
         # model's embedding would otherwise be read as other rows (or zeros on GPU).
         return out if self.num_choices is not None else self._checked(out)
 
-    def _predict(self, features):
-        outputs = self._call_model(features)
+    def full_length_outputs(self, features):
+        """The outputs of `serve_token_ids` with every column given to the model (no padding trimmed).
+
+        Args:
+            features: dict of int32 `token_ids`, `segment_ids`, `padding_mask` (`[B, L]`; `[B, C, L]`).
+
+        Returns:
+            The output dict of `serve_token_ids`.
+        """
+        features = {k: tf.convert_to_tensor(features[k], tf.int32) for k in TOKEN_INPUTS}
+        return self._predict(self._checked(features), trim=False)
+
+    def _predict(self, features, trim=True):
+        model_features = _without_leading_padding(features) if trim and self.trim_padding else features
+        outputs = self._call_model(model_features)
         if self.task in ("classification", "multiple_choice"):
             # Multiple choice: C is the number of choices, a softmax over them.
             logits = tf.cast(_pick(outputs, self.output_key), tf.float32)  # [B, C]
