@@ -47,3 +47,24 @@ def test_gradient_is_the_mask_times_the_scale():
     kept = y.numpy() != 0
     np.testing.assert_allclose(gradient[kept], 1.0 / 0.7, rtol=1e-6)
     assert np.all(gradient[~kept] == 0)
+
+
+@pytest.mark.parametrize("shape", [(5, 7), (3, 1), (2, 4, 33)])
+def test_odd_last_axis_keeps_rate_and_xla_mask(shape):
+    # Each 32-bit draw decides two units; an odd last axis drops the spare half.
+    x = tf.ones(shape)
+    seed = tf.constant([7, 8], tf.int64)
+    plain = stateless_dropout(x, 0.5, seed).numpy()
+    compiled = tf.function(lambda x, s: stateless_dropout(x, 0.5, s), jit_compile=True)(x, seed).numpy()
+    assert plain.shape == shape
+    np.testing.assert_array_equal(plain, compiled)
+    big = stateless_dropout(tf.ones((400,) + shape), 0.5, seed).numpy()
+    assert abs(np.mean(big == 0) - 0.5) < 0.02
+
+
+def test_unknown_last_axis_draws_the_eager_mask():
+    x = tf.random.stateless_normal((3, 5), seed=[1, 1])
+    seed = tf.constant([2, 9], tf.int64)
+    traced = tf.function(lambda x, s: stateless_dropout(x, 0.3, s),
+                         input_signature=[tf.TensorSpec([None, None]), tf.TensorSpec([2], tf.int64)])
+    np.testing.assert_array_equal(traced(x, seed).numpy(), stateless_dropout(x, 0.3, seed).numpy())
