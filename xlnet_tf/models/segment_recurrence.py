@@ -259,12 +259,15 @@ def last_segment_output(backbone, features, training=None, dropout_seed=None):
         outputs = backbone(dict(segment, mems=mems, memory_padding_mask=memory_mask),
                            training=training,
                            dropout_seed=seeded_dropout.sub_seed(dropout_seed, index))
-        # Both keep the last memory_length positions, so their shapes are static already; an
-        # EnsureShape op here would sit inside the XLA cluster (it once made the pretraining step 3x slower).
-        new_mems = tf.cast(outputs["new_mems"], mems.dtype)  # [B, num_layers, M, H]
+        # Both keep the last memory_length positions; with a segment length unknown when tracing
+        # their static length is lost, so a reshape (free, unlike an EnsureShape op inside an XLA
+        # cluster) restates it for the loop's shape invariants.
+        new_mems = tf.reshape(tf.cast(outputs["new_mems"], mems.dtype),
+                              [dynamic_batch, config.num_layers, memory_length,
+                               config.hidden_dim])  # [B, num_layers, M, H]
         new_mask = next_memory_padding_mask(memory_mask, segment["padding_mask"], memory_length,
-                                            config.reuse_length)  # [B, M]
-        return index + 1, new_mems, new_mask
+                                            config.reuse_length)
+        return index + 1, new_mems, tf.reshape(new_mask, [dynamic_batch, memory_length])  # [B, M]
 
     _, mems, memory_mask = tf.while_loop(
         lambda index, mems, memory_mask: index < last_index, read_segment,
