@@ -132,3 +132,26 @@ def test_option_errors():
                           jit_compile=True)
     # Models that may read absolute positions are never trimmed by default.
     assert not TaskServingModule(make_task_model(3), task="classification", sequence_length=32).trim_padding
+
+
+def test_cli_passes_the_options_to_a_fine_tuning_export(tmp_path, capsys):
+    from xlnet_tf.cli import export
+
+    model = _classifier()
+    workdir = tmp_path / "run"
+    model.save_to_preset(str(workdir / "final"), vocabulary_file=SPIECE, preprocessing={
+        "task_type": "classification", "sequence_length": LENGTH, "text_fields": ["text"],
+        "truncate": "longest_first", "label_names": ["a", "b", "c"]})
+    (workdir / "config.yaml").write_text("task:\n  task_type: classification\n")  # a fine-tuning run's
+    written = {}
+    for name, flags in (("default", []), ("xla", ["--jit-compile"]), ("untrimmed", ["--no-trim-padding"])):
+        output = tmp_path / name
+        assert export.main(["--workdir", str(workdir), "--output", str(output)] + flags) == 0
+        with open(output / METADATA_FILE) as f:
+            metadata = json.load(f)
+        written[name] = (metadata["jit_compile"], metadata["trim_padding"])
+    assert written == {"default": (False, True), "xla": (True, False), "untrimmed": (False, False)}
+    # Both flags name what they need when the source is not a fine-tuning work directory.
+    assert export.main(["--preset", str(workdir / "final"), "--output", str(tmp_path / "x"),
+                        "--jit-compile"]) == 2
+    assert "--jit-compile and --no-trim-padding need --workdir" in capsys.readouterr().err

@@ -151,11 +151,13 @@ def export_from_checkpoint(checkpoint, run_config_path, output_dir):
     return export_pretrainer(pretrainer, output_dir, vocabulary=config.data.vocabulary or None)
 
 
-def export_workdir(workdir, output_dir, dtype="float32"):
+def export_workdir(workdir, output_dir, dtype="float32", jit_compile=False, trim_padding=None):
     """Exports a pretraining (or, delegated, a fine-tuning) work directory.
 
     Uses the run's final preset when it has one, else its newest checkpoint that
     reads back completely: an unreadable newer one is skipped with a warning naming it.
+    `dtype`, `jit_compile` and `trim_padding` are options of a task SavedModel
+    (`xlnet_tf.serving.export_task_workdir.export_task_workdir`).
     """
     import tensorflow as tf
 
@@ -165,10 +167,14 @@ def export_workdir(workdir, output_dir, dtype="float32"):
     if "task" in values:
         from xlnet_tf.serving.export_task_workdir import export_task_workdir
 
-        return export_task_workdir(workdir, output_dir, dtype=dtype)
+        return export_task_workdir(workdir, output_dir, dtype=dtype, jit_compile=jit_compile,
+                                   trim_padding=trim_padding)
     if dtype != "float32":
         raise ExportError(f"--dtype {dtype}: only a fine-tuning work directory (a task SavedModel) "
                           "can be exported in another dtype than float32.")
+    if jit_compile or trim_padding is not None:
+        raise ExportError("--jit-compile and --no-trim-padding are options of a task SavedModel: "
+                          f"{workdir} is a pretraining work directory.")
     final = os.path.join(workdir, "export", PRESET_SUBDIR)
     if tf.io.gfile.isdir(final) and _normalized(final) != _normalized(
             os.path.join(output_dir, PRESET_SUBDIR)):

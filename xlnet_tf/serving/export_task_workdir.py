@@ -74,7 +74,7 @@ def _layout_preprocessing(preset, task_config):
 
 
 def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True, sequence_length=None,
-                        dtype="float32"):
+                        dtype="float32", jit_compile=False, trim_padding=None):
     """Exports the fine-tuned model of `workdir` as a two-signature SavedModel.
 
     Reads the task preset (`WORKDIR/final/`, keras-hub's layout or the earlier
@@ -98,6 +98,9 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
         sequence_length: override of the packed length (default: fine-tuning's).
         dtype: `"float32"` or `"bfloat16"` (bfloat16 variables and compute, about 2x faster
             on CPUs with bfloat16 matmuls; see `export_task_model`).
+        jit_compile: XLA-compile the model call inside the signatures (see `TaskServingModule`).
+        trim_padding: cut the all-padding leading columns of a request before the model;
+            None: on where it applies (see `TaskServingModule`).
 
     Returns:
         The `output` path.
@@ -204,4 +207,6 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
         metadata={"source": os.path.abspath(preset) if "://" not in preset else preset, "task_class": task_class, "preprocessing": preprocessing},
         overwrite=overwrite,
         dtype=dtype,
+        jit_compile=jit_compile,
+        trim_padding=trim_padding,
     )
