@@ -63,13 +63,6 @@ def _without_leading_padding(features):
     return {key: value[..., start:] for key, value in features.items()}
 
 
-def _model_memory_length(model):
-    """The backbone's `memory_length` (0 for models without an XLNet backbone)."""
-    config = getattr(getattr(model, "backbone", None), "config", None)
-    size = getattr(config, "memory_length", 0)
-    return size if isinstance(size, int) and not isinstance(size, bool) else 0
-
-
 class TaskServingModule(tf.Module):
     """Wraps a fine-tuned task model with two serving functions.
 
