@@ -73,6 +73,18 @@ def test_trimmed_export_equals_the_model_on_every_column(exports):
     np.testing.assert_allclose(alone["logits"], got["logits"][2:], atol=1e-5)
 
 
+def test_position_heads_are_saved_once_and_never_left_on_the_model(exports):
+    model, found = exports
+    expected = [h.numpy() for h in model.backbone.project_positions(LENGTH)]
+    for export in ("plain", "xla"):
+        saved = [v.numpy() for v in found[export][0].position_heads]
+        assert len(saved) == CONFIG["num_layers"]
+        for got, want in zip(saved, expected):
+            np.testing.assert_array_equal(got, want)
+    # The serving functions read them while tracing only: the Python model projects as before.
+    assert model.backbone.precomputed_position_heads is None
+
+
 def test_xla_export_equals_the_plain_export(exports):
     _, found = exports
     plain, xla = found["plain"][0], found["xla"][0]

@@ -49,12 +49,18 @@ class RelativeAttention(keras.layers.Layer):
         query_stream: optional `[B, P, H]` (with target_mapping) or `[B, L, H]`.
         query_mask: bool `[B, L, M+L]`, required with `query_stream`.
         target_mapping: optional `[B, P, L]` one-hot rows.
+        content_positions: optional int `[B, Q]`: compute the content stream only
+            at these positions of the block (its keys and values still come from
+            every position); `content_output` is then `[B, Q, H]`. A classifier
+            that reads `<cls>` only needs its last layer at one position.
+        position_heads: optional `[B|1, N, R, D]`, `position_encoding` already
+            projected (`project_positions`); the projection is then skipped.
         training: Python bool.
         dropout_seed: optional int `[2]`: draw every dropout mask statelessly from it
             (used by rematerialization, which runs the layer twice).
 
     Returns:
-        `(content_output [B, L, H], query_output [B, P, H] or None)`.
+        `(content_output [B, L, H] (or [B, Q, H]), query_output [B, P, H] or None)`.
 
     Example:
     >>> import numpy as np
@@ -137,6 +143,10 @@ class RelativeAttention(keras.layers.Layer):
                                       dropout_seed, dropout_site)
         return ops.einsum("bnij,bnjd->bnid", probabilities, value_heads)  # [B, N, Q, D]
 
+    def project_positions(self, position_encoding):
+        """`[B|1, R, H]` relative position encodings -> `[B|1, N, R, D]` position heads."""
+        return ops.einsum("brh,hnd->bnrd", position_encoding, self.position_kernel)  # [B|1, N, R, D]
+
     def _post_attention(self, stream, attention_heads, training, dropout_seed=None,
                         dropout_site=CONTENT_OUTPUT):
         output = ops.einsum("bnid,hnd->bih", attention_heads, self.output_kernel)  # [B, L, H]
@@ -146,7 +156,7 @@ class RelativeAttention(keras.layers.Layer):
     def call(self, content_stream, position_encoding, segment_different, content_mask,
              content_bias, positional_bias, segment_bias, segment_encoding,
              memory=None, query_stream=None, query_mask=None, target_mapping=None,
-             training=None, dropout_seed=None):
+             content_positions=None, position_heads=None, training=None, dropout_seed=None):
         if memory is not None:
             keys_input = ops.concatenate([ops.cast(memory, content_stream.dtype), content_stream],
                                          axis=1)  # [B, M+L, H]
@@ -154,16 +164,33 @@ class RelativeAttention(keras.layers.Layer):
             keys_input = content_stream
         key_heads = ops.einsum("bjh,hnd->bnjd", keys_input, self.key_kernel)  # [B, N, K, D]
         value_heads = ops.einsum("bjh,hnd->bnjd", keys_input, self.value_kernel)  # [B, N, K, D]
-        position_heads = ops.einsum(
-            "brh,hnd->bnrd", position_encoding, self.position_kernel)  # [B|1, N, R, D]
+        if position_heads is None:
+            position_heads = self.project_positions(position_encoding)  # [B|1, N, R, D]
         biases = dict(content_bias=content_bias, positional_bias=positional_bias,
                       segment_bias=segment_bias, segment_encoding=segment_encoding)
 
-        content_query = ops.einsum("bih,hnd->bnid", content_stream, self.query_kernel)  # [B, N, L, D]
-        content_heads = self._attend(content_query, key_heads, value_heads, position_heads,
-                                     segment_different, content_mask, training=training,
-                                     dropout_seed=dropout_seed, **biases)
-        content_output = self._post_attention(content_stream, content_heads, training, dropout_seed)
+        if content_positions is None:
+            content_query = ops.einsum("bih,hnd->bnid", content_stream, self.query_kernel)  # [B, N, L, D]
+            content_heads = self._attend(content_query, key_heads, value_heads, position_heads,
+                                         segment_different, content_mask, training=training,
+                                         dropout_seed=dropout_seed, **biases)
+            content_output = self._post_attention(content_stream, content_heads, training,
+                                                  dropout_seed)
+        else:
+            content_positions = ops.cast(content_positions, "int32")
+            rows = ops.take_along_axis(content_stream, content_positions[:, :, None], axis=1)  # [B, Q, H]
+            row_index = ops.broadcast_to(
+                content_positions[:, :, None],
+                (ops.shape(content_positions)[0], ops.shape(content_positions)[1],
+                 ops.shape(content_mask)[-1]))  # [B, Q, K]
+            content_query = ops.einsum("bih,hnd->bnid", rows, self.query_kernel)  # [B, N, Q, D]
+            content_heads = self._attend(
+                content_query, key_heads, value_heads, position_heads,
+                ops.take_along_axis(segment_different, row_index, axis=1),
+                ops.take_along_axis(content_mask, row_index, axis=1), training=training,
+                query_positions=content_positions, block_length=ops.shape(content_stream)[1],
+                dropout_seed=dropout_seed, **biases)  # [B, N, Q, D]
+            content_output = self._post_attention(rows, content_heads, training, dropout_seed)
 
         if query_stream is None:
             return content_output, None

@@ -63,7 +63,8 @@ class XLNetBlock(keras.layers.Layer):
         everything else (including `dropout_seed`): as `RelativeAttention.call`.
 
     Returns:
-        `(content_output [B, L, H], query_output [B, P, H] or None)`.
+        `(content_output [B, L, H] (`[B, Q, H]` with `content_positions`),
+        query_output [B, P, H] or None)`.
 
     Example:
     >>> import numpy as np
@@ -128,12 +129,13 @@ class XLNetBlock(keras.layers.Layer):
     def call(self, content_stream, position_encoding, segment_different, content_mask,
              content_bias, positional_bias, segment_bias, segment_encoding,
              memory=None, query_stream=None, query_mask=None, target_mapping=None,
-             training=None, dropout_seed=None):
+             content_positions=None, position_heads=None, training=None, dropout_seed=None):
         content_output, query_output = self.attention(
             content_stream, position_encoding, segment_different, content_mask,
             content_bias, positional_bias, segment_bias, segment_encoding,
             memory=memory, query_stream=query_stream, query_mask=query_mask,
-            target_mapping=target_mapping, training=training, dropout_seed=dropout_seed)
+            target_mapping=target_mapping, content_positions=content_positions,
+            position_heads=position_heads, training=training, dropout_seed=dropout_seed)
         content_output = self._feedforward(content_output, training, dropout_seed, "content")
         if query_output is not None:
             query_output = self._feedforward(query_output, training, dropout_seed, "query")

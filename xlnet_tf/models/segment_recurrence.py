@@ -183,7 +183,7 @@ def _segment_features(features):
     return tensors
 
 
-def last_segment_output(backbone, features, training=None, dropout_seed=None):
+def last_segment_output(backbone, features, training=None, dropout_seed=None, output_positions=None):
     """The backbone's content stream on the last segment, after reading the earlier ones into memory.
 
     Segments 0..S-2 run in a `tf.while_loop` (XLA and distribution friendly:
@@ -208,9 +208,14 @@ def last_segment_output(backbone, features, training=None, dropout_seed=None):
         dropout_seed: int `[2]` step seed or None. Segment i draws its masks from
             `seeded_dropout.sub_seed(dropout_seed, i)`; in training without one, a
             seed is drawn from the backbone's dropout generator for the whole call.
+        output_positions: optional int `[B, Q]`, the backbone's `output_positions`
+            for the last segment (e.g. its `<cls>`). The earlier segments only
+            feed the memory, which caches each layer's input, so their last
+            layer always runs at one position.
 
     Returns:
-        `sequence_output` of the last segment, `[B, L, H]`.
+        `sequence_output` of the last segment, `[B, L, H]` (`[B, Q, H]` with
+        `output_positions`).
 
     Example:
     >>> from tests.harness import tiny_config  # doctest: +SKIP
@@ -236,7 +241,8 @@ def last_segment_output(backbone, features, training=None, dropout_seed=None):
     last = {key: tensor[:, -1] for key, tensor in tensors.items()}  # [B, L]
     last_seed = seeded_dropout.sub_seed(dropout_seed, last_index)
     if config.memory_length <= 0 or (isinstance(num_segments, int) and num_segments == 1):
-        return backbone(last, training=training, dropout_seed=last_seed)["sequence_output"]
+        return backbone(last, training=training, dropout_seed=last_seed,
+                        output_positions=output_positions)["sequence_output"]
 
     memory_length = config.memory_length
     batch_size = token_ids.shape[0]
@@ -253,12 +259,15 @@ def last_segment_output(backbone, features, training=None, dropout_seed=None):
                           tf.argmax(tf.cast(real_segment, tf.int32), axis=1, output_type=tf.int32),
                           last_index)  # [B]
     start = tf.reduce_min(first_real)
+    # Any one position: the memory is cached from each layer's input, the last layer's output unused.
+    unused_output = tf.zeros([dynamic_batch, 1], tf.int32)  # [B, 1]
 
     def read_segment(index, mems, memory_mask):
         segment = {key: tf.gather(tensor, index, axis=1) for key, tensor in tensors.items()}  # [B, L]
         outputs = backbone(dict(segment, mems=mems, memory_padding_mask=memory_mask),
                            training=training,
-                           dropout_seed=seeded_dropout.sub_seed(dropout_seed, index))
+                           dropout_seed=seeded_dropout.sub_seed(dropout_seed, index),
+                           output_positions=unused_output)
         # Both keep the last memory_length positions; with a segment length unknown when tracing
         # their static length is lost, so a reshape (free, unlike an EnsureShape op inside an XLA
         # cluster) restates it for the loop's shape invariants.
@@ -278,5 +287,5 @@ def last_segment_output(backbone, features, training=None, dropout_seed=None):
         # so peak memory grew with the length (Base, 16 segments: 2.1 GB against 0.9 GB).
         parallel_iterations=1)
     outputs = backbone(dict(last, mems=tf.stop_gradient(mems), memory_padding_mask=memory_mask),
-                       training=training, dropout_seed=last_seed)
+                       training=training, dropout_seed=last_seed, output_positions=output_positions)
     return outputs["sequence_output"]

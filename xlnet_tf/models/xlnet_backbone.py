@@ -48,6 +48,13 @@ class XLNetBackbone(Backbone):
         dropout_run_seed: Python int, the run seed of the step-seeded dropout
             (`xlnet_tf.layers.seeded_dropout`); by default fixed by
             `keras.utils.set_random_seed` before construction. Not saved.
+        precomputed_position_heads: None, or what `project_positions(N)` returned
+            for the current weights: inference calls without memory on blocks of
+            up to N tokens then read each layer's projected relative positions
+            from it instead of projecting them (a `[2L, H] x [H, H]` matmul per
+            layer, about 14% of a batch-1 forward at L = 128). The serving
+            module sets it only while it traces its functions, so the cache
+            lives in the SavedModel and never goes stale in Python. Not saved.
 
     Call arguments:
         inputs: a dict with
@@ -67,9 +74,15 @@ class XLNetBackbone(Backbone):
         dropout_seed: optional int `[2]` (a train step's seed): every dropout
             mask is then a pure function of it, so a resumed run and a
             rematerialized pass draw the same masks. None: Keras' own dropout.
+        output_positions: optional int `[B, Q]`: run the last layer's content
+            stream at these positions only (earlier layers and the memory are
+            unchanged); `sequence_output` is then `[B, Q, H]`. A task that reads
+            one `<cls>` per row skips most of the last layer. Not with
+            `output_hidden_states`.
 
     Returns:
-        A dict: `sequence_output` `[B, L, H]` (content stream),
+        A dict: `sequence_output` `[B, L, H]` (content stream; `[B, Q, H]` with
+        `output_positions`),
         `query_output` `[B, P, H]` when `target_mapping` is given, and
         `new_mems` `[B, num_layers, min(M + C, memory_length), H]` when
         `memory_length > 0`, where C is `reuse_length` or L. With
@@ -103,6 +116,7 @@ class XLNetBackbone(Backbone):
         self.config = config
         self.rematerialize = bool(rematerialize)
         self.dropout_run_seed = seeded_dropout.default_run_seed()
+        self.precomputed_position_heads = None
         initializer = keras.initializers.RandomNormal(stddev=config.initializer_range)
         self.token_embedding = keras.layers.Embedding(
             config.vocabulary_size, config.hidden_dim,
@@ -206,8 +220,55 @@ class XLNetBackbone(Backbone):
             current = ops.concatenate([ops.cast(previous_memory, current.dtype), current], axis=1)
         return ops.stop_gradient(current[:, -config.memory_length:])  # [B, memory_length, H]
 
-    def call(self, inputs, training=None, output_hidden_states=False, dropout_seed=None):
+    def project_positions(self, length):
+        """Each layer's projected relative positions for a block of `length` tokens without memory.
+
+        What every inference call on such a block computes first in each layer;
+        see `precomputed_position_heads`. A block of L <= `length` tokens reads
+        rows `[length - L, length + L)` (its distances `L, ..., -L + 1` are the
+        middle of `length, ..., -length + 1`).
+
+        Args:
+            length: Python int, the longest block.
+
+        Returns:
+            A list of `num_layers` tensors `[1, num_heads, 2 * length, head_dim]`
+            in the compute dtype.
+        """
+        if self.config.attention_type != "bi" or self.config.bi_data:
+            raise ValueError("project_positions needs attention_type 'bi' without bi_data (a fine-tuning "
+                             f"configuration); this backbone has attention_type "
+                             f"{self.config.attention_type!r}, bi_data {self.config.bi_data}.")
+        encoding = self.position_encoding(query_length=length, key_length=length)  # [1, 2L, H]
+        return [block.attention.project_positions(encoding) for block in self.blocks]
+
+    def _cached_position_heads(self, query_length, memory_length, training):
+        """Slices of `precomputed_position_heads` for this call, or None to project as usual."""
+        cache = self.precomputed_position_heads
+        if cache is None or training or memory_length:
+            return None
+        cached_length = cache[0].shape[2] // 2
+        if isinstance(query_length, int) and query_length > cached_length:
+            raise ValueError(f"XLNetBackbone: precomputed_position_heads cover blocks of up to "
+                             f"{cached_length} tokens; this call has {query_length}.")
+        start = cached_length - query_length
+        return [ops.slice(heads, (0, 0, start, 0),
+                          (1, heads.shape[1], 2 * query_length, heads.shape[3]))  # [1, N, 2L, D]
+                for heads in cache]
+
+    def call(self, inputs, training=None, output_hidden_states=False, dropout_seed=None,
+             output_positions=None):
+        if output_positions is not None and output_hidden_states:
+            raise ValueError("XLNetBackbone: output_positions and output_hidden_states can't be combined "
+                             "(the last layer then runs at the output positions only).")
         tensors = self._validate_inputs(inputs)
+        if output_positions is not None:
+            output_positions = ops.convert_to_tensor(output_positions)
+            dtype = keras.backend.standardize_dtype(output_positions.dtype)
+            if len(output_positions.shape) != 2 or "int" not in dtype:
+                raise ValueError("XLNetBackbone: output_positions must be an int tensor [batch, positions], "
+                                 f"got {dtype} of shape {tuple(output_positions.shape)}.")
+            _check_dims("output_positions", output_positions.shape, (tensors["token_ids"].shape[0], None))
         config = self.config
         token_ids = ops.cast(tensors["token_ids"], "int32")
         segment_ids = ops.cast(tensors["segment_ids"], "int32")
@@ -249,6 +310,7 @@ class XLNetBackbone(Backbone):
             query_length=query_length, key_length=memory_length + query_length,
             batch_size=batch_size)  # [B|1, R, H]
         position_encoding = embedding_dropout(position_encoding, 2)
+        cached_position_heads = self._cached_position_heads(query_length, memory_length, training)
 
         rematerialize = bool(self.rematerialize and training)
         call_seed = dropout_seed
@@ -261,8 +323,10 @@ class XLNetBackbone(Backbone):
             if config.memory_length > 0:
                 new_mems.append(self._cache_memory(content_stream, layer_memory))
 
+            last = index == len(self.blocks) - 1
+
             def run_block(content, query, index=index, block=block, layer_memory=layer_memory,
-                          dropout_seed=None):
+                          dropout_seed=None, last=last):
                 # The biases are read inside, so a rematerialized run re-reads the variables
                 # and tf.recompute_grad hands their gradients back.
                 return block(
@@ -272,7 +336,10 @@ class XLNetBackbone(Backbone):
                     self._layer_bias(self.segment_attention_bias, index),
                     ops.cast(self.segment_embedding[index], self.compute_dtype),
                     memory=layer_memory, query_stream=query, query_mask=query_mask,
-                    target_mapping=target_mapping, training=training, dropout_seed=dropout_seed)
+                    target_mapping=target_mapping,
+                    content_positions=output_positions if last else None,
+                    position_heads=None if cached_position_heads is None else cached_position_heads[index],
+                    training=training, dropout_seed=dropout_seed)
 
             block_seed = seeded_dropout.sub_seed(call_seed, index)
             if rematerialize:

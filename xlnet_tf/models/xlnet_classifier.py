@@ -6,7 +6,7 @@ from keras import ops
 from xlnet_tf.layers import seeded_dropout
 from xlnet_tf.models.segment_recurrence import (last_segment_output, static_rank,
                                                  with_segment_axis)
-from xlnet_tf.models.xlnet_task import CLS_TOKEN_ID, XLNetTask, cls_positions, gather_positions
+from xlnet_tf.models.xlnet_task import CLS_TOKEN_ID, XLNetTask, cls_positions
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
@@ -115,21 +115,22 @@ class XLNetClassifier(XLNetTask):
         if rank == 3 and features["token_ids"].shape[1] == 1:
             features = {k: v[:, 0] for k, v in features.items()}  # [B, L]: one segment is one window
             rank = 2
-        if rank == 2:
-            sequence, head_seed = self.backbone_sequence(features, training)  # [B, L, H]
-        elif rank == 3:
-            step_seed = seeded_dropout.training_dropout_seed(self, training)
-            sequence = last_segment_output(
-                self.backbone, features, training,
-                seeded_dropout.sub_seed(step_seed, seeded_dropout.BACKBONE_SEED))  # [B, L, H]
-            head_seed = seeded_dropout.sub_seed(step_seed, seeded_dropout.HEAD_SEED)
-            features = {k: v[:, -1] for k, v in features.items()}  # [B, L], the last segment
-        else:
+        if rank not in (2, 3):
             raise ValueError("XLNetClassifier expects token_ids of shape [batch, length] or, for a "
                              "long document, [batch, segments, length]; got shape "
                              f"{tuple(features['token_ids'].shape)}.")
-        index = cls_positions(features["token_ids"], features["padding_mask"], self.cls_token_id)
-        summary = gather_positions(sequence, index)  # [B, H]
+        window = features if rank == 2 else {k: v[:, -1] for k, v in features.items()}  # [B, L]
+        # The head reads <cls> only, so the backbone's last layer runs at that position alone.
+        index = cls_positions(window["token_ids"], window["padding_mask"], self.cls_token_id)[:, None]  # [B, 1]
+        if rank == 2:
+            sequence, head_seed = self.backbone_sequence(features, training, index)  # [B, 1, H]
+        else:
+            step_seed = seeded_dropout.training_dropout_seed(self, training)
+            sequence = last_segment_output(
+                self.backbone, features, training,
+                seeded_dropout.sub_seed(step_seed, seeded_dropout.BACKBONE_SEED), index)  # [B, 1, H]
+            head_seed = seeded_dropout.sub_seed(step_seed, seeded_dropout.HEAD_SEED)
+        summary = sequence[:, 0]  # [B, H]
         summary = self.summary_projection(summary)
         summary = seeded_dropout.apply_dropout(self.summary_dropout, summary, training, head_seed)
         return ops.cast(self.logits_dense(summary), "float32")

@@ -6,7 +6,7 @@ from keras import ops
 from xlnet_tf.layers import seeded_dropout
 from xlnet_tf.models.segment_recurrence import (last_segment_output, static_rank,
                                                  with_segment_axis)
-from xlnet_tf.models.xlnet_task import CLS_TOKEN_ID, XLNetTask, cls_positions, gather_positions
+from xlnet_tf.models.xlnet_task import CLS_TOKEN_ID, XLNetTask, cls_positions
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
@@ -89,19 +89,21 @@ class XLNetMultipleChoice(XLNetTask):
         # One step seed (None outside fit): backbone and head masks survive a resume.
         step_seed = seeded_dropout.training_dropout_seed(self, training)
         backbone_seed = seeded_dropout.sub_seed(step_seed, seeded_dropout.BACKBONE_SEED)
+        # The head reads <cls> only, so the backbone's last layer runs at that position alone.
         if rank == 3:
             flat = {k: ops.reshape(v, (-1, length)) for k, v in features.items()}  # [B*C, L]
-            sequence = self.backbone(
-                flat, training=training, dropout_seed=backbone_seed)["sequence_output"]  # [B*C, L, H]
+            index = cls_positions(flat["token_ids"], flat["padding_mask"], self.cls_token_id)[:, None]  # [B*C, 1]
+            sequence = self.backbone(flat, training=training, dropout_seed=backbone_seed,
+                                     output_positions=index)["sequence_output"]  # [B*C, 1, H]
         else:
             num_segments = token_ids.shape[2] or ops.shape(token_ids)[2]
             segments = {k: ops.reshape(v, (-1, num_segments, length))  # [B*C, S, L]
                         for k, v in features.items()}
-            sequence = last_segment_output(self.backbone, segments, training,
-                                           backbone_seed)  # [B*C, L, H]
-            flat = {k: v[:, -1] for k, v in segments.items()}  # [B*C, L], the last segment
-        index = cls_positions(flat["token_ids"], flat["padding_mask"], self.cls_token_id)
-        summary = gather_positions(sequence, index)  # [B*C, H]
+            last = {k: v[:, -1] for k, v in segments.items()}  # [B*C, L], the last segment
+            index = cls_positions(last["token_ids"], last["padding_mask"], self.cls_token_id)[:, None]  # [B*C, 1]
+            sequence = last_segment_output(self.backbone, segments, training, backbone_seed,
+                                           index)  # [B*C, 1, H]
+        summary = sequence[:, 0]  # [B*C, H]
         summary = seeded_dropout.apply_dropout(
             self.summary_dropout, self.summary_projection(summary), training,
             seeded_dropout.sub_seed(step_seed, seeded_dropout.HEAD_SEED))

@@ -274,7 +274,7 @@ class XLNetTask(Task):
             "padding_mask": inputs["padding_mask"],
         }
 
-    def backbone_sequence(self, features, training):
+    def backbone_sequence(self, features, training, output_positions=None):
         """The backbone's content stream for `features`, and the dropout seed of the head.
 
         Backbone and head draw their dropout masks from sub-seeds of one step
@@ -283,6 +283,8 @@ class XLNetTask(Task):
         Args:
             features: the backbone inputs (`backbone_inputs`), `[B, L]` each.
             training: the call's `training` flag.
+            output_positions: optional int `[B, Q]`, the backbone's
+                `output_positions` (the sequence is then `[B, Q, H]`).
 
         Returns:
             `(sequence [B, L, H], head_seed)`; `head_seed` is an int64 `[2]` or None,
@@ -292,6 +294,7 @@ class XLNetTask(Task):
         sequence = self.backbone(
             features, training=training,
             dropout_seed=seeded_dropout.sub_seed(step_seed, seeded_dropout.BACKBONE_SEED),
+            output_positions=output_positions,
         )["sequence_output"]  # [B, L, H]
         return sequence, seeded_dropout.sub_seed(step_seed, seeded_dropout.HEAD_SEED)
 
