@@ -11,6 +11,15 @@ from xlnet_tf.layers.seeded_dropout import apply_dropout
 CONTENT_PROBABILITIES, CONTENT_OUTPUT, QUERY_PROBABILITIES, QUERY_OUTPUT = 0, 1, 2, 3
 
 
+def _rows_at(positions, *tensors):
+    """Rows `positions [B, Q]` of each `[B, L, K]` tensor (masks, segment comparisons): `[B, Q, K]` each."""
+    positions = ops.cast(positions, "int32")
+    shape = ops.shape(tensors[0])
+    row_index = ops.broadcast_to(
+        positions[:, :, None], (shape[0], ops.shape(positions)[1], shape[2]))  # [B, Q, K]
+    return tuple(ops.take_along_axis(tensor, row_index, axis=1) for tensor in tensors)  # [B, Q, K] each
+
+
 @keras.saving.register_keras_serializable(package="xlnet_tf")
 class RelativeAttention(keras.layers.Layer):
     """Relative multi-head attention over `[memory | current block]`, one or two streams.
@@ -179,17 +188,13 @@ class RelativeAttention(keras.layers.Layer):
         else:
             content_positions = ops.cast(content_positions, "int32")
             rows = ops.take_along_axis(content_stream, content_positions[:, :, None], axis=1)  # [B, Q, H]
-            row_index = ops.broadcast_to(
-                content_positions[:, :, None],
-                (ops.shape(content_positions)[0], ops.shape(content_positions)[1],
-                 ops.shape(content_mask)[-1]))  # [B, Q, K]
+            rows_segment, rows_mask = _rows_at(content_positions, segment_different, content_mask)
             content_query = ops.einsum("bih,hnd->bnid", rows, self.query_kernel)  # [B, N, Q, D]
             content_heads = self._attend(
-                content_query, key_heads, value_heads, position_heads,
-                ops.take_along_axis(segment_different, row_index, axis=1),
-                ops.take_along_axis(content_mask, row_index, axis=1), training=training,
-                query_positions=content_positions, block_length=ops.shape(content_stream)[1],
-                dropout_seed=dropout_seed, **biases)  # [B, N, Q, D]
+                content_query, key_heads, value_heads, position_heads, rows_segment, rows_mask,
+                training=training, query_positions=content_positions,
+                block_length=ops.shape(content_stream)[1], dropout_seed=dropout_seed,
+                **biases)  # [B, N, Q, D]
             content_output = self._post_attention(rows, content_heads, training, dropout_seed)
 
         if query_stream is None:
@@ -207,12 +212,7 @@ class RelativeAttention(keras.layers.Layer):
             # rows that pick nothing (padding up to num_predict) get no attention output.
             target_mapping = ops.cast(target_mapping, "float32")
             query_positions = ops.argmax(target_mapping, axis=-1)  # [B, P]
-            row_index = ops.broadcast_to(
-                ops.cast(query_positions, "int32")[:, :, None],
-                (ops.shape(query_positions)[0], ops.shape(query_positions)[1],
-                 ops.shape(query_mask)[-1]))  # [B, P, K]
-            query_rows_mask = ops.take_along_axis(query_mask, row_index, axis=1)  # [B, P, K]
-            query_rows_segment = ops.take_along_axis(segment_different, row_index, axis=1)  # [B, P, K]
+            query_rows_segment, query_rows_mask = _rows_at(query_positions, segment_different, query_mask)
             query_heads = self._attend(
                 query_heads, key_heads, value_heads, position_heads, query_rows_segment,
                 query_rows_mask, training=training, query_positions=query_positions,
