@@ -84,6 +84,10 @@ def test_bad_output_positions_are_refused_by_name():
         backbone(inputs, output_positions=np.zeros((3,), "int32"))
     with pytest.raises(ValueError, match="'output_positions' has shape"):
         backbone(inputs, output_positions=np.zeros((2, 1), "int32"))
+    with pytest.raises(ValueError, match=r"output_positions must be in \[0, 7\).*got 7"):
+        backbone(inputs, output_positions=np.array([[0], [7], [1]], "int32"))
+    with pytest.raises(ValueError, match="got -1"):
+        backbone(inputs, output_positions=np.array([[0], [1], [-1]], "int32"))
 
 
 def test_classifier_and_multiple_choice_read_cls_as_before():

@@ -269,6 +269,7 @@ class XLNetBackbone(Backbone):
                 raise ValueError("XLNetBackbone: output_positions must be an int tensor [batch, positions], "
                                  f"got {dtype} of shape {tuple(output_positions.shape)}.")
             _check_dims("output_positions", output_positions.shape, (tensors["token_ids"].shape[0], None))
+            _check_positions_in_range(output_positions, tensors["token_ids"].shape[1])
         config = self.config
         token_ids = ops.cast(tensors["token_ids"], "int32")
         segment_ids = ops.cast(tensors["segment_ids"], "int32")
@@ -489,6 +490,21 @@ def _check_dims(key, shape, expected):
         if wanted is not None and actual is not None and actual != wanted:
             pretty = tuple("?" if w is None else w for w in expected)
             raise ValueError(f"XLNetBackbone: input {key!r} has shape {shape}, expected {pretty}.")
+
+
+def _check_positions_in_range(positions, length):
+    """Refuses eager `output_positions` outside `[0, length)` (a GPU gather would read zeros there).
+
+    Traced positions (the task heads' `<cls>` indices) are not checked: an assert
+    op cannot run inside an XLA computation.
+    """
+    if length is None or not hasattr(positions, "numpy"):
+        return
+    values = positions.numpy()
+    bad = values[(values < 0) | (values >= length)]
+    if bad.size:
+        raise ValueError(f"XLNetBackbone: output_positions must be in [0, {length}) (the block length); "
+                         f"got {int(bad[0])}.")
 
 
 def _settings_only_tokenizer():
