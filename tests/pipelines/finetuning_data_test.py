@@ -187,3 +187,26 @@ def test_bad_settings_are_clear_errors(tmp_path, capsys, args, message):
     argv = ["--task_type", "classification", "--vocab", SPIECE, "--output_dir", str(tmp_path / "o")] + args
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_pair_task_is_detected_past_the_first_row(tmp_path, tokenizer):
+    # A first JSONL row without "text_pair" must not make every later row lose its second text.
+    rows = [{"text": "a quiet river", "label": 1},
+            {"text": "the old mill", "text_pair": "a quiet river", "label": 0}]
+    _write_jsonl(tmp_path / "train.jsonl", rows[:1])
+    _write_jsonl(tmp_path / "dev.jsonl", rows[1:])
+    manifest = run(["--task_type", "classification", "--input", f"train={tmp_path / 'train.jsonl'}",
+                    "--input", f"dev={tmp_path / 'dev.jsonl'}", "--vocab", SPIECE, "--sequence_length",
+                    str(LENGTH), "--num_shards", "1", "--output_dir", str(tmp_path / "out")])
+    assert manifest["task"]["has_text_pair"] and manifest["settings"]["text_fields"] == ["text", "text_pair"]
+    (features, label), = _records(str(tmp_path / "out"), "dev")
+    expected = TextPreprocessor(tokenizer, XLNetPacker(LENGTH))(
+        tf.constant(["the old mill"]), tf.constant(["a quiet river"]))
+    np.testing.assert_array_equal(features["token_ids"], expected["token_ids"][0].numpy())
+    assert set(features["segment_ids"][features["padding_mask"] == 1]) >= {0, 1} and label == 0
+    # "text_pair": null everywhere is a single-text task.
+    _write_jsonl(tmp_path / "single.jsonl", [{"text": "a quiet river", "text_pair": None, "label": 1}])
+    manifest = run(["--task_type", "classification", "--input", f"train={tmp_path / 'single.jsonl'}",
+                    "--vocab", SPIECE, "--sequence_length", str(LENGTH), "--num_shards", "1",
+                    "--output_dir", str(tmp_path / "single")])
+    assert not manifest["task"]["has_text_pair"]

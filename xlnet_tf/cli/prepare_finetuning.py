@@ -120,7 +120,7 @@ def _resolve(args):
     if args.input and args.task_type == "classification" and not label_names:
         label_names = infer_label_names(sources[0][2], args.label_field or "label")
     if args.input and args.task_type in ("classification", "regression") and not args.text_fields:
-        text_fields = present_text_fields(sources[0][2])
+        text_fields = present_text_fields([path for _, _, paths in sources for path in paths])
     settings = {
         "task_type": args.task_type, "sequence_length": args.sequence_length,
         "max_segments": args.max_segments, "text_fields": text_fields,

@@ -454,12 +454,27 @@ def infer_label_names(paths, label_field):
 
 
 def present_text_fields(paths):
-    """`["text", "text_pair"]` when the first split has a `text_pair` column, else `["text"]`."""
+    """`["text", "text_pair"]` when any row of `paths` has a `text_pair`, else `["text"]`.
+
+    Every row is looked at, not the first: JSONL rows may leave out a key, and
+    deciding "single text" from a first row without `text_pair` would silently
+    drop every later row's second text. A CSV/TSV `text_pair` column counts even
+    where its cells are empty; a JSONL `"text_pair": null` does not.
+
+    Args:
+        paths: the JSONL / CSV / TSV files of every input split.
+
+    Returns:
+        The text fields of the task.
+
+    Example:
+    >>> present_text_fields(["train.jsonl", "dev.jsonl"])  # doctest: +SKIP
+    ['text', 'text_pair']
+    """
     for path in paths:
         for _, row in _rows(path):
-            if isinstance(row, dict) and "text_pair" in row:
+            if isinstance(row, dict) and row.get("text_pair") is not None:
                 return ["text", "text_pair"]
-            break
     return ["text"]
 
 
