@@ -166,8 +166,10 @@ def test_memory_off_reads_only_the_last_segment():
     backbone = _backbone(memory_length=0)
     features = _document(2, 3, [12, 5])
     last = {k: v[:, -1] for k, v in features.items()}
-    np.testing.assert_array_equal(last_segment_output(backbone, features).numpy(),
-                                  backbone(last)["sequence_output"].numpy())
+    # Not silently: the warning names the segments and the setting.
+    with pytest.warns(UserWarning, match="3 segments but the backbone's memory_length is 0"):
+        output = last_segment_output(backbone, features)
+    np.testing.assert_array_equal(output.numpy(), backbone(last)["sequence_output"].numpy())
 
 
 @pytest.mark.parametrize("reuse_length", [0, 3])

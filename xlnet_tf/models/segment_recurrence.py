@@ -11,6 +11,8 @@ in the memory are closed by `memory_padding_mask`, so a short document gives
 the same output under any S.
 """
 
+import warnings
+
 import tensorflow as tf
 
 from xlnet_tf.formats.special_tokens import PAD_TOKEN_ID
@@ -195,7 +197,8 @@ def last_segment_output(backbone, features, training=None, dropout_seed=None, ou
     would only add closed memory positions. The gradient stops at the memory,
     as in pretraining, so only the last segment's pass is differentiated.
 
-    With `memory_length` 0 (memory off) only the last segment is read. With a
+    With `memory_length` 0 (memory off) only the last segment is read, with a
+    `UserWarning` naming the setting (a static S > 1 only). With a
     static S of 1 the backbone is called on it without memory, exactly as a
     single window.
 
@@ -240,6 +243,13 @@ def last_segment_output(backbone, features, training=None, dropout_seed=None, ou
     last_index = num_segments - 1
     last = {key: tensor[:, -1] for key, tensor in tensors.items()}  # [B, L]
     last_seed = seeded_dropout.sub_seed(dropout_seed, last_index)
+    if config.memory_length <= 0 and isinstance(num_segments, int) and num_segments > 1:
+        # Memory that silently does nothing is the classic XLNet long-document bug: say so.
+        warnings.warn(
+            f"last_segment_output: the features hold {num_segments} segments but the backbone's "
+            "memory_length is 0, so only the last segment is read. Build the backbone with "
+            "memory_length > 0 (e.g. XLNetBackbone.from_preset(preset, memory_length=L)) to let the "
+            "earlier segments reach it.", stacklevel=2)
     if config.memory_length <= 0 or (isinstance(num_segments, int) and num_segments == 1):
         return backbone(last, training=training, dropout_seed=last_seed,
                         output_positions=output_positions)["sequence_output"]
