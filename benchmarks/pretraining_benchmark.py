@@ -23,6 +23,7 @@ Tables:
   1. tokens/s, peak and step memory, ours (tf.function, and XLA as
      configs/pretrain/base.yaml sets) vs PyTorch, seq 128 and 512 in float32,
      bfloat16 at seq 128 (and at 512 with --bf16-512);
+  1b. (--batch-table) ours bfloat16 / ours float32 at batch 8 (seq 128) and 4 (seq 512);
   2. 1 -> 2 replicas (MirroredStrategy over 2 virtual CPU devices, same global batch);
   3. largest per-replica batch at seq 512 for Base and Large, without and with
      `rematerialize`: step memory measured at batch 1 and 2 on CPU, a line fitted
@@ -32,6 +33,7 @@ Tables:
 
 Usage:
     python benchmarks/pretraining_benchmark.py [--steps 2] [--threads 2] [--quick] [--bf16-512] [--step-only]
+        [--batch-table] [--skip-step-table]
 
 Table 1 also gives, from the same run, XLA / no XLA for each row and, for bfloat16
 rows, ours bfloat16 / ours float32 at the same length; the load average is printed.
@@ -198,6 +200,27 @@ def _fmt(result, key, pattern):
     return pattern.format(result[key]) if key in result and result[key] is not None else "-"
 
 
+def _batch_table(common):
+    """Table 1b: our bfloat16 step against our float32 step at per-device batches users train at.
+
+    At batch 2 (seq 128) and 1 (seq 512) the optimizer update, whose cost does
+    not depend on the batch or on the compute dtype, is a large part of the
+    step; larger batches show what bfloat16 buys per example. Each dtype runs
+    twice, alternating, and the faster run counts.
+    """
+    print("\n## 1b. bfloat16 / float32, ours, larger batches (no XLA)\n")
+    print("| seq | batch | float32 tok/s | bfloat16 tok/s | bf16 / our f32 |")
+    print("|---|---|---|---|---|")
+    for seq, batch in ((128, 8), (512, 4)):
+        speed = {}
+        for dtype in ("float32", "bfloat16", "float32", "bfloat16"):
+            result = measure(dict(common, impl="keras", seq=seq, batch=batch, dtype=dtype))
+            speed[dtype] = max(speed.get(dtype, 0), result.get("tokens_per_s") or 0)
+        ratio = speed["bfloat16"] / speed["float32"] if speed["float32"] and speed["bfloat16"] else None
+        print(f"| {seq} | {batch} | {speed['float32']:.0f} | {speed['bfloat16']:.0f} | "
+              f"{'-' if ratio is None else f'{ratio:.2f}x'} |", flush=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=2, help="timed steps after one warm-up step")
@@ -205,6 +228,10 @@ def main(argv=None):
     parser.add_argument("--bf16-512", action="store_true", help="also bfloat16 at seq 512 (slow on CPU)")
     parser.add_argument("--quick", action="store_true", help="seq 128 only, no Large memory runs")
     parser.add_argument("--step-only", action="store_true", help="table 1 only")
+    parser.add_argument("--batch-table", action="store_true",
+                        help="also table 1b: bfloat16 / float32 of ours at batch 8 (seq 128) and 4 (seq 512)")
+    parser.add_argument("--skip-step-table", action="store_true",
+                        help="tables 2 and 3 only (replica scaling, largest batch)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -217,6 +244,8 @@ def main(argv=None):
         if args.bf16_512:
             rows.append((512, 1, "bfloat16"))
 
+    if args.skip_step_table:
+        rows = []
     print("## 1. Full training step, XLNet-Base, ours (fit) vs PyTorch (HF), "
           f"{args.threads} threads, load average {os.getloadavg()[0]:.1f} at start\n")
     print("| seq | batch | dtype | ours tok/s | ours XLA tok/s | PyTorch tok/s | speed ratio "
@@ -260,6 +289,8 @@ def main(argv=None):
         if seq == 512 and dtype == "float32" and ours.get("step_rss_gb"):
             memory_points[("base", False, 1)] = ours["step_rss_gb"]
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end of table 1", flush=True)
+    if args.batch_table:
+        _batch_table(common)
     if args.step_only:
         return 0
 

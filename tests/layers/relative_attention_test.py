@@ -106,3 +106,47 @@ def test_block_feedforward_golden():
     w2, b2 = np.asarray(block.feedforward_output.kernel), np.asarray(block.feedforward_output.bias)
     expected = layer_norm(attended + np.maximum(attended @ w1 + b1, 0) @ w2 + b2)
     np.testing.assert_allclose(np.asarray(content), expected, atol=1e-5)
+
+
+def test_scores_follow_the_paper_formula_with_memory_and_both_segment_scores():
+    # The layer scales the queries instead of the scores and adds only the segment difference (a
+    # softmax ignores the per-row constant); the output must equal the textbook formula.
+    M = 3
+    K = M + L
+    rng = np.random.default_rng(11)
+    layer = RelativeAttention(num_heads=N, head_dim=D)
+    args = dict(
+        content_stream=rng.normal(size=(B, L, H)).astype("float32"),
+        position_encoding=rng.normal(size=(1, K + L, H)).astype("float32"),
+        segment_different=rng.random((B, L, K)) < 0.5,
+        content_mask=np.zeros((B, L, K), bool),
+        content_bias=rng.normal(size=(N, D)).astype("float32"),
+        positional_bias=rng.normal(size=(N, D)).astype("float32"),
+        segment_bias=rng.normal(size=(N, D)).astype("float32"),
+        segment_encoding=rng.normal(size=(2, N, D)).astype("float32"))
+    args["content_mask"][:, :, 0] = True
+    memory = rng.normal(size=(B, M, H)).astype("float32")
+    out, _ = layer(**args, memory=memory)
+    h = args["content_stream"]
+    keys_input = np.concatenate([memory, h], axis=1)
+    kernel = {name: np.asarray(getattr(layer, f"{name}_kernel"))
+              for name in ("query", "key", "value", "position", "output")}
+    q = np.einsum("bih,hnd->bnid", h, kernel["query"])
+    k = np.einsum("bjh,hnd->bnjd", keys_input, kernel["key"])
+    v = np.einsum("bjh,hnd->bnjd", keys_input, kernel["value"])
+    r = np.einsum("rh,hnd->nrd", args["position_encoding"][0], kernel["position"])
+    scores = np.zeros((B, N, L, K))
+    for i in range(L):
+        for j in range(K):
+            content = np.einsum("bnd,bnd->bn", q[:, :, i] + args["content_bias"], k[:, :, j])
+            position = np.einsum("bnd,nd->bn", q[:, :, i] + args["positional_bias"], r[:, j + L - i])
+            same, different = (np.einsum("bnd,nd->bn", q[:, :, i] + args["segment_bias"],
+                                         args["segment_encoding"][s]) for s in (0, 1))  # [B, N] each
+            segment = np.where(args["segment_different"][:, i, j, None], different, same)  # [B, N]
+            scores[:, :, i, j] = (content + position + segment) / np.sqrt(D)
+    scores = np.where(args["content_mask"][:, None], -1e30, scores)
+    probs = np.exp(scores - scores.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    attended = np.einsum("bnij,bnjd->bnid", probs, v)
+    expected = layer_norm(h + np.einsum("bnid,hnd->bih", attended, kernel["output"]))
+    np.testing.assert_allclose(np.asarray(out), expected, atol=1e-5)

@@ -68,3 +68,23 @@ def test_unknown_last_axis_draws_the_eager_mask():
     traced = tf.function(lambda x, s: stateless_dropout(x, 0.3, s),
                          input_signature=[tf.TensorSpec([None, None]), tf.TensorSpec([2], tf.int64)])
     np.testing.assert_array_equal(traced(x, seed).numpy(), stateless_dropout(x, 0.3, seed).numpy())
+
+
+def test_unscaled_dropout_times_its_scale_is_the_dropout():
+    import keras
+
+    from xlnet_tf.layers.seeded_dropout import apply_dropout, apply_unscaled_dropout
+
+    layer = keras.layers.Dropout(0.2)
+    x = tf.random.stateless_normal((3, 64), seed=[4, 4])
+    seed = tf.constant([8, 1], tf.int64)
+    dropped, scale = apply_unscaled_dropout(layer, x, True, seed, site=5)
+    assert scale == 1.0 / 0.8
+    kept = dropped.numpy() != 0
+    np.testing.assert_array_equal(dropped.numpy()[kept], x.numpy()[kept])  # unscaled
+    np.testing.assert_allclose(dropped.numpy() * scale, apply_dropout(layer, x, True, seed, site=5).numpy(),
+                               rtol=1e-6)
+    # Nothing dropped outside training; Keras' own layer (no seed) scales itself.
+    assert apply_unscaled_dropout(layer, x, False, seed)[1] == 1.0
+    own, own_scale = apply_unscaled_dropout(layer, x, True)
+    assert own_scale == 1.0 and set(np.round(own.numpy()[own.numpy() != 0] / x.numpy()[own.numpy() != 0], 4)) == {1.25}

@@ -5,7 +5,7 @@ from keras import ops
 
 from xlnet_tf.layers.attention_masks import mask_value
 from xlnet_tf.layers.rel_shift import gather_rel_shift, rel_shift
-from xlnet_tf.layers.seeded_dropout import apply_dropout
+from xlnet_tf.layers.seeded_dropout import apply_dropout, apply_unscaled_dropout
 
 # Dropout sites under one `dropout_seed` (XLNetBlock uses 4-7 for its feed-forward).
 CONTENT_PROBABILITIES, CONTENT_OUTPUT, QUERY_PROBABILITIES, QUERY_OUTPUT = 0, 1, 2, 3
@@ -126,12 +126,16 @@ class RelativeAttention(keras.layers.Layer):
         `query_positions [B, P]` (then `segment_different` and `mask` are `[B, P, K]`).
         """
         key_length = ops.shape(key_heads)[2]
+        # 1 / sqrt(D) on the [B, N, Q, D] queries, not on the [B, N, Q, K] scores: one
+        # full pass less over the scores, forward and backward.
+        scale = 1.0 / self.head_dim ** 0.5
+        query_heads = query_heads * ops.cast(scale, query_heads.dtype)
         content_scores = ops.einsum(
-            "bnid,bnjd->bnij", query_heads + content_bias[:, None, :], key_heads)  # [B, N, Q, K]
+            "bnid,bnjd->bnij", query_heads + content_bias[:, None, :] * scale, key_heads)  # [B, N, Q, K]
         # A matmul against the transposed position heads, broadcast over the batch when
         # there is one position sequence, avoids transposing [B, N, Q, R] tensors.
         position_scores = ops.matmul(
-            query_heads + positional_bias[:, None, :],
+            query_heads + positional_bias[:, None, :] * scale,
             ops.swapaxes(position_heads, -1, -2))  # [B, N, Q, R]
         if query_positions is None:
             position_scores = rel_shift(position_scores, key_length)  # [B, N, L, K]
@@ -139,18 +143,24 @@ class RelativeAttention(keras.layers.Layer):
             position_scores = gather_rel_shift(
                 position_scores, query_positions, key_length, block_length)  # [B, N, P, K]
         segment_scores = ops.einsum(
-            "bnid,snd->bnis", query_heads + segment_bias[:, None, :], segment_encoding)  # [B, N, Q, 2]
+            "bnid,snd->bnis", query_heads + segment_bias[:, None, :] * scale, segment_encoding)  # [B, N, Q, 2]
+        # A key scores s_same or s_different. s_same is the same for every key of a query row, and a
+        # softmax ignores a constant per row, so only `different * (s_different - s_same)` is added:
+        # one pass over [B, N, Q, K] less, forward and backward.
         different = ops.cast(segment_different, segment_scores.dtype)[:, None, :, :]  # [B, 1, Q, K]
-        segment_scores = segment_scores[..., 0:1] + different * (
-            segment_scores[..., 1:2] - segment_scores[..., 0:1])  # [B, N, Q, K]
-        scores = (content_scores + position_scores + segment_scores) * (1.0 / self.head_dim ** 0.5)
+        segment_scores = different * (segment_scores[..., 1:2] - segment_scores[..., 0:1])  # [B, N, Q, K]
+        scores = content_scores + position_scores + segment_scores
         # Softmax in float32 with a float32 mask constant: nothing overflows in bf16/fp16.
         scores = ops.cast(scores, "float32")
         scores = scores + ops.cast(mask, "float32")[:, None, :, :] * mask_value("float32")
         probabilities = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
-        probabilities = apply_dropout(self.probability_dropout, probabilities, training,
-                                      dropout_seed, dropout_site)
-        return ops.einsum("bnij,bnjd->bnid", probabilities, value_heads)  # [B, N, Q, D]
+        # Dropout's 1 / (1 - rate) goes on the [B, N, Q, D] result, not the [B, N, Q, K] probabilities.
+        probabilities, keep_scale = apply_unscaled_dropout(
+            self.probability_dropout, probabilities, training, dropout_seed, dropout_site)
+        heads = ops.einsum("bnij,bnjd->bnid", probabilities, value_heads)  # [B, N, Q, D]
+        if keep_scale != 1.0:
+            heads = heads * ops.cast(keep_scale, heads.dtype)
+        return heads
 
     def project_positions(self, position_encoding):
         """`[B|1, R, H]` relative position encodings -> `[B|1, N, R, D]` position heads."""

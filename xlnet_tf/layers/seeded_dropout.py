@@ -44,15 +44,46 @@ def apply_dropout(layer, inputs, training, seed=None, site=0):
     >>> bool(tf.reduce_all(a == b))
     True
     """
+    dropped, scale = apply_unscaled_dropout(layer, inputs, training, seed, site)
+    if scale == 1.0:
+        return dropped
+    return dropped * tf.cast(scale, dropped.dtype)
+
+
+def apply_unscaled_dropout(layer, inputs, training, seed=None, site=0):
+    """`apply_dropout` leaving the kept units unscaled: `(dropped, scale)`.
+
+    Dropout's `1 / (1 - rate)` is a full pass over its input (and another in the
+    backward step). Where the dropped tensor feeds a linear map to a smaller
+    tensor (attention probabilities `[B, N, Q, K]` times values `[B, N, K, D]`),
+    the caller multiplies that smaller result by `scale` instead: the same
+    output to rounding, the same mask.
+
+    Args:
+        layer, inputs, training, seed, site: as `apply_dropout`.
+
+    Returns:
+        `(dropped, scale)`: `dropped * scale` equals `apply_dropout(...)`; `scale`
+        is a Python float, 1.0 where nothing is dropped or where Keras' own
+        layer (seed None) already scaled.
+
+    Example:
+    >>> import keras, numpy as np
+    >>> layer = keras.layers.Dropout(0.5)
+    >>> x = np.ones((2, 8), "float32")
+    >>> dropped, scale = apply_unscaled_dropout(layer, x, True, tf.constant([1, 2], tf.int64))
+    >>> scale, sorted(set(dropped.numpy().ravel().tolist()))
+    (2.0, [0.0, 1.0])
+    """
     if seed is None:
-        return layer(inputs, training=training)
+        return layer(inputs, training=training), 1.0
     if not training or layer.rate == 0:
-        return inputs
+        return inputs, 1.0
     site_seed = tf.random.experimental.stateless_fold_in(tf.cast(seed, tf.int64), site)  # [2]
-    return stateless_dropout(inputs, layer.rate, site_seed)
+    return stateless_dropout(inputs, layer.rate, site_seed, scale=False), 1.0 / (1.0 - layer.rate)
 
 
-def stateless_dropout(inputs, rate, seed):
+def stateless_dropout(inputs, rate, seed, scale=True):
     """Inverted dropout whose mask is a pure function of `seed`, cheap inside XLA too.
 
     `tf.nn.experimental.stateless_dropout` draws float uniforms with the
@@ -69,10 +100,11 @@ def stateless_dropout(inputs, rate, seed):
         inputs: the tensor to drop from.
         rate: Python float in `[0, 1)`, the probability of dropping a unit.
         seed: int `[2]` stateless seed.
+        scale: scale the kept units by `1 / (1 - rate)` (False: the caller does).
 
     Returns:
         `inputs` with units zeroed with probability `rate` (to 2**-16) and the
-        kept ones scaled by `1 / (1 - rate)`.
+        kept ones scaled by `1 / (1 - rate)` (kept as they are without `scale`).
 
     Example:
     >>> x = tf.ones((4, 1000))
@@ -96,8 +128,10 @@ def stateless_dropout(inputs, rate, seed):
         bits = bits[..., :last]  # shaped like inputs
     threshold = min(int(round(rate * 2.0 ** 16)), 2 ** 16 - 1)
     keep = bits >= tf.constant(threshold, tf.uint32)
-    scaled = inputs * tf.cast(1.0 / (1.0 - rate), inputs.dtype)
-    return tf.where(keep, scaled, tf.zeros_like(scaled))
+    if scale:
+        inputs = inputs * tf.cast(1.0 / (1.0 - rate), inputs.dtype)
+    # A scalar zero: a zeros_like would be one more full pass.
+    return tf.where(keep, inputs, tf.zeros([], inputs.dtype))
 
 
 def default_run_seed():
