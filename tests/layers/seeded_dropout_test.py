@@ -88,3 +88,20 @@ def test_unscaled_dropout_times_its_scale_is_the_dropout():
     assert apply_unscaled_dropout(layer, x, False, seed)[1] == 1.0
     own, own_scale = apply_unscaled_dropout(layer, x, True)
     assert own_scale == 1.0 and set(np.round(own.numpy()[own.numpy() != 0] / x.numpy()[own.numpy() != 0], 4)) == {1.25}
+
+
+@pytest.mark.parametrize("shape", [(3, 10), (2, 7)])
+def test_mask_is_sixteen_bit_halves_of_the_philox_draws(shape):
+    # Unit j < ceil(last / 2) is kept when the low 16 bits of draw j reach the threshold,
+    # unit ceil(last / 2) + j when the high 16 bits of draw j do: the masks a step drew before
+    # the halves were compared apart, so runs resumed across this change keep their masks.
+    seed = tf.constant([6, 5], tf.int64)
+    half = (shape[-1] + 1) // 2
+    bits = tf.random.stateless_uniform(shape[:-1] + (half,), seed=seed, minval=None, maxval=None,
+                                       dtype=tf.uint32, alg="philox").numpy().astype(np.int64)
+    threshold = round(0.3 * 2 ** 16)
+    expected = np.concatenate([(bits & 0xFFFF) >= threshold, (bits >> 16) >= threshold], axis=-1)
+    expected = expected[..., :shape[-1]]
+    x = tf.random.stateless_normal(shape, seed=[3, 1]) + 10.0  # never exactly zero
+    kept = stateless_dropout(x, 0.3, seed, scale=False).numpy() != 0
+    np.testing.assert_array_equal(kept, expected)

@@ -3,6 +3,7 @@ import os
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from tests.harness import (FIRST_PLAIN_ID, pretraining_features, run_layer_test, run_model_saving_test,
                            run_preset_test, tiny_config)
@@ -120,3 +121,62 @@ def test_static_batch_size_mismatch_is_an_error_not_a_silent_reshape():
     model.set_static_batch_size(B)
     step = tf.function(model.train_step, input_signature=[signature], jit_compile=True)
     assert np.isfinite(float(step(tensors)["loss"]))
+
+
+def test_train_step_update_equals_the_plain_tape_gradient():
+    # train_step forms the tied embedding's gradient itself (the head's share last, the
+    # lookup's rows added in place); the update must be the one of a plain tape gradient.
+    from xlnet_tf.layers.seeded_dropout import training_dropout_seed
+
+    data = batch(2)
+
+    def compiled(seed_weights=None):
+        model = tiny_pretrainer(memory_length=0, dropout=0.1, attention_dropout=0.1)
+        if seed_weights is not None:
+            model.set_weights(seed_weights)
+        # SGD with rate 1: the update is the gradient (Adam's first step would amplify rounding
+        # differences of near-zero gradients to a full step).
+        model.compile(optimizer=keras.optimizers.SGD(learning_rate=1.0))
+        return model
+
+    ours = compiled()
+    start = ours.get_weights()
+    plain = compiled(start)
+    plain.backbone.dropout_run_seed = ours.backbone.dropout_run_seed  # the same masks
+    ours.train_on_batch(data)
+
+    plain.optimizer.build(plain.trainable_variables)
+    with tf.GradientTape() as tape:
+        outputs = plain(data, training=True, dropout_seed=training_dropout_seed(plain, True))
+        per_token, _, mask = plain._masked_sums(data["target_ids"], data["target_mask"], outputs["logits"])
+        loss = tf.reduce_sum(per_token * mask) / tf.reduce_sum(mask)
+    gradients = tape.gradient(loss, plain.trainable_variables)
+    plain.optimizer.apply(gradients, plain.trainable_variables)
+
+    moved = 0
+    for a, b, before in zip(ours.get_weights(), plain.get_weights(), start):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+        moved += not np.allclose(a, before, atol=1e-4)
+    assert moved > 10
+
+
+@pytest.mark.parametrize("lookup", ["indexed_slices", "dense", "none"])
+def test_tied_embedding_gradient_sums_both_shares(lookup):
+    from xlnet_tf.models.xlnet_pretrainer import _tied_embedding_gradient
+
+    rng = np.random.default_rng(0)
+    logits_gradient = rng.normal(size=(2, 3, V)).astype("float32")
+    head_input = rng.normal(size=(2, 3, 8)).astype("float32")
+    rows = rng.normal(size=(4, 8)).astype("float32")
+    ids = np.array([5, 1, 5, 7])  # a repeated id: its rows add up
+    expected = np.einsum("bpv,bph->vh", logits_gradient, head_input)
+    lookup_gradient = None
+    if lookup != "none":
+        dense = np.zeros((V, 8), "float32")
+        np.add.at(dense, ids, rows)
+        expected = expected + dense
+        lookup_gradient = (tf.IndexedSlices(tf.constant(rows), tf.constant(ids), tf.constant([V, 8]))
+                           if lookup == "indexed_slices" else tf.constant(dense))
+    result = _tied_embedding_gradient(lookup_gradient, tf.constant(logits_gradient), tf.constant(head_input),
+                                      [tf.ones(3), None])
+    np.testing.assert_allclose(result.numpy(), expected, rtol=1e-5, atol=1e-5)

@@ -4,8 +4,9 @@ import keras
 from keras import ops
 
 from xlnet_tf.layers.attention_masks import mask_value
+from xlnet_tf.layers.dropped_attention import dropped_attention
 from xlnet_tf.layers.rel_shift import gather_rel_shift, rel_shift
-from xlnet_tf.layers.seeded_dropout import apply_dropout, apply_unscaled_dropout
+from xlnet_tf.layers.seeded_dropout import apply_dropout, apply_unscaled_dropout, dropout_keep_mask
 
 # Dropout sites under one `dropout_seed` (XLNetBlock uses 4-7 for its feed-forward).
 CONTENT_PROBABILITIES, CONTENT_OUTPUT, QUERY_PROBABILITIES, QUERY_OUTPUT = 0, 1, 2, 3
@@ -153,11 +154,22 @@ class RelativeAttention(keras.layers.Layer):
         # Softmax in float32 with a float32 mask constant: nothing overflows in bf16/fp16.
         scores = ops.cast(scores, "float32")
         scores = scores + ops.cast(mask, "float32")[:, None, :, :] * mask_value("float32")
-        probabilities = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
         # Dropout's 1 / (1 - rate) goes on the [B, N, Q, D] result, not the [B, N, Q, K] probabilities.
-        probabilities, keep_scale = apply_unscaled_dropout(
-            self.probability_dropout, probabilities, training, dropout_seed, dropout_site)
-        heads = ops.einsum("bnij,bnjd->bnid", probabilities, value_heads)  # [B, N, Q, D]
+        keep = keep_scale = None
+        if dropout_seed is not None:
+            keep, keep_scale = dropout_keep_mask(
+                self.probability_dropout, scores, training, dropout_seed, dropout_site)
+        if keep is not None and self.compute_dtype == "float32":
+            # Holds the probabilities only, not also the dropped ones, for the backward step.
+            heads = dropped_attention(scores, keep, value_heads)  # [B, N, Q, D]
+        else:
+            probabilities = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
+            if keep is None:
+                probabilities, keep_scale = apply_unscaled_dropout(
+                    self.probability_dropout, probabilities, training, dropout_seed, dropout_site)
+            else:
+                probabilities = ops.where(keep, probabilities, ops.zeros((), probabilities.dtype))
+            heads = ops.einsum("bnij,bnjd->bnid", probabilities, value_heads)  # [B, N, Q, D]
         if keep_scale != 1.0:
             heads = heads * ops.cast(keep_scale, heads.dtype)
         return heads

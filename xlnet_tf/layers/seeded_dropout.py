@@ -77,24 +77,43 @@ def apply_unscaled_dropout(layer, inputs, training, seed=None, site=0):
     """
     if seed is None:
         return layer(inputs, training=training), 1.0
-    if not training or layer.rate == 0:
+    keep, scale = dropout_keep_mask(layer, inputs, training, seed, site)
+    if keep is None:
         return inputs, 1.0
+    return tf.where(keep, inputs, tf.zeros([], inputs.dtype)), scale
+
+
+def dropout_keep_mask(layer, inputs, training, seed, site=0):
+    """The units `apply_unscaled_dropout` keeps, for callers that apply the mask themselves.
+
+    Args:
+        layer: a `keras.layers.Dropout` (its `rate` is used).
+        inputs: the tensor the mask is for (only its shape is read).
+        training: Python bool.
+        seed: an int `[2]` stateless seed (not None).
+        site: as `apply_dropout`.
+
+    Returns:
+        `(keep, scale)`: a bool tensor shaped like `inputs` and `1 / (1 - rate)`,
+        or `(None, 1.0)` where nothing is dropped (not training, or rate 0).
+
+    Example:
+    >>> import keras
+    >>> keep, scale = dropout_keep_mask(keras.layers.Dropout(0.5), tf.zeros((2, 8)), True,
+    ...                                 tf.constant([1, 2], tf.int64))
+    >>> keep.dtype, scale
+    (tf.bool, 2.0)
+    """
+    if not training or layer.rate == 0:
+        return None, 1.0
     site_seed = tf.random.experimental.stateless_fold_in(tf.cast(seed, tf.int64), site)  # [2]
-    return stateless_dropout(inputs, layer.rate, site_seed, scale=False), 1.0 / (1.0 - layer.rate)
+    return stateless_keep_mask(inputs, layer.rate, site_seed), 1.0 / (1.0 - layer.rate)
 
 
 def stateless_dropout(inputs, rate, seed, scale=True):
     """Inverted dropout whose mask is a pure function of `seed`, cheap inside XLA too.
 
-    `tf.nn.experimental.stateless_dropout` draws float uniforms with the
-    `auto_select` algorithm, which XLA on CPU expands to a generator that made
-    a dropout 40-60x slower than TensorFlow's own kernel (about 0.3 s per
-    attention-probability tensor of XLNet-Base at seq 128): the XLA step was
-    then the slow one. Here the mask compares raw Philox bits, 16 per unit (each
-    32-bit draw serves two units), with an integer threshold: no float
-    conversion, half the generator's work, the same mask with and without XLA,
-    and Philox is counter-based on every backend (`auto_select` stays on TPUs,
-    whose native generator is the fast one there).
+    The mask is `stateless_keep_mask`'s.
 
     Args:
         inputs: the tensor to drop from.
@@ -109,8 +128,41 @@ def stateless_dropout(inputs, rate, seed, scale=True):
     Example:
     >>> x = tf.ones((4, 1000))
     >>> y = stateless_dropout(x, 0.25, tf.constant([3, 4], tf.int64))
-    >>> round(float(tf.reduce_mean(tf.cast(y == 0, tf.float32))), 1)
-    0.2
+    >>> round(float(tf.reduce_mean(tf.cast(y == 0, tf.float32))), 2)
+    0.25
+    """
+    keep = stateless_keep_mask(inputs, rate, seed)
+    if scale:
+        inputs = inputs * tf.cast(1.0 / (1.0 - rate), inputs.dtype)
+    # A scalar zero: a zeros_like would be one more full pass.
+    return tf.where(keep, inputs, tf.zeros([], inputs.dtype))
+
+
+def stateless_keep_mask(inputs, rate, seed):
+    """The units `stateless_dropout` keeps: a bool tensor shaped like `inputs`.
+
+    `tf.nn.experimental.stateless_dropout` draws float uniforms with the
+    `auto_select` algorithm, which XLA on CPU expands to a generator that made
+    a dropout 40-60x slower than TensorFlow's own kernel (about 0.3 s per
+    attention-probability tensor of XLNet-Base at seq 128): the XLA step was
+    then the slow one. Here the mask compares raw Philox bits, 16 per unit (each
+    32-bit draw serves two units), with an integer threshold: no float
+    conversion, half the generator's work, the same mask with and without XLA,
+    and Philox is counter-based on every backend (`auto_select` stays on TPUs,
+    whose native generator is the fast one there).
+
+    Args:
+        inputs: the tensor the mask is for (only its shape is read).
+        rate: Python float in `[0, 1)`, the probability of dropping a unit.
+        seed: int `[2]` stateless seed.
+
+    Returns:
+        bool, shaped like `inputs`: True where the unit is kept.
+
+    Example:
+    >>> keep = stateless_keep_mask(tf.zeros((4, 1000)), 0.25, tf.constant([3, 4], tf.int64))
+    >>> round(float(tf.reduce_mean(tf.cast(keep, tf.float32))), 2)
+    0.75
     """
     on_tpu = isinstance(tf.distribute.get_strategy(), tf.distribute.TPUStrategy)
     shape = tf.shape(inputs)
@@ -122,16 +174,16 @@ def stateless_dropout(inputs, rate, seed, scale=True):
     bits = tf.random.stateless_uniform(
         half_shape, seed=seed, minval=None, maxval=None, dtype=tf.uint32,
         alg="auto_select" if on_tpu else "philox")  # [..., ceil(last / 2)]
-    bits = tf.concat([tf.bitwise.bitwise_and(bits, 0xFFFF), tf.bitwise.right_shift(bits, 16)],
+    threshold = min(int(round(rate * 2.0 ** 16)), 2 ** 16 - 1)
+    # The low half decides the first ceil(last / 2) units, the high half the rest. The
+    # high half is compared in place (`bits >= threshold * 2**16` is `bits >> 16 >= threshold`),
+    # and the halves are joined as booleans: a quarter of the bytes of joining the bits.
+    keep = tf.concat([tf.bitwise.bitwise_and(bits, 0xFFFF) >= tf.constant(threshold, tf.uint32),
+                      bits >= tf.constant(threshold << 16, tf.uint32)],
                      axis=-1)  # [..., 2 * ceil(last / 2)]
     if inputs.shape[-1] is None or inputs.shape[-1] % 2:
-        bits = bits[..., :last]  # shaped like inputs
-    threshold = min(int(round(rate * 2.0 ** 16)), 2 ** 16 - 1)
-    keep = bits >= tf.constant(threshold, tf.uint32)
-    if scale:
-        inputs = inputs * tf.cast(1.0 / (1.0 - rate), inputs.dtype)
-    # A scalar zero: a zeros_like would be one more full pass.
-    return tf.where(keep, inputs, tf.zeros([], inputs.dtype))
+        keep = keep[..., :last]  # shaped like inputs
+    return keep
 
 
 def default_run_seed():

@@ -78,6 +78,9 @@ class XLNetPretrainer(keras.Model):
         self._recurrence_memory = None
         self._static_batch_size = None
         self._warned_no_memory = False
+        # Set by train_step only: the head's share of the tied embedding's gradient is then
+        # computed by `_tied_embedding_gradient`, after every other gradient.
+        self._defer_head_table_gradient = False
         self.build()
 
     def build(self, input_shape=None):
@@ -104,6 +107,8 @@ class XLNetPretrainer(keras.Model):
         # the vocabulary are more accurate. `_value` is the variable itself, not Keras' autocast read.
         embedding_variable = self.backbone.token_embedding.embeddings
         embeddings = getattr(embedding_variable, "_value", embedding_variable)  # [V, H]
+        if self._defer_head_table_gradient:
+            embeddings = tf.stop_gradient(embeddings)
         hidden = ops.cast(hidden, embeddings.dtype)
         # One 2-D matmul: a batched [B, P, H] x [V, H] einsum lowers to a broadcast
         # BatchMatMul whose embedding gradient is B [V, H] products summed (and transposed).
@@ -253,17 +258,30 @@ class XLNetPretrainer(keras.Model):
         # Masks from (run seed, micro-batch counter, replica): a resumed run, whose
         # optimizer counter is restored, drops the units the uninterrupted run dropped.
         dropout_seed = training_dropout_seed(self, True)
-        with tf.GradientTape() as tape:
-            outputs = self(features, training=True, dropout_seed=dropout_seed)
-            per_token, correct, mask = self._masked_sums(target_ids, target_mask, outputs["logits"])
-            global_count = context.all_reduce(tf.distribute.ReduceOp.SUM, ops.sum(mask))
-            # This replica's share of the global mean: summing over replicas gives the mean.
-            loss = ops.sum(per_token * mask) / ops.maximum(global_count, 1.0)
-            if self.losses:
-                loss = loss + ops.sum(ops.stack([ops.cast(l, "float32") for l in self.losses])) / num_replicas
-            scaled_loss = self.optimizer.scale_loss(loss)
         variables = self.trainable_variables
-        gradients = tape.gradient(scaled_loss, variables)
+        table = self.backbone.token_embedding.embeddings
+        table_index = next((i for i, v in enumerate(variables) if v is table), None)
+        self._defer_head_table_gradient = table_index is not None
+        try:
+            with tf.GradientTape() as tape:
+                outputs = self(features, training=True, dropout_seed=dropout_seed)
+                per_token, correct, mask = self._masked_sums(target_ids, target_mask, outputs["logits"])
+                global_count = context.all_reduce(tf.distribute.ReduceOp.SUM, ops.sum(mask))
+                # This replica's share of the global mean: summing over replicas gives the mean.
+                loss = ops.sum(per_token * mask) / ops.maximum(global_count, 1.0)
+                if self.losses:
+                    loss = loss + ops.sum(ops.stack([ops.cast(l, "float32") for l in self.losses])) / num_replicas
+                scaled_loss = self.optimizer.scale_loss(loss)
+        finally:
+            self._defer_head_table_gradient = False
+        if table_index is None:
+            gradients = tape.gradient(scaled_loss, variables)
+        else:
+            *gradients, logits_gradient = tape.gradient(scaled_loss, variables + [outputs["logits"]])
+            head_input = outputs.get("query_output", outputs["sequence_output"])
+            gradients[table_index] = _tied_embedding_gradient(
+                gradients[table_index], logits_gradient, ops.cast(head_input, table.dtype),
+                [g for i, g in enumerate(gradients) if i != table_index])
         optimizer = getattr(self.optimizer, "inner_optimizer", self.optimizer)
         if num_replicas > 1 and getattr(optimizer, "expects_all_reduced_gradients", False):
             present = [i for i, g in enumerate(gradients) if g is not None]
@@ -371,3 +389,40 @@ class XLNetPretrainer(keras.Model):
                                  f"{tuple(pretrainer.lm_bias.shape)}.")
             pretrainer.lm_bias.assign(bias)
         return pretrainer
+
+
+def _tied_embedding_gradient(lookup_gradient, logits_gradient, head_input, other_gradients):
+    """The tied `[V, H]` embedding's gradient: the LM head's share plus the input lookup's.
+
+    Left to the tape, the head's `[V, H]` share is formed at the start of the
+    backward step (the head is the last op of the forward one) and is held
+    through all of it, and the lookup's `IndexedSlices` become a second dense
+    `[V, H]` tensor to be added to it. Here the head's share is formed after
+    every other gradient, from the `[B, P, V]` logits' gradient, and the
+    lookup's rows are added to it in place: 98 MB (XLNet-Base, float32) less
+    at the backward step's peak, and no second `[V, H]` tensor.
+
+    Args:
+        lookup_gradient: the gradient through the token lookup (`IndexedSlices`,
+            a dense `[V, H]` tensor, or None).
+        logits_gradient: `[B, P, V]`, the gradient of the logits.
+        head_input: `[B, P, H]`, the LM head's input, in the table's dtype.
+        other_gradients: every other variable's gradient (computed first).
+
+    Returns:
+        `[V, H]`.
+    """
+    after = [g.values if isinstance(g, tf.IndexedSlices) else g for g in other_gradients if g is not None]
+    with tf.control_dependencies(after):
+        vocabulary_size = ops.shape(logits_gradient)[-1]
+        logits_gradient = ops.reshape(logits_gradient, (-1, vocabulary_size))  # [B*P, V]
+        head_input = ops.reshape(head_input, (-1, ops.shape(head_input)[-1]))  # [B*P, H]
+        head_gradient = tf.matmul(ops.cast(logits_gradient, head_input.dtype), head_input,
+                                  transpose_a=True)  # [V, H]
+    if lookup_gradient is None:
+        return head_gradient
+    if isinstance(lookup_gradient, tf.IndexedSlices):
+        return tf.tensor_scatter_nd_add(
+            head_gradient, ops.cast(lookup_gradient.indices, "int32")[:, None],
+            ops.cast(lookup_gradient.values, head_gradient.dtype))
+    return head_gradient + ops.cast(lookup_gradient, head_gradient.dtype)
