@@ -180,3 +180,15 @@ def test_tied_embedding_gradient_sums_both_shares(lookup):
     result = _tied_embedding_gradient(lookup_gradient, tf.constant(logits_gradient), tf.constant(head_input),
                                       [tf.ones(3), None])
     np.testing.assert_allclose(result.numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_frozen_word_embedding_stays_put_and_the_rest_trains():
+    # With the embedding frozen, train_step leaves the tied gradient to the tape (no table to form).
+    model = tiny_pretrainer(memory_length=0)
+    model.backbone.token_embedding.trainable = False
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=1.0))
+    table = np.asarray(model.backbone.token_embedding.embeddings).copy()
+    bias = np.asarray(model.lm_bias).copy()
+    model.train_on_batch(batch(3))
+    np.testing.assert_array_equal(np.asarray(model.backbone.token_embedding.embeddings), table)
+    assert not np.allclose(np.asarray(model.lm_bias), bias)
