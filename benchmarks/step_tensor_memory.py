@@ -8,7 +8,7 @@ process with TensorFlow's BFC allocator on the CPU (`TF_CPU_ALLOCATOR_USE_BFC`),
 whose statistics count the bytes of live tensors: after one warm-up step the
 peak is reset and the largest peak of the next steps is reported. "resident" is
 what stays allocated between steps (weights, AdamW moments, recurrence memory);
-"step" is the peak minus it. Reruns of one configuration agree to about 0.03 GB.
+"step" is the peak minus it. Reruns of one configuration agree to about 0.05 GB.
 
 The model is XLNet-Base with the pretraining objective of
 `pretraining_benchmark.py` (two streams, 85 predictions per 512 tokens, memory
