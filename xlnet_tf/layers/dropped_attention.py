@@ -2,6 +2,8 @@
 
 import tensorflow as tf
 
+from xlnet_tf.layers.seeded_dropout import apply_keep_mask
+
 
 def dropped_attention(scores, keep, value_heads):
     """`where(keep, softmax(scores), 0) @ value_heads`, holding only the probabilities for the gradient.
@@ -46,12 +48,12 @@ def dropped_attention(scores, keep, value_heads):
     @tf.custom_gradient
     def forward(scores, value_heads):
         probabilities = tf.nn.softmax(scores, axis=-1)  # [B, N, Q, K]
-        dropped = tf.where(keep, probabilities, tf.zeros([], probabilities.dtype))
+        dropped = apply_keep_mask(keep, probabilities)
         heads = tf.matmul(dropped, value_heads)  # [B, N, Q, D]
 
         def gradient(heads_gradient):
             # Only `probabilities` and `keep` are held from the forward step.
-            dropped = tf.where(keep, probabilities, tf.zeros([], probabilities.dtype))
+            dropped = apply_keep_mask(keep, probabilities)
             value_gradient = tf.matmul(dropped, heads_gradient, transpose_a=True)  # [B, N, K, D]
             dropped_gradient = tf.matmul(heads_gradient, value_heads, transpose_b=True)  # [B, N, Q, K]
             weighted = dropped * dropped_gradient

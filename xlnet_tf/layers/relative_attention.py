@@ -6,7 +6,8 @@ from keras import ops
 from xlnet_tf.layers.attention_masks import mask_value
 from xlnet_tf.layers.dropped_attention import dropped_attention
 from xlnet_tf.layers.rel_shift import gather_rel_shift, rel_shift
-from xlnet_tf.layers.seeded_dropout import apply_dropout, apply_unscaled_dropout, dropout_keep_mask
+from xlnet_tf.layers.seeded_dropout import (apply_dropout, apply_keep_mask, apply_unscaled_dropout,
+                                            dropout_keep_mask)
 
 # Dropout sites under one `dropout_seed` (XLNetBlock uses 4-7 for its feed-forward).
 CONTENT_PROBABILITIES, CONTENT_OUTPUT, QUERY_PROBABILITIES, QUERY_OUTPUT = 0, 1, 2, 3
@@ -168,7 +169,7 @@ class RelativeAttention(keras.layers.Layer):
                 probabilities, keep_scale = apply_unscaled_dropout(
                     self.probability_dropout, probabilities, training, dropout_seed, dropout_site)
             else:
-                probabilities = ops.where(keep, probabilities, ops.zeros((), probabilities.dtype))
+                probabilities = apply_keep_mask(keep, probabilities)
             heads = ops.einsum("bnij,bnjd->bnid", probabilities, value_heads)  # [B, N, Q, D]
         if keep_scale != 1.0:
             heads = heads * ops.cast(keep_scale, heads.dtype)

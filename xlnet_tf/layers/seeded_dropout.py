@@ -80,7 +80,25 @@ def apply_unscaled_dropout(layer, inputs, training, seed=None, site=0):
     keep, scale = dropout_keep_mask(layer, inputs, training, seed, site)
     if keep is None:
         return inputs, 1.0
-    return tf.where(keep, inputs, tf.zeros([], inputs.dtype)), scale
+    return apply_keep_mask(keep, inputs), scale
+
+
+def apply_keep_mask(keep, inputs):
+    """`inputs` where `keep`, zero elsewhere (no scaling): how every seeded mask is applied.
+
+    Args:
+        keep: bool, broadcastable to `inputs`.
+        inputs: the tensor to drop from.
+
+    Returns:
+        A tensor shaped like `inputs`.
+
+    Example:
+    >>> apply_keep_mask(tf.constant([True, False]), tf.constant([3.0, 4.0])).numpy().tolist()
+    [3.0, 0.0]
+    """
+    # A scalar zero: a zeros_like would be one more full pass.
+    return tf.where(keep, inputs, tf.zeros([], inputs.dtype))
 
 
 def dropout_keep_mask(layer, inputs, training, seed, site=0):
@@ -110,7 +128,7 @@ def dropout_keep_mask(layer, inputs, training, seed, site=0):
     return stateless_keep_mask(inputs, layer.rate, site_seed), 1.0 / (1.0 - layer.rate)
 
 
-def stateless_dropout(inputs, rate, seed, scale=True):
+def stateless_dropout(inputs, rate, seed):
     """Inverted dropout whose mask is a pure function of `seed`, cheap inside XLA too.
 
     The mask is `stateless_keep_mask`'s.
@@ -119,11 +137,10 @@ def stateless_dropout(inputs, rate, seed, scale=True):
         inputs: the tensor to drop from.
         rate: Python float in `[0, 1)`, the probability of dropping a unit.
         seed: int `[2]` stateless seed.
-        scale: scale the kept units by `1 / (1 - rate)` (False: the caller does).
 
     Returns:
         `inputs` with units zeroed with probability `rate` (to 2**-16) and the
-        kept ones scaled by `1 / (1 - rate)` (kept as they are without `scale`).
+        kept ones scaled by `1 / (1 - rate)`.
 
     Example:
     >>> x = tf.ones((4, 1000))
@@ -132,10 +149,7 @@ def stateless_dropout(inputs, rate, seed, scale=True):
     0.25
     """
     keep = stateless_keep_mask(inputs, rate, seed)
-    if scale:
-        inputs = inputs * tf.cast(1.0 / (1.0 - rate), inputs.dtype)
-    # A scalar zero: a zeros_like would be one more full pass.
-    return tf.where(keep, inputs, tf.zeros([], inputs.dtype))
+    return apply_keep_mask(keep, inputs * tf.cast(1.0 / (1.0 - rate), inputs.dtype))
 
 
 def stateless_keep_mask(inputs, rate, seed):

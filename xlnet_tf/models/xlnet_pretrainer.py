@@ -100,7 +100,7 @@ class XLNetPretrainer(keras.Model):
         outputs = dict(self.backbone({k: v for k, v in inputs.items() if k in BACKBONE_INPUTS},
                                      training=training, output_hidden_states=output_hidden_states,
                                      dropout_seed=dropout_seed))
-        hidden = outputs.get("query_output", outputs["sequence_output"])
+        hidden = _head_input(outputs)
         # The head runs in the embedding variable's own dtype (float32 under mixed_bfloat16):
         # casting the [V, H] table to bfloat16 and its [V, H] gradient back took longer (29 ms of
         # a 4-layer bfloat16 step) than the P prediction rows' matmul saved, and the logits over
@@ -278,9 +278,8 @@ class XLNetPretrainer(keras.Model):
             gradients = tape.gradient(scaled_loss, variables)
         else:
             *gradients, logits_gradient = tape.gradient(scaled_loss, variables + [outputs["logits"]])
-            head_input = outputs.get("query_output", outputs["sequence_output"])
             gradients[table_index] = _tied_embedding_gradient(
-                gradients[table_index], logits_gradient, ops.cast(head_input, table.dtype),
+                gradients[table_index], logits_gradient, ops.cast(_head_input(outputs), table.dtype),
                 [g for i, g in enumerate(gradients) if i != table_index])
         optimizer = getattr(self.optimizer, "inner_optimizer", self.optimizer)
         if num_replicas > 1 and getattr(optimizer, "expects_all_reduced_gradients", False):
@@ -389,6 +388,11 @@ class XLNetPretrainer(keras.Model):
                                  f"{tuple(pretrainer.lm_bias.shape)}.")
             pretrainer.lm_bias.assign(bias)
         return pretrainer
+
+
+def _head_input(outputs):
+    """The stream the LM head reads: the query stream with `target_mapping`, else the content stream."""
+    return outputs.get("query_output", outputs["sequence_output"])
 
 
 def _tied_embedding_gradient(lookup_gradient, logits_gradient, head_input, other_gradients):
