@@ -117,10 +117,11 @@ def main(argv=None):
     code = os.path.abspath(args.code)
     if not os.path.isdir(os.path.join(code, "xlnet_tf")):
         raise SystemExit(f"--code {code}: no xlnet_tf package in that folder")
+    configs = parse_configs(args.configs)  # a bad --configs fails before any output
     print(f"## Peak tensor memory of the fit step (BFC allocator), code: {code}\n")
     print("| seq | batch | dtype | step peak GB | resident GB | step GB |")
     print("|---|---|---|---|---|---|")
-    for seq, batch, dtype in parse_configs(args.configs):
+    for seq, batch, dtype in configs:
         result = measure(dict(code=code, seq=seq, batch=batch, dtype=dtype, steps=args.steps))
         if "error" in result:
             print(f"| {seq} | {batch} | {dtype} | {result['error']} | | |", flush=True)
