@@ -1,5 +1,6 @@
 """The stateless dropout behind every seeded dropout site: rate, scale, seed purity, XLA equality."""
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -106,3 +107,41 @@ def test_mask_is_sixteen_bit_halves_of_the_philox_draws(shape):
 
     kept = stateless_keep_mask(tf.zeros(shape), 0.3, seed).numpy()
     np.testing.assert_array_equal(kept, expected)
+
+
+@pytest.mark.parametrize("last", [8, 7])
+def test_stacked_dropout_drops_each_part_as_alone(last):
+    from xlnet_tf.layers.seeded_dropout import apply_dropout, apply_stacked_dropout
+
+    layer = keras.layers.Dropout(0.3)
+    seed = tf.constant([11, 12], tf.int64)
+    content = tf.random.normal((2, 5, last))
+    query = tf.random.normal((2, 3, last))
+    stacked = tf.concat([content, query], axis=1)
+    expected = tf.concat([apply_dropout(layer, content, True, seed, 4),
+                          apply_dropout(layer, query, True, seed, 6)], axis=1)
+    np.testing.assert_array_equal(apply_stacked_dropout(layer, stacked, [5, 3], True, seed, (4, 6)),
+                                  expected)
+    # Lengths known only as tensors (dynamic shapes) give the same mask.
+    dynamic = tf.function(lambda x, n: apply_stacked_dropout(layer, x, [n, 3], True, seed, (4, 6)),
+                          input_signature=[tf.TensorSpec([2, None, last]), tf.TensorSpec([], tf.int32)])
+    np.testing.assert_array_equal(dynamic(stacked, tf.constant(5)), expected)
+    # One part is apply_dropout itself; nothing is dropped outside training.
+    np.testing.assert_array_equal(apply_stacked_dropout(layer, content, [5], True, seed, (4,)),
+                                  apply_dropout(layer, content, True, seed, 4))
+    np.testing.assert_array_equal(apply_stacked_dropout(layer, stacked, [5, 3], False, seed, (4, 6)),
+                                  stacked)
+
+
+def test_stacked_dropout_keeps_static_shapes_and_refuses_mismatched_sites():
+    from xlnet_tf.layers.seeded_dropout import apply_stacked_dropout
+
+    layer = keras.layers.Dropout(0.5)
+    seed = tf.constant([1, 2], tf.int64)
+    shapes = []
+    traced = tf.function(lambda x: shapes.append(
+        apply_stacked_dropout(layer, x, [4, 2], True, seed, (4, 6)).shape) or 0)
+    traced(tf.zeros((3, 6, 5)))
+    assert shapes == [tf.TensorShape([3, 6, 5])]
+    with pytest.raises(ValueError, match="2 lengths for 1 sites"):
+        apply_stacked_dropout(layer, tf.zeros((1, 6, 5)), [4, 2], True, seed, (4,))

@@ -58,3 +58,65 @@ def test_bfloat16_block_is_close_to_float32(activation):
     out, _ = block(cast(h), cast(pos), no_mask, no_mask, cast(bias), cast(bias), cast(bias), cast(segment))
     assert out.dtype == tf.bfloat16
     np.testing.assert_allclose(tf.cast(out, tf.float32).numpy(), expected.numpy(), atol=0.1)
+
+
+def _split_stacked_dropout(layer, inputs, lengths, training, seed=None, sites=(0,)):
+    """The stacking-free reference: each stream's part dropped alone, as before stacking."""
+    from xlnet_tf.layers.seeded_dropout import apply_dropout
+
+    parts = tf.split(inputs, lengths, axis=1)
+    return tf.concat([apply_dropout(layer, part, training, seed, site)
+                      for part, site in zip(parts, sites)], axis=1)
+
+
+@pytest.mark.parametrize("with_mapping", [False, True])
+def test_stacked_streams_equal_each_stream_alone_with_dropout(monkeypatch, with_mapping):
+    """Both streams run position-wise layers as one tensor; every number and mask stays the stream's own."""
+    import xlnet_tf.layers.relative_attention as attention_module
+    import xlnet_tf.layers.xlnet_block as block_module
+
+    block = XLNetBlock(hidden_dim=16, num_heads=2, head_dim=8, intermediate_dim=32, dropout=0.3,
+                       attention_dropout=0.2)
+    inputs = block_inputs(2)
+    rng = np.random.default_rng(3)
+    memory = rng.normal(size=(2, 3, 16)).astype("float32")
+    keys = 8
+    inputs.update(segment_different=rng.random((2, 5, keys)) < 0.5,
+                  content_mask=rng.random((2, 5, keys)) < 0.2,
+                  position_encoding=rng.normal(size=(1, 5 + keys, 16)).astype("float32"))
+    query_mask = rng.random((2, 5, keys)) < 0.3
+    if with_mapping:
+        query = rng.normal(size=(2, 3, 16)).astype("float32")
+        mapping = np.zeros((2, 3, 5), "float32")
+        mapping[:, 0, 1] = mapping[:, 1, 4] = 1.0  # row 2 picks nothing (padding)
+    else:
+        query, mapping = rng.normal(size=(2, 5, 16)).astype("float32"), None
+    seed = tf.constant([5, 6], tf.int64)
+    variables = None
+
+    def run():
+        nonlocal variables
+        with tf.GradientTape() as tape:
+            content, query_out = block(**inputs, memory=memory, query_stream=query, query_mask=query_mask,
+                                       target_mapping=mapping, training=True, dropout_seed=seed)
+            loss = tf.reduce_sum(content * content) + tf.reduce_sum(tf.sin(query_out))
+        variables = block.trainable_variables
+        return content, query_out, tape.gradient(loss, variables)
+
+    content, query_out, gradients = run()
+    content_alone, none = block(**inputs, memory=memory, training=True, dropout_seed=seed)
+    assert none is None
+    np.testing.assert_array_equal(content, content_alone)
+
+    monkeypatch.setattr(attention_module, "apply_stacked_dropout", _split_stacked_dropout)
+    monkeypatch.setattr(block_module, "apply_stacked_dropout", _split_stacked_dropout)
+    expected_content, expected_query, expected_gradients = run()
+    np.testing.assert_array_equal(content, expected_content)
+    np.testing.assert_array_equal(query_out, expected_query)
+    for variable, got, want in zip(variables, gradients, expected_gradients):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=variable.path)
+    # Dropout really ran: another seed gives another query output.
+    other, other_query = block(**inputs, memory=memory, query_stream=query, query_mask=query_mask,
+                               target_mapping=mapping, training=True,
+                               dropout_seed=tf.constant([7, 8], tf.int64))
+    assert not np.allclose(other_query, query_out)

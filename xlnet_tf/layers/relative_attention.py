@@ -6,11 +6,16 @@ from keras import ops
 from xlnet_tf.layers.attention_masks import mask_value
 from xlnet_tf.layers.dropped_attention import dropped_attention
 from xlnet_tf.layers.rel_shift import gather_rel_shift, rel_shift
-from xlnet_tf.layers.seeded_dropout import (apply_dropout, apply_keep_mask, apply_unscaled_dropout,
-                                            dropout_keep_mask)
+from xlnet_tf.layers.seeded_dropout import (apply_keep_mask, apply_stacked_dropout,
+                                            apply_unscaled_dropout, dropout_keep_mask)
 
 # Dropout sites under one `dropout_seed` (XLNetBlock uses 4-7 for its feed-forward).
 CONTENT_PROBABILITIES, CONTENT_OUTPUT, QUERY_PROBABILITIES, QUERY_OUTPUT = 0, 1, 2, 3
+
+
+def sequence_length(tensor):
+    """Size of axis 1: the static one where known (the slices and masks keep static shapes)."""
+    return tensor.shape[1] if tensor.shape[1] is not None else ops.shape(tensor)[1]
 
 
 def _rows_at(positions, *tensors):
@@ -179,10 +184,11 @@ class RelativeAttention(keras.layers.Layer):
         """`[B|1, R, H]` relative position encodings -> `[B|1, N, R, D]` position heads."""
         return ops.einsum("brh,hnd->bnrd", position_encoding, self.position_kernel)  # [B|1, N, R, D]
 
-    def _post_attention(self, stream, attention_heads, training, dropout_seed=None,
-                        dropout_site=CONTENT_OUTPUT):
+    def _post_attention(self, stream, attention_heads, training, dropout_seed, lengths, sites):
+        """`LayerNorm(stream + dropout(heads · W_o))` of one stream, or of both stacked along the rows."""
         output = ops.einsum("bnid,hnd->bih", attention_heads, self.output_kernel)  # [B, L, H]
-        output = apply_dropout(self.output_dropout, output, training, dropout_seed, dropout_site)
+        output = apply_stacked_dropout(self.output_dropout, output, lengths, training, dropout_seed,
+                                       sites)
         return self.layer_norm(stream + output)
 
     def call(self, content_stream, position_encoding, segment_different, content_mask,
@@ -201,30 +207,32 @@ class RelativeAttention(keras.layers.Layer):
         biases = dict(content_bias=content_bias, positional_bias=positional_bias,
                       segment_bias=segment_bias, segment_encoding=segment_encoding)
 
+        if query_stream is not None and query_mask is None:
+            raise ValueError("RelativeAttention: query_stream needs query_mask.")
         if content_positions is None:
-            content_query = ops.einsum("bih,hnd->bnid", content_stream, self.query_kernel)  # [B, N, L, D]
-            content_heads = self._attend(content_query, key_heads, value_heads, position_heads,
-                                         segment_different, content_mask, training=training,
-                                         dropout_seed=dropout_seed, **biases)
-            content_output = self._post_attention(content_stream, content_heads, training,
-                                                  dropout_seed)
+            rows, rows_segment, rows_mask = content_stream, segment_different, content_mask
         else:
             content_positions = ops.cast(content_positions, "int32")
             rows = ops.take_along_axis(content_stream, content_positions[:, :, None], axis=1)  # [B, Q, H]
             rows_segment, rows_mask = _rows_at(content_positions, segment_different, content_mask)
-            content_query = ops.einsum("bih,hnd->bnid", rows, self.query_kernel)  # [B, N, Q, D]
-            content_heads = self._attend(
-                content_query, key_heads, value_heads, position_heads, rows_segment, rows_mask,
-                training=training, query_positions=content_positions,
-                block_length=ops.shape(content_stream)[1], dropout_seed=dropout_seed,
-                **biases)  # [B, N, Q, D]
-            content_output = self._post_attention(rows, content_heads, training, dropout_seed)
-
+        row_count = sequence_length(rows)
+        # Both streams' rows in one tensor: each shared kernel (query, output) takes one
+        # matmul, is cast once under mixed precision, and gets one gradient instead of two summed.
+        streams = rows if query_stream is None else ops.concatenate(
+            [rows, ops.cast(query_stream, rows.dtype)], axis=1)  # [B, Q+P, H]
+        all_queries = ops.einsum("bih,hnd->bnid", streams, self.query_kernel)  # [B, N, Q+P, D]
+        content_query = all_queries if query_stream is None else all_queries[:, :, :row_count]  # [B, N, Q, D]
+        content_heads = self._attend(
+            content_query, key_heads, value_heads, position_heads, rows_segment, rows_mask,
+            training=training, query_positions=content_positions,
+            block_length=ops.shape(content_stream)[1], dropout_seed=dropout_seed,
+            **biases)  # [B, N, Q, D]
         if query_stream is None:
+            content_output = self._post_attention(rows, content_heads, training, dropout_seed,
+                                                  [row_count], [CONTENT_OUTPUT])
             return content_output, None
-        if query_mask is None:
-            raise ValueError("RelativeAttention: query_stream needs query_mask.")
-        query_heads = ops.einsum("bph,hnd->bnpd", query_stream, self.query_kernel)  # [B, N, P, D]
+
+        query_heads = all_queries[:, :, row_count:]  # [B, N, P, D]
         if target_mapping is None:
             query_heads = self._attend(query_heads, key_heads, value_heads, position_heads,
                                        segment_different, query_mask, training=training,
@@ -243,9 +251,11 @@ class RelativeAttention(keras.layers.Layer):
                 dropout_site=QUERY_PROBABILITIES, **biases)
             row_used = ops.cast(ops.sum(target_mapping, axis=-1), query_heads.dtype)  # [B, P]
             query_heads = query_heads * row_used[:, None, :, None]
-        query_output = self._post_attention(query_stream, query_heads, training, dropout_seed,
-                                            QUERY_OUTPUT)
-        return content_output, query_output
+        heads = ops.concatenate([content_heads, query_heads], axis=2)  # [B, N, Q+P, D]
+        outputs = self._post_attention(streams, heads, training, dropout_seed,
+                                       [row_count, sequence_length(query_stream)],
+                                       [CONTENT_OUTPUT, QUERY_OUTPUT])  # [B, Q+P, H]
+        return outputs[:, :row_count], outputs[:, row_count:]
 
     def get_config(self):
         config = super().get_config()

@@ -83,6 +83,57 @@ def apply_unscaled_dropout(layer, inputs, training, seed=None, site=0):
     return apply_keep_mask(keep, inputs), scale
 
 
+def apply_stacked_dropout(layer, inputs, lengths, training, seed=None, sites=(0,)):
+    """`apply_dropout` of streams stacked along axis 1, each part with its own site's mask.
+
+    XLNet's content and query streams share every position-wise weight. Run as
+    one `[B, L + P, ...]` tensor, they take one matmul per kernel instead of
+    two: the kernel is cast once under mixed precision, its two gradients are
+    not summed, and the small query-stream matmul does not run alone. Each part
+    is dropped exactly as `apply_dropout(layer, part, training, seed, site)`
+    would drop it, so stacking changes no mask.
+
+    Args:
+        layer: a `keras.layers.Dropout`.
+        inputs: `[B, S_1 + S_2 + ..., ...]`, the parts stacked along axis 1.
+        lengths: the parts' lengths S_i along axis 1 (ints or scalar tensors).
+        training: Python bool.
+        seed: None (one draw of the layer's own generator over all of `inputs`)
+            or an int `[2]` stateless seed.
+        sites: one dropout site per part.
+
+    Returns:
+        A tensor shaped like `inputs`.
+
+    Example:
+    >>> import keras, numpy as np
+    >>> layer = keras.layers.Dropout(0.5)
+    >>> seed = tf.constant([1, 2], tf.int64)
+    >>> content, query = np.ones((2, 3, 8), "float32"), np.ones((2, 1, 8), "float32")
+    >>> stacked = apply_stacked_dropout(layer, np.concatenate([content, query], 1), [3, 1], True,
+    ...                                 seed, sites=(4, 6))
+    >>> alone = apply_dropout(layer, query, True, seed, site=6)
+    >>> bool(tf.reduce_all(stacked[:, 3:] == alone))
+    True
+    """
+    if len(lengths) != len(sites):
+        raise ValueError(f"apply_stacked_dropout: {len(lengths)} lengths for {len(sites)} sites.")
+    if seed is None or len(sites) == 1:
+        return apply_dropout(layer, inputs, training, seed, sites[0])
+    if not training or layer.rate == 0:
+        return inputs
+    shape = tf.shape(inputs)
+    keeps = []
+    for length, site in zip(lengths, sites):
+        site_seed = tf.random.experimental.stateless_fold_in(tf.cast(seed, tf.int64), site)  # [2]
+        # A Python length keeps the mask's static shape (XLA and TPUs need it).
+        length = [length] if isinstance(length, int) else tf.reshape(tf.cast(length, shape.dtype), [1])
+        part_shape = tf.concat([shape[:1], length, shape[2:]], axis=0)
+        keeps.append(_keep_mask_of_shape(part_shape, inputs.shape[-1], layer.rate, site_seed))
+    keep = tf.concat(keeps, axis=1)  # [B, S_1 + S_2 + ..., ...]
+    return apply_keep_mask(keep, inputs) * tf.cast(1.0 / (1.0 - layer.rate), inputs.dtype)
+
+
 def apply_keep_mask(keep, inputs):
     """`inputs` where `keep`, zero elsewhere (no scaling): how every seeded mask is applied.
 
@@ -178,8 +229,12 @@ def stateless_keep_mask(inputs, rate, seed):
     >>> round(float(tf.reduce_mean(tf.cast(keep, tf.float32))), 2)
     0.75
     """
+    return _keep_mask_of_shape(tf.shape(inputs), inputs.shape[-1], rate, seed)
+
+
+def _keep_mask_of_shape(shape, static_last, rate, seed):
+    """`stateless_keep_mask` for a tensor of `shape` (an int vector); `static_last` its last size or None."""
     on_tpu = isinstance(tf.distribute.get_strategy(), tf.distribute.TPUStrategy)
-    shape = tf.shape(inputs)
     last = shape[-1]
     # 16 random bits per unit: each 32-bit draw decides two units, half the generator's
     # work on every backend. On CPU, XLA's Philox fused into the select cost 2x TensorFlow's
@@ -195,7 +250,7 @@ def stateless_keep_mask(inputs, rate, seed):
     keep = tf.concat([tf.bitwise.bitwise_and(bits, 0xFFFF) >= tf.constant(threshold, tf.uint32),
                       bits >= tf.constant(threshold << 16, tf.uint32)],
                      axis=-1)  # [..., 2 * ceil(last / 2)]
-    if inputs.shape[-1] is None or inputs.shape[-1] % 2:
+    if static_last is None or static_last % 2:
         keep = keep[..., :last]  # shaped like inputs
     return keep
 

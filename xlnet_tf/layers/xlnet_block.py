@@ -3,8 +3,8 @@
 import keras
 from keras import ops
 
-from xlnet_tf.layers.relative_attention import RelativeAttention
-from xlnet_tf.layers.seeded_dropout import apply_dropout
+from xlnet_tf.layers.relative_attention import RelativeAttention, sequence_length
+from xlnet_tf.layers.seeded_dropout import apply_stacked_dropout
 
 # Dropout sites under one `dropout_seed`, after RelativeAttention's 0-3: per stream,
 # (after the activation, after the output projection).
@@ -117,14 +117,22 @@ class XLNetBlock(keras.layers.Layer):
         self.feedforward_layer_norm.build(content_stream_shape)
         self.built = True
 
-    def _feedforward(self, stream, training, dropout_seed=None, stream_name="content"):
-        hidden_site, output_site = FEEDFORWARD_SITES[stream_name]
-        hidden = self.feedforward_intermediate(stream)  # [B, L, I]
+    def _feedforward(self, streams, lengths, stream_names, training, dropout_seed=None):
+        """The feed-forward sublayer of one stream, or of both stacked along the rows.
+
+        Stacked, each shared kernel takes one matmul (cast once under mixed precision,
+        one gradient instead of two summed); each stream keeps its own dropout sites.
+        """
+        hidden_sites = [FEEDFORWARD_SITES[name][0] for name in stream_names]
+        output_sites = [FEEDFORWARD_SITES[name][1] for name in stream_names]
+        hidden = self.feedforward_intermediate(streams)  # [B, L, I]
         hidden = _in_float32(self._activation_fn, hidden)
-        hidden = apply_dropout(self.feedforward_dropout, hidden, training, dropout_seed, hidden_site)
+        hidden = apply_stacked_dropout(self.feedforward_dropout, hidden, lengths, training,
+                                       dropout_seed, hidden_sites)
         output = self.feedforward_output(hidden)  # [B, L, H]
-        output = apply_dropout(self.feedforward_dropout, output, training, dropout_seed, output_site)
-        return self.feedforward_layer_norm(stream + output)
+        output = apply_stacked_dropout(self.feedforward_dropout, output, lengths, training,
+                                       dropout_seed, output_sites)
+        return self.feedforward_layer_norm(streams + output)
 
     def call(self, content_stream, position_encoding, segment_different, content_mask,
              content_bias, positional_bias, segment_bias, segment_encoding,
@@ -136,10 +144,14 @@ class XLNetBlock(keras.layers.Layer):
             memory=memory, query_stream=query_stream, query_mask=query_mask,
             target_mapping=target_mapping, content_positions=content_positions,
             position_heads=position_heads, training=training, dropout_seed=dropout_seed)
-        content_output = self._feedforward(content_output, training, dropout_seed, "content")
-        if query_output is not None:
-            query_output = self._feedforward(query_output, training, dropout_seed, "query")
-        return content_output, query_output
+        content_length = sequence_length(content_output)
+        if query_output is None:
+            return self._feedforward(content_output, [content_length], ["content"], training,
+                                     dropout_seed), None
+        streams = ops.concatenate([content_output, query_output], axis=1)  # [B, L+P, H]
+        streams = self._feedforward(streams, [content_length, sequence_length(query_output)],
+                                    ["content", "query"], training, dropout_seed)
+        return streams[:, :content_length], streams[:, content_length:]
 
     def get_config(self):
         config = super().get_config()
