@@ -106,7 +106,8 @@ def test_stacked_streams_equal_each_stream_alone_with_dropout(monkeypatch, with_
     content, query_out, gradients = run()
     content_alone, none = block(**inputs, memory=memory, training=True, dropout_seed=seed)
     assert none is None
-    np.testing.assert_array_equal(content, content_alone)
+    # The same masks and numbers; a matmul over more rows may round in another order.
+    np.testing.assert_allclose(content, content_alone, rtol=1e-5, atol=1e-6)
 
     monkeypatch.setattr(attention_module, "apply_stacked_dropout", _split_stacked_dropout)
     monkeypatch.setattr(block_module, "apply_stacked_dropout", _split_stacked_dropout)

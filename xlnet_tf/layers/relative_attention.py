@@ -1,6 +1,7 @@
 """Transformer-XL relative multi-head attention with XLNet's two streams."""
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from xlnet_tf.layers.attention_masks import mask_value
@@ -16,6 +17,15 @@ CONTENT_PROBABILITIES, CONTENT_OUTPUT, QUERY_PROBABILITIES, QUERY_OUTPUT = 0, 1,
 def sequence_length(tensor):
     """Size of axis 1: the static one where known (the slices and masks keep static shapes)."""
     return tensor.shape[1] if tensor.shape[1] is not None else ops.shape(tensor)[1]
+
+
+def split_streams(tensor, lengths, axis=1):
+    """The streams stacked along `axis`, apart again.
+
+    `tf.split`, not two slices: its gradient is one concatenation, where each
+    slice's gradient would be a zero-filled tensor of the full stacked size.
+    """
+    return tf.split(tensor, lengths, axis=axis)
 
 
 def _rows_at(positions, *tensors):
@@ -221,7 +231,12 @@ class RelativeAttention(keras.layers.Layer):
         streams = rows if query_stream is None else ops.concatenate(
             [rows, ops.cast(query_stream, rows.dtype)], axis=1)  # [B, Q+P, H]
         all_queries = ops.einsum("bih,hnd->bnid", streams, self.query_kernel)  # [B, N, Q+P, D]
-        content_query = all_queries if query_stream is None else all_queries[:, :, :row_count]  # [B, N, Q, D]
+        if query_stream is None:
+            content_query = all_queries  # [B, N, Q, D]
+        else:
+            query_length = sequence_length(query_stream)
+            content_query, query_heads = split_streams(all_queries, [row_count, query_length],
+                                                       axis=2)  # [B, N, Q, D], [B, N, P, D]
         content_heads = self._attend(
             content_query, key_heads, value_heads, position_heads, rows_segment, rows_mask,
             training=training, query_positions=content_positions,
@@ -232,7 +247,6 @@ class RelativeAttention(keras.layers.Layer):
                                                   [row_count], [CONTENT_OUTPUT])
             return content_output, None
 
-        query_heads = all_queries[:, :, row_count:]  # [B, N, P, D]
         if target_mapping is None:
             query_heads = self._attend(query_heads, key_heads, value_heads, position_heads,
                                        segment_different, query_mask, training=training,
@@ -253,9 +267,10 @@ class RelativeAttention(keras.layers.Layer):
             query_heads = query_heads * row_used[:, None, :, None]
         heads = ops.concatenate([content_heads, query_heads], axis=2)  # [B, N, Q+P, D]
         outputs = self._post_attention(streams, heads, training, dropout_seed,
-                                       [row_count, sequence_length(query_stream)],
+                                       [row_count, query_length],
                                        [CONTENT_OUTPUT, QUERY_OUTPUT])  # [B, Q+P, H]
-        return outputs[:, :row_count], outputs[:, row_count:]
+        content_output, query_output = split_streams(outputs, [row_count, query_length])
+        return content_output, query_output
 
     def get_config(self):
         config = super().get_config()

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from xlnet_tf.layers.relative_attention import RelativeAttention, sequence_length
+from xlnet_tf.layers.relative_attention import RelativeAttention, sequence_length, split_streams
 from xlnet_tf.layers.seeded_dropout import apply_stacked_dropout
 
 # Dropout sites under one `dropout_seed`, after RelativeAttention's 0-3: per stream,
@@ -148,10 +148,11 @@ class XLNetBlock(keras.layers.Layer):
         if query_output is None:
             return self._feedforward(content_output, [content_length], ["content"], training,
                                      dropout_seed), None
+        lengths = [content_length, sequence_length(query_output)]
         streams = ops.concatenate([content_output, query_output], axis=1)  # [B, L+P, H]
-        streams = self._feedforward(streams, [content_length, sequence_length(query_output)],
-                                    ["content", "query"], training, dropout_seed)
-        return streams[:, :content_length], streams[:, content_length:]
+        streams = self._feedforward(streams, lengths, ["content", "query"], training, dropout_seed)
+        content_output, query_output = split_streams(streams, lengths)
+        return content_output, query_output
 
     def get_config(self):
         config = super().get_config()
