@@ -55,6 +55,8 @@ class RelativeAttention(keras.layers.Layer):
     prediction and is scattered to / gathered from sequence positions.
 
     Post-LN: each stream's output is `LayerNorm(stream + dropout(attention))`.
+    With two streams, the query projection and this output sublayer run on both
+    stacked along the rows: one matmul per shared kernel, each stream's own dropout.
 
     Args:
         num_heads: N.
