@@ -125,11 +125,10 @@ def apply_stacked_dropout(layer, inputs, lengths, training, seed=None, sites=(0,
     shape = tf.shape(inputs)
     keeps = []
     for length, site in zip(lengths, sites):
-        site_seed = tf.random.experimental.stateless_fold_in(tf.cast(seed, tf.int64), site)  # [2]
         # A Python length keeps the mask's static shape (XLA and TPUs need it).
         length = [length] if isinstance(length, int) else tf.reshape(tf.cast(length, shape.dtype), [1])
         part_shape = tf.concat([shape[:1], length, shape[2:]], axis=0)
-        keeps.append(_keep_mask_of_shape(part_shape, inputs.shape[-1], layer.rate, site_seed))
+        keeps.append(_keep_mask_of_shape(part_shape, inputs.shape[-1], layer.rate, sub_seed(seed, site)))
     keep = tf.concat(keeps, axis=1)  # [B, S_1 + S_2 + ..., ...]
     return apply_keep_mask(keep, inputs) * tf.cast(1.0 / (1.0 - layer.rate), inputs.dtype)
 
@@ -175,8 +174,7 @@ def dropout_keep_mask(layer, inputs, training, seed, site=0):
     """
     if not training or layer.rate == 0:
         return None, 1.0
-    site_seed = tf.random.experimental.stateless_fold_in(tf.cast(seed, tf.int64), site)  # [2]
-    return stateless_keep_mask(inputs, layer.rate, site_seed), 1.0 / (1.0 - layer.rate)
+    return stateless_keep_mask(inputs, layer.rate, sub_seed(seed, site)), 1.0 / (1.0 - layer.rate)
 
 
 def stateless_dropout(inputs, rate, seed):
