@@ -23,7 +23,10 @@ Tables:
   1. tokens/s, peak and step memory, ours (tf.function, and XLA as
      configs/pretrain/base.yaml sets) vs PyTorch, seq 128 and 512 in float32,
      bfloat16 at seq 128 (and at 512 with --bf16-512);
-  1b. (--batch-table) ours bfloat16 / ours float32 at batch 8 (seq 128) and 4 (seq 512);
+  1b. (--batch-table) ours bfloat16 / ours float32 at batch 8 (seq 128) and 4 and 8 (seq 512);
+  1c. (--paired) the same ratios (ours / PyTorch, XLA / no XLA, bfloat16 / float32) from
+      long-lived workers taking interleaved steps (`interleaved_steps.py`): the median of
+      per-round ratios, which the VM's drift over minutes does not move;
   2. 1 -> 2 replicas (MirroredStrategy over 2 virtual CPU devices, same global batch);
   3. largest per-replica batch at seq 512 for Base and Large, without and with
      `rematerialize`: step memory measured at batch 1 and 2 on CPU, a line fitted
@@ -33,7 +36,7 @@ Tables:
 
 Usage:
     python benchmarks/pretraining_benchmark.py [--steps 2] [--threads 2] [--quick] [--bf16-512] [--step-only]
-        [--batch-table] [--skip-step-table]
+        [--batch-table] [--skip-step-table] [--paired [--rounds 7] [--paired-seqs 128 512]]
 
 Table 1 also gives, from the same run, XLA / no XLA for each row and, for bfloat16
 rows, ours bfloat16 / ours float32 at the same length; the load average is printed.
@@ -49,6 +52,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks.interleaved_steps import (StepServer, paired_ratio, run_rounds, serve,  # noqa: E402
+                                          spawn, wait_ready)
 from benchmarks.two_stream_batch import two_stream_batch  # noqa: E402
 
 SIZES = {
@@ -109,6 +114,24 @@ def run_keras(spec):
         model.enable_recurrence_memory(batch // spec["replicas"])
     data = make_batch(batch, length)
     dataset = tf.data.Dataset.from_tensors(data).repeat()
+    if spec.get("serve"):
+        # One `fit` that runs a step each time the driver asks (table 1c): the step
+        # timed is exactly the one `fit` runs, callbacks and all.
+        server, started = StepServer(), []
+
+        def on_batch_end(batch, logs):
+            if started:
+                server.report(time.perf_counter() - started.pop())
+            else:
+                server.ready()  # after the first step: tracing and compilation
+            if server.next_step():
+                started.append(time.perf_counter())
+            else:
+                model.stop_training = True
+
+        model.fit(dataset, steps_per_epoch=10**9, epochs=1, verbose=0,
+                  callbacks=[keras.callbacks.LambdaCallback(on_train_batch_end=on_batch_end)])
+        return [], import_rss_gb
     stamps = []
     timer = keras.callbacks.LambdaCallback(
         on_train_batch_end=lambda batch, logs: stamps.append(time.perf_counter()))
@@ -137,9 +160,9 @@ def run_torch(spec):
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, eps=1e-6, weight_decay=0.01)
     data = {k: torch.from_numpy(v) for k, v in make_batch(batch, length).items()}
     mems = None
-    times = []
-    for _ in range(spec["steps"] + 1):
-        start = time.perf_counter()
+
+    def step():
+        nonlocal mems
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=spec["dtype"] == "bfloat16"):
             out = model(input_ids=data["token_ids"].long(), token_type_ids=data["segment_ids"].long(),
                         attention_mask=data["padding_mask"].float(), perm_mask=data["perm_mask"],
@@ -152,8 +175,17 @@ def run_torch(spec):
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         mems = [m.detach() for m in out.mems]
+
+    step()  # warm-up, as on our side
+    if spec.get("serve"):
+        serve(step)
+        return [], import_rss_gb
+    times = []
+    for _ in range(spec["steps"]):
+        start = time.perf_counter()
+        step()
         times.append(time.perf_counter() - start)
-    return times[1:], import_rss_gb
+    return times, import_rss_gb
 
 
 def child(spec):
@@ -166,12 +198,15 @@ def child(spec):
                                   "import_rss_gb": import_rss_gb}))
 
 
+def _child_env(spec):
+    return dict(os.environ, OMP_NUM_THREADS=str(spec["threads"]), OMP_WAIT_POLICY="PASSIVE",
+                CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="2",
+                PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
 def measure(spec, timeout=1800):
-    env = dict(os.environ, OMP_NUM_THREADS=str(spec["threads"]), OMP_WAIT_POLICY="PASSIVE",
-               CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="2",
-               PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)],
-                          capture_output=True, text=True, env=env, timeout=timeout)
+                          capture_output=True, text=True, env=_child_env(spec), timeout=timeout)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
             result = json.loads(line[len("RESULT "):])
@@ -211,7 +246,7 @@ def _batch_table(common):
     print("\n## 1b. bfloat16 / float32, ours, larger batches (no XLA)\n")
     print("| seq | batch | float32 tok/s | bfloat16 tok/s | bf16 / our f32 |")
     print("|---|---|---|---|---|")
-    for seq, batch in ((128, 8), (512, 4)):
+    for seq, batch in ((128, 8), (512, 4), (512, 8)):
         speed = {}
         for dtype in ("float32", "bfloat16", "float32", "bfloat16"):
             result = measure(dict(common, impl="keras", seq=seq, batch=batch, dtype=dtype))
@@ -219,6 +254,65 @@ def _batch_table(common):
         ratio = speed["bfloat16"] / speed["float32"] if speed["float32"] and speed["bfloat16"] else None
         print(f"| {seq} | {batch} | {speed['float32']:.0f} | {speed['bfloat16']:.0f} | "
               f"{'-' if ratio is None else f'{ratio:.2f}x'} |", flush=True)
+
+
+# Table 1c's pairs: (impl, dtype, xla) each. Two workers at a time: with more, the
+# page cache shrinks and the one process whose libraries no other worker shares
+# (PyTorch's) loses its code pages first, which slowed its steps unevenly.
+_F32, _F32_XLA = ("keras", "float32", False), ("keras", "float32", True)
+_BF16, _BF16_XLA = ("keras", "bfloat16", False), ("keras", "bfloat16", True)
+_TORCH = ("torch", "float32", False)
+PAIRED_GROUPS = tuple((seq, batch, pair) for seq, batch in ((128, 2), (512, 1))
+                      for pair in ((_TORCH, _F32), (_F32, _F32_XLA), (_F32, _BF16), (_BF16, _BF16_XLA)))
+# (label, numerator worker, denominator worker) over step times: a speed ratio puts the
+# other side's time on top.
+PAIRED_RATIOS = (
+    ("ours / PyTorch, float32 (speed)", _TORCH, _F32),
+    ("XLA / no XLA, float32 (step time)", _F32_XLA, _F32),
+    ("bfloat16 / our float32 (speed)", _F32, _BF16),
+    ("XLA / no XLA, bfloat16 (step time)", _BF16_XLA, _BF16),
+)
+
+
+def _worker_name(member):
+    impl, dtype, xla = member
+    return ("PyTorch" if impl == "torch" else "ours") + f" {dtype}" + (" XLA" if xla else "")
+
+
+def _paired_table(common, rounds, seqs=(128, 512)):
+    """Table 1c: the issue-16 ratios with every worker's steps interleaved (`interleaved_steps`).
+
+    Each worker builds its model and runs one warm-up step, then the workers take
+    turns, one at a time: an untimed step (a step right after sitting idle runs
+    slower, see `run_rounds`), then the timed one. A ratio is the median over rounds of
+    the two steps' ratio within a round, which the machine's drift over minutes
+    does not move; the per-round range is printed beside it.
+    """
+    print(f"\n## 1c. Interleaved steps, {rounds} rounds: median of per-round ratios (range)\n")
+    print("| seq | batch | ratio | median | range | median step s (numerator side / other side) |")
+    print("|---|---|---|---|---|---|")
+    for seq, batch, members in PAIRED_GROUPS:
+        if seq not in seqs:
+            continue
+        workers, failed = {}, {}
+        for member in members:  # started one at a time: a build does not disturb timed steps
+            impl, dtype, xla = member
+            spec = dict(common, impl=impl, seq=seq, batch=batch, dtype=dtype, xla=xla, serve=True)
+            process = spawn([sys.executable, __file__, "--child", json.dumps(spec)], env=_child_env(spec))
+            failed.update(wait_ready({member: process}))
+            if member not in failed:
+                workers[member] = process
+        times = run_rounds(workers, rounds, rewarm=1)
+        for member, result in failed.items():
+            print(f"<!-- {_worker_name(member)} seq {seq}: {result.get('error', '')[-200:]} -->")
+        for label, top, bottom in PAIRED_RATIOS:
+            if not (times.get(top) and times.get(bottom)):
+                continue
+            per_round = sorted(a / b for a, b in zip(times[top], times[bottom]))
+            medians = [sorted(times[m])[len(times[m]) // 2] for m in (top, bottom)]
+            print(f"| {seq} | {batch} | {label} | **{paired_ratio(times[top], times[bottom]):.2f}x** | "
+                  f"{per_round[0]:.2f}-{per_round[-1]:.2f} | {medians[0]:.2f} / {medians[1]:.2f} |",
+                  flush=True)
 
 
 def main(argv=None):
@@ -229,9 +323,14 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="seq 128 only, no Large memory runs")
     parser.add_argument("--step-only", action="store_true", help="table 1 only")
     parser.add_argument("--batch-table", action="store_true",
-                        help="also table 1b: bfloat16 / float32 of ours at batch 8 (seq 128) and 4 (seq 512)")
+                        help="also table 1b: bfloat16 / float32 of ours at batch 8 (seq 128) and 4 and 8 (seq 512)")
     parser.add_argument("--skip-step-table", action="store_true",
                         help="tables 2 and 3 only (replica scaling, largest batch)")
+    parser.add_argument("--paired", action="store_true",
+                        help="also table 1c: the issue-16 ratios from interleaved steps")
+    parser.add_argument("--rounds", type=int, default=7, help="rounds of table 1c")
+    parser.add_argument("--paired-seqs", type=int, nargs="+", default=[128, 512], choices=[128, 512],
+                        help="sequence lengths of table 1c")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -293,6 +392,8 @@ def main(argv=None):
         print(f"\nload average {os.getloadavg()[0]:.1f} at the end of table 1", flush=True)
     if args.batch_table:
         _batch_table(common)
+    if args.paired:
+        _paired_table(common, args.rounds, args.paired_seqs)
     if args.step_only:
         return 0
 

@@ -40,10 +40,12 @@ Usage:
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
+
+# The script's own folder, not the repository: the serving workers must not find xlnet_tf.
+from interleaved_steps import paired_ratio, read_until, run_rounds, serve, spawn, wait_ready
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASE = dict(vocabulary_size=32000, num_layers=12, num_heads=12, head_dim=64, hidden_dim=768,
@@ -81,12 +83,6 @@ def _summary(times):
     ordered = sorted(times)
     return {"median_ms": 1000 * ordered[len(ordered) // 2], "min_ms": 1000 * ordered[0], "iters": len(times),
             "times": times}
-
-
-def _paired_ratio(ours, theirs):
-    """Median over rounds of ours/theirs in the same round: calls a round apart share the machine's load."""
-    ratios = sorted(a / b for a, b in zip(ours["times"], theirs["times"]))
-    return ratios[len(ratios) // 2]
 
 
 def worker_export(args):
@@ -179,13 +175,7 @@ def run_worker(args):
     except Exception as e:  # reported in the table, not fatal to the other rows
         print("RESULT " + json.dumps({"error": f"{type(e).__name__}: {e}"[:300]}), flush=True)
         return
-    print("READY", flush=True)
-    for line in sys.stdin:
-        if line.strip() != "call":
-            break
-        start = time.perf_counter()
-        call()
-        print(f"TIME {time.perf_counter() - start}", flush=True)
+    serve(call)
 
 
 def _spawn(worker, args, batch=1):
@@ -194,23 +184,8 @@ def _spawn(worker, args, batch=1):
                "--threads", str(args.threads), "--seq", str(LENGTH), "--short-words", str(args.short_words)]
     if args.xla:
         command.append("--xla")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     # The serving processes must not find xlnet_tf: run them away from the repository.
-    # stderr goes to a file: a full pipe of TensorFlow log lines would block the worker.
-    log = tempfile.TemporaryFile(mode="w+")
-    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                               text=True, env=env, cwd=tempfile.gettempdir())
-    process.log = log
-    return process
-
-
-def _read_until(process, prefixes):
-    for line in process.stdout:
-        if line.startswith(prefixes):
-            return line.rstrip("\n")
-    process.wait()
-    process.log.seek(0)
-    return "RESULT " + json.dumps({"error": process.log.read()[-300:] or "worker exited"})
+    return spawn(command, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), cwd=tempfile.gettempdir())
 
 
 def _implementations(args):
@@ -226,24 +201,13 @@ def measure(args, batch, iters):
     workers, results = {}, {}
     for impl in _implementations(args):  # loaded one at a time, so loading does not disturb timing
         process = _spawn(impl, args, batch=batch)
-        line = _read_until(process, ("READY", "RESULT "))
-        if line.startswith("RESULT "):
-            results[impl] = json.loads(line[len("RESULT "):])
-            process.kill()
+        failed = wait_ready({impl: process})
+        if failed:
+            results.update(failed)
         else:
             workers[impl] = process
-    times = {impl: [] for impl in workers}
-    for _ in range(iters):
-        for impl, process in workers.items():
-            process.stdin.write("call\n")
-            process.stdin.flush()
-            line = _read_until(process, ("TIME ", "RESULT "))
-            if line.startswith("TIME "):
-                times[impl].append(float(line.split()[1]))
-    for impl, process in workers.items():
-        process.stdin.close()
-        process.wait()
-        results[impl] = _summary(times[impl]) if times[impl] else {"error": "no timed call"}
+    for impl, times in run_rounds(workers, iters).items():
+        results[impl] = _summary(times) if times else {"error": "no timed call"}
     return results
 
 
@@ -272,7 +236,7 @@ def main():
     workdir = tempfile.mkdtemp(prefix="xlnet_serving_bench_")
     args.model_dir = args.keep or os.path.join(workdir, "model")
     export = _spawn("export", args)
-    line = _read_until(export, ("RESULT ",))
+    line = read_until(export, ("RESULT ",))
     export.wait()
     exported = json.loads(line[len("RESULT "):])
     if "error" in exported:
@@ -306,12 +270,12 @@ def main():
                 if "error" not in ours and "error" not in theirs:
                     print(f"{batch:>5}  ratio {export}/PyTorch ({kind}): median latency "
                           f"{ours['median_ms'] / theirs['median_ms']:.2f}x, min latency "
-                          f"{ours['min_ms'] / theirs['min_ms']:.2f}x, paired {_paired_ratio(ours, theirs):.2f}x")
+                          f"{ours['min_ms'] / theirs['min_ms']:.2f}x, paired {paired_ratio(ours['times'], theirs['times']):.2f}x")
             ids, strings = results[(f"{export} ids", batch)], results[(f"{export} strings", batch)]
             if "error" not in ids and "error" not in strings:
                 print(f"{batch:>5}  {export} strings/ids: median latency "
                       f"{strings['median_ms'] / ids['median_ms']:.2f}x, min latency "
-                      f"{strings['min_ms'] / ids['min_ms']:.2f}x, paired {_paired_ratio(strings, ids):.2f}x")
+                      f"{strings['min_ms'] / ids['min_ms']:.2f}x, paired {paired_ratio(strings['times'], ids['times']):.2f}x")
     return 0
 
 

@@ -1,0 +1,78 @@
+"""benchmarks/interleaved_steps.py: the protocol, the round order, re-warm steps and failing workers.
+
+The fake workers report the count of steps they have run as their "time", so
+the assertions are exact and no test depends on the machine's speed.
+"""
+
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+sys.path.insert(0, ROOT)
+
+from benchmarks import interleaved_steps as steps  # noqa: E402
+
+pytestmark = pytest.mark.subprocess
+
+# Reports its own step count through `serve`, the real workers' loop; dies at step `die_at`.
+COUNTING_WORKER = """
+import sys
+sys.path.insert(0, {root!r})
+from benchmarks.interleaved_steps import StepServer
+server, count = StepServer(), 0
+server.ready()
+while server.next_step():
+    count += 1
+    if count == {die_at}:
+        sys.exit("worker died")
+    server.report(count * {scale})
+"""
+
+
+def _worker(scale=1.0, die_at=0):
+    code = COUNTING_WORKER.format(root=os.path.abspath(ROOT), die_at=die_at, scale=scale)
+    return steps.spawn([sys.executable, "-c", code])
+
+
+def test_rounds_time_one_step_per_worker_and_rewarm_steps_go_untimed():
+    workers = {"a": _worker(), "b": _worker(scale=2.0)}
+    assert steps.wait_ready(workers) == {}
+    times = steps.run_rounds(workers, rounds=3, rewarm=1)
+    # Each turn ran an untimed step first: the timed ones are every worker's 2nd, 4th and 6th.
+    assert times == {"a": [2.0, 4.0, 6.0], "b": [4.0, 8.0, 12.0]}
+    assert steps.paired_ratio(times["a"], times["b"]) == 0.5
+    assert all(process.returncode == 0 for process in workers.values())  # stopped cleanly
+
+
+def test_a_worker_that_dies_keeps_its_times_and_the_others_go_on():
+    workers = {"dies": _worker(die_at=3), "lives": _worker()}
+    steps.wait_ready(workers)
+    times = steps.run_rounds(workers, rounds=4)
+    assert times == {"dies": [1.0, 2.0], "lives": [1.0, 2.0, 3.0, 4.0]}
+
+
+def test_a_worker_that_fails_before_ready_is_reported_with_its_error():
+    broken = steps.spawn([sys.executable, "-c", "raise SystemExit('no model for you')"])
+    workers = {"broken": broken, "fine": _worker()}
+    failed = steps.wait_ready(workers)
+    assert list(workers) == ["fine"]
+    assert "no model for you" in failed["broken"]["error"]
+    assert steps.run_rounds(workers, rounds=2) == {"fine": [1.0, 2.0]}
+
+
+def test_serve_times_the_callable_it_is_given():
+    code = (f"import sys, time; sys.path.insert(0, {os.path.abspath(ROOT)!r}); "
+            "from benchmarks.interleaved_steps import serve; serve(lambda: time.sleep(0.05))")
+    workers = {"sleeper": steps.spawn([sys.executable, "-c", code])}
+    steps.wait_ready(workers)
+    times = steps.run_rounds(workers, rounds=2)["sleeper"]
+    assert len(times) == 2 and min(times) >= 0.05
+
+
+def test_paired_ratio_is_the_median_of_same_round_ratios():
+    # The second side caught a quick spell in round 3 alone: the median ignores it, the ratio of
+    # the two minima (1.0 / 1.0) would not.
+    assert steps.paired_ratio([1.0, 1.0, 1.0], [2.0, 2.0, 1.0]) == 0.5
+    assert steps.paired_ratio([], []) is None
