@@ -89,7 +89,7 @@ def wait_ready(workers):
 def run_rounds(workers, rounds, rewarm=0):
     """`rounds` rounds of one timed step per worker, one worker busy at a time; returns {name: [seconds]}.
 
-    With `rewarm`, each worker's turn starts with that many untimed steps: on
+    The order rotates by one worker each round. With `rewarm`, each worker's turn starts with that many untimed steps: on
     this VM a training step right after the worker sat idle for a few seconds
     ran 10-15% slower for our model and 20-30% slower for PyTorch's (measured
     back to back against 6 s pauses), and a second step was back to full speed.
@@ -98,8 +98,14 @@ def run_rounds(workers, rounds, rewarm=0):
     """
     times = {name: [] for name in workers}
     alive = dict(workers)
-    for _ in range(rounds):
-        for name, process in list(alive.items()):
+    for round_index in range(rounds):
+        names = list(alive)
+        # Each round starts one worker later, so no worker always comes first or after the same
+        # one: in a fixed order the serving benchmark's first worker (ids in) read 14% slower
+        # than the second (strings in), which does more work.
+        shift = round_index % len(names) if names else 0
+        for name in names[shift:] + names[:shift]:
+            process = alive[name]
             for _ in range(rewarm + 1):
                 line = _one_step(process)
                 if not line.startswith("TIME "):

@@ -46,6 +46,17 @@ def test_rounds_time_one_step_per_worker_and_rewarm_steps_go_untimed():
     assert all(process.returncode == 0 for process in workers.values())  # stopped cleanly
 
 
+def test_the_order_rotates_by_one_worker_each_round(tmp_path):
+    log = tmp_path / "order.txt"
+    code = (f"import sys; sys.path.insert(0, {os.path.abspath(ROOT)!r}); "
+            "from benchmarks.interleaved_steps import serve; "
+            f"serve(lambda: open({str(log)!r}, 'a').write(sys.argv[1]))")
+    workers = {name: steps.spawn([sys.executable, "-c", code, name]) for name in "abc"}
+    steps.wait_ready(workers)
+    steps.run_rounds(workers, rounds=4)
+    assert log.read_text() == "abc" + "bca" + "cab" + "abc"
+
+
 def test_a_worker_that_dies_keeps_its_times_and_the_others_go_on():
     workers = {"dies": _worker(die_at=3), "lives": _worker()}
     steps.wait_ready(workers)
