@@ -89,20 +89,21 @@ def wait_ready(workers):
 def run_rounds(workers, rounds, rewarm=0):
     """`rounds` rounds of one timed step per worker, one worker busy at a time; returns {name: [seconds]}.
 
-    The order rotates by one worker each round. With `rewarm`, each worker's turn starts with that many untimed steps: on
-    this VM a training step right after the worker sat idle for a few seconds
-    ran 10-15% slower for our model and 20-30% slower for PyTorch's (measured
-    back to back against 6 s pauses), and a second step was back to full speed.
-    The workers are stopped (stdin closed) at the end. A worker that dies
-    mid-way keeps the times it reported.
+    The order rotates by one worker each round. With `rewarm`, each worker's
+    turn starts with that many untimed steps: on this VM a training step right
+    after the worker sat idle for a few seconds ran 10-15% slower for our model
+    and 20-30% slower for PyTorch's (measured back to back against 6 s pauses),
+    and a second step was back to full speed. The workers are stopped (stdin
+    closed) at the end. A worker that dies mid-way keeps the times it reported.
+
+    Neither removes the slowdown of the worker spawned first (it idles longest
+    while the others load; 5-25% on this VM, see benchmarks/README.md).
     """
     times = {name: [] for name in workers}
     alive = dict(workers)
     for round_index in range(rounds):
         names = list(alive)
-        # Each round starts one worker later, so no worker always comes first or after the same
-        # one: in a fixed order the serving benchmark's first worker (ids in) read 14% slower
-        # than the second (strings in), which does more work.
+        # Each round starts one worker later, so no worker always comes first or after the same one.
         shift = round_index % len(names) if names else 0
         for name in names[shift:] + names[:shift]:
             process = alive[name]
