@@ -22,8 +22,15 @@ machine OpenMP's spinning barriers made PyTorch 2x slower, which would flatter
 our ratios. Weights are random; both models have the same shapes (12 layers,
 hidden 768, 12 heads, inner 3072, vocab 32000).
 
+With --paired, the table is replaced by ratios from interleaved steps: each
+pair of `PAIRED_RATIOS` is two long-lived workers taking turns, one step at a
+time, run in both start orders (`interleaved_steps.py`); the figure is the
+geometric mean over the two orders of the median same-round ratio. Sequential
+subprocesses, as in the table, carry the VM's drift of 10-45% over an hour.
+
 Usage:
     python benchmarks/backbone_benchmark.py [--seqs 128 512] [--batch 2] [--steps 3]
+        [--paired [--paired-ratios torch bf16-torch bf16 xla] [--rounds 7]]
 """
 
 import argparse
@@ -36,6 +43,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks.interleaved_steps import (balanced_ratio, paired_ratio, run_in_both_orders,  # noqa: E402
+                                          serve, spawn)
 from benchmarks.two_stream_batch import two_stream_batch  # noqa: E402
 
 BASE = dict(vocabulary_size=32000, num_layers=12, num_heads=12, head_dim=64, hidden_dim=768,
@@ -44,6 +53,14 @@ IMPLEMENTATIONS = ("torch", "keras", "keras_xla", "keras_bf16", "keras_bf16_xla"
 DEFAULT_IMPLEMENTATIONS = ("torch", "keras", "keras_xla", "keras_bf16")
 LABELS = {"torch": "HF PyTorch (eager)", "keras": "ours tf.function", "keras_xla": "ours tf.function+XLA",
           "keras_bf16": "ours bfloat16", "keras_bf16_xla": "ours bfloat16+XLA"}
+# --paired: {key: (label, numerator worker, denominator worker)}, a ratio of step times (a
+# speed ratio puts the other side on top); each pair is timed on its own, in both start orders.
+PAIRED_RATIOS = {
+    "torch": ("ours / PyTorch, float32 (speed)", "torch", "keras"),
+    "bf16-torch": ("ours bfloat16 / PyTorch float32 (speed)", "torch", "keras_bf16"),
+    "bf16": ("ours bfloat16 / ours float32 (speed)", "keras", "keras_bf16"),
+    "xla": ("XLA / no XLA, float32 (step time)", "keras_xla", "keras"),
+}
 
 
 def make_inputs(batch, length, seed=0):
@@ -70,7 +87,7 @@ def _time(step, steps):
     return min(times)
 
 
-def worker_torch(mode, batch, length, steps, threads):
+def worker_torch(mode, batch, length, threads):
     import torch
     import transformers
 
@@ -102,12 +119,10 @@ def worker_torch(mode, batch, length, steps, threads):
             out = model(input_ids=ids, token_type_ids=segments, attention_mask=mask, perm_mask=perm_mask,
                         target_mapping=target_mapping, labels=labels, use_mems=False)
             out.loss.backward()
-    rss_built = _rss_mib()
-    seconds = _time(step, steps)
-    return dict(seconds=seconds, rss_built=rss_built, version=f"torch {torch.__version__}")
+    return step, f"torch {torch.__version__}"
 
 
-def worker_keras(mode, batch, length, steps, threads, jit_compile, bfloat16=False):
+def worker_keras(mode, batch, length, threads, jit_compile, bfloat16=False):
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     import tensorflow as tf
 
@@ -153,24 +168,29 @@ def worker_keras(mode, batch, length, steps, threads, jit_compile, bfloat16=Fals
         def step():
             loss, _ = train_step(inputs, targets)
             loss.numpy()
-    rss_built = _rss_mib()
-    seconds = _time(step, steps)
-    return dict(seconds=seconds, rss_built=rss_built, version=f"tensorflow {tf.__version__}")
+    return step, f"tensorflow {tf.__version__}"
 
 
 def run_worker(args):
     impl, mode, length = args.worker
     length = int(length)
     if impl == "torch":
-        result = worker_torch(mode, args.batch, length, args.steps, args.threads)
+        step, version = worker_torch(mode, args.batch, length, args.threads)
     else:
-        result = worker_keras(mode, args.batch, length, args.steps, args.threads,
-                              jit_compile=impl.endswith("_xla"), bfloat16="bf16" in impl)
-    result.update(peak_rss=_peak_rss_mib(), tokens_per_s=args.batch * length / result["seconds"])
+        step, version = worker_keras(mode, args.batch, length, args.threads,
+                                     jit_compile=impl.endswith("_xla"), bfloat16="bf16" in impl)
+    if args.serve:
+        step()  # Warm-up: graph tracing / XLA compilation / allocator growth.
+        serve(step)
+        return
+    rss_built = _rss_mib()
+    seconds = _time(step, args.steps)
+    result = dict(seconds=seconds, rss_built=rss_built, version=version, peak_rss=_peak_rss_mib(),
+                  tokens_per_s=args.batch * length / seconds)
     print("RESULT " + json.dumps(result), flush=True)
 
 
-def measure(impl, mode, length, args):
+def _command_and_env(impl, mode, length, args):
     command = [sys.executable, os.path.abspath(__file__), "--worker", impl, mode, str(length),
                "--batch", str(args.batch), "--steps", str(args.steps), "--threads", str(args.threads)]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="",
@@ -178,6 +198,11 @@ def measure(impl, mode, length, args):
                                            os.environ.get("PYTHONPATH", "")]))
     if impl == "torch" and args.torch_omp_wait_policy:
         env["OMP_WAIT_POLICY"] = args.torch_omp_wait_policy
+    return command, env
+
+
+def measure(impl, mode, length, args):
+    command, env = _command_and_env(impl, mode, length, args)
     try:
         proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=args.timeout)
     except subprocess.TimeoutExpired:
@@ -186,6 +211,43 @@ def measure(impl, mode, length, args):
         if line.startswith("RESULT "):
             return json.loads(line[len("RESULT "):])
     return {"error": (proc.stderr.strip().splitlines() or ["no output"])[-1]}
+
+
+def paired_table(args):
+    """Each ratio of `PAIRED_RATIOS` from two long-lived workers taking turns, in both start orders.
+
+    Both workers build their model and warm up, then take turns, one step at a
+    time, for --rounds rounds; then the pair runs again with the other worker
+    started first. The figure is `balanced_ratio`: the geometric mean over the
+    two orders of the median same-round ratio, which neither the machine's drift
+    nor the start order moves (`interleaved_steps`).
+    """
+    print(f"XLNet-Base, batch {args.batch}, {args.threads} threads, interleaved steps, {args.rounds} rounds per "
+          f"start order; ratio: geometric mean over the two orders of the median per-round ratio\n")
+    print("| mode | seq | ratio | balanced | by order (numerator side first / other first) | "
+          "median step s (numerator side / other) |")
+    print("|---|---|---|---|---|---|")
+    for mode in args.modes:
+        for length in args.seqs:
+            for key in args.paired_ratios:
+                label, top, bottom = PAIRED_RATIOS[key]
+
+                def start(impl):
+                    command, env = _command_and_env(impl, mode, length, args)
+                    return spawn(command + ["--serve"], env=env)
+
+                passes, failed = run_in_both_orders(start, (top, bottom), args.rounds, rewarm=1)
+                ratio = balanced_ratio(passes, top, bottom)
+                if ratio is None:
+                    errors = "; ".join(f"{LABELS[i]}: {r.get('error', '')[-200:]}" for i, r in failed.items())
+                    print(f"| {mode} | {length} | {label} | failed: {errors or 'a worker died'} | | |", flush=True)
+                    continue
+                by_order = [paired_ratio(times[top], times[bottom]) for times in passes]
+                pooled = {i: sorted(t for times in passes for t in times[i]) for i in (top, bottom)}
+                medians = [pooled[i][len(pooled[i]) // 2] for i in (top, bottom)]
+                print(f"| {mode} | {length} | {label} | **{ratio:.2f}x** | {by_order[0]:.2f}x / {by_order[1]:.2f}x | "
+                      f"{medians[0]:.3f} / {medians[1]:.3f} |", flush=True)
+    print(f"\nload average {os.getloadavg()[0]:.1f} at end")
 
 
 def main():
@@ -200,10 +262,19 @@ def main():
     parser.add_argument("--torch-omp-wait-policy", default="PASSIVE",
                         help="OMP_WAIT_POLICY for the PyTorch subprocess ('' leaves it unset)")
     parser.add_argument("--json", default=None, help="also write all results to this file")
+    parser.add_argument("--paired", action="store_true",
+                        help="instead of the table: interleaved pairs in both start orders (the steadiest ratios)")
+    parser.add_argument("--paired-ratios", nargs="+", default=list(PAIRED_RATIOS), choices=list(PAIRED_RATIOS),
+                        help="--paired's ratios: ours/PyTorch, bf16/PyTorch f32, bf16/our f32, XLA/no XLA")
+    parser.add_argument("--rounds", type=int, default=7, help="--paired's rounds per start order")
     parser.add_argument("--worker", nargs=3, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         run_worker(args)
+        return
+    if args.paired:
+        paired_table(args)
         return
 
     print(f"XLNet-Base (12 x 768, 12 heads, inner 3072, vocab 32000), batch {args.batch}, "

@@ -132,6 +132,50 @@ def _one_step(process):
     return read_until(process, ("TIME ", "RESULT "))
 
 
+def run_in_both_orders(start, names, rounds, rewarm=0):
+    """Starts and times the workers twice, in the order of `names` and then reversed.
+
+    `start(name)` returns a spawned worker. Each pass starts its workers one at a
+    time (a load does not disturb another's timed steps), runs `run_rounds` and
+    stops them, so at most one pass is alive. Returns `(passes, failed)`: the
+    two passes' {name: [seconds]} and {name: error result} of the workers that
+    failed before `READY` in either pass. Read the passes with `balanced_ratio`.
+
+    Why: on this VM a worker's speed depended on its place in the start order
+    by up to 30% (serving workers; a few % for `fit` workers), for as long as
+    it lived, which neither the rotation nor re-warm steps remove. Between two
+    workers, the reversed pass swaps their places.
+    """
+    passes, failed = [], {}
+    for order in (list(names), list(reversed(names))):
+        workers = {}
+        for name in order:
+            process = start(name)
+            result = wait_ready({name: process})
+            if result:
+                failed.update(result)
+            else:
+                workers[name] = process
+        passes.append(run_rounds(workers, rounds, rewarm=rewarm))
+    return passes, failed
+
+
+def balanced_ratio(passes, top, bottom):
+    """Geometric mean over `run_in_both_orders`' passes of `paired_ratio(top, bottom)`.
+
+    A factor that a place in the start order puts on one side of a pair of
+    workers is on the other side in the reversed pass, so it cancels. None when
+    a pass lacks either side's times.
+    """
+    ratios = [paired_ratio(times.get(top, []), times.get(bottom, [])) for times in passes]
+    if not ratios or None in ratios:
+        return None
+    product = 1.0
+    for ratio in ratios:
+        product *= ratio
+    return product ** (1.0 / len(ratios))
+
+
 def paired_ratio(times, other_times):
     """Median over rounds of `times[i] / other_times[i]`: steps a round apart share the machine's state."""
     ratios = sorted(a / b for a, b in zip(times, other_times))

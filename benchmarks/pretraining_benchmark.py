@@ -25,8 +25,9 @@ Tables:
      bfloat16 at seq 128 (and at 512 with --bf16-512);
   1b. (--batch-table) ours bfloat16 / ours float32 at batch 8 (seq 128) and 4 and 8 (seq 512);
   1c. (--paired) the same ratios (ours / PyTorch, XLA / no XLA, bfloat16 / float32) from
-      long-lived workers taking interleaved steps (`interleaved_steps.py`): the median of
-      per-round ratios, which the VM's drift over minutes does not move;
+      pairs of long-lived workers taking interleaved steps (`interleaved_steps.py`), each
+      pair run in both start orders: the geometric mean of the two orders' median
+      per-round ratios, which neither the VM's drift nor the start order moves;
   2. 1 -> 2 replicas (MirroredStrategy over 2 virtual CPU devices, same global batch);
   3. largest per-replica batch at seq 512 for Base and Large, without and with
      `rematerialize`: step memory measured at batch 1 and 2 on CPU, a line fitted
@@ -36,7 +37,8 @@ Tables:
 
 Usage:
     python benchmarks/pretraining_benchmark.py [--steps 2] [--threads 2] [--quick] [--bf16-512] [--step-only]
-        [--batch-table] [--skip-step-table] [--paired [--rounds 7] [--paired-seqs 128 512]]
+        [--batch-table] [--skip-step-table] [--paired [--rounds 7] [--paired-seqs 128 512]
+        [--paired-ratios torch xla bf16 bf16-xla]]
 
 Table 1 also gives, from the same run, XLA / no XLA for each row and, for bfloat16
 rows, ours bfloat16 / ours float32 at the same length; the load average is printed.
@@ -52,8 +54,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.interleaved_steps import (StepServer, paired_ratio, run_rounds, serve,  # noqa: E402
-                                          spawn, wait_ready)
+from benchmarks.interleaved_steps import (StepServer, balanced_ratio, paired_ratio,  # noqa: E402
+                                          run_in_both_orders, serve, spawn)
 from benchmarks.two_stream_batch import two_stream_batch  # noqa: E402
 
 SIZES = {
@@ -258,21 +260,21 @@ def _batch_table(common):
 
 # Table 1c's pairs: (impl, dtype, xla) each. Two workers at a time: with all five of
 # seq 128 alive (17 GB of RSS on the 24 GB VM), PyTorch's steps took 2.85 s against
-# 2.16 s in a pair. PyTorch was spawned first both times and idled longer while four
-# others loaded; the first-spawned worker runs slow (benchmarks/README.md).
+# 2.16 s in a pair. Each pair runs in both start orders: the worker started first ran
+# a few % slow (twin workers of the same step, benchmarks/README.md).
 _F32, _F32_XLA = ("keras", "float32", False), ("keras", "float32", True)
 _BF16, _BF16_XLA = ("keras", "bfloat16", False), ("keras", "bfloat16", True)
 _TORCH = ("torch", "float32", False)
 PAIRED_GROUPS = tuple((seq, batch, pair) for seq, batch in ((128, 2), (512, 1))
                       for pair in ((_TORCH, _F32), (_F32, _F32_XLA), (_F32, _BF16), (_BF16, _BF16_XLA)))
-# (label, numerator worker, denominator worker) over step times: a speed ratio puts the
-# other side's time on top.
-PAIRED_RATIOS = (
-    ("ours / PyTorch, float32 (speed)", _TORCH, _F32),
-    ("XLA / no XLA, float32 (step time)", _F32_XLA, _F32),
-    ("bfloat16 / our float32 (speed)", _F32, _BF16),
-    ("XLA / no XLA, bfloat16 (step time)", _BF16_XLA, _BF16),
-)
+# {key: (label, numerator worker, denominator worker)} over step times: a speed ratio
+# puts the other side's time on top.
+PAIRED_RATIOS = {
+    "torch": ("ours / PyTorch, float32 (speed)", _TORCH, _F32),
+    "xla": ("XLA / no XLA, float32 (step time)", _F32_XLA, _F32),
+    "bf16": ("bfloat16 / our float32 (speed)", _F32, _BF16),
+    "bf16-xla": ("XLA / no XLA, bfloat16 (step time)", _BF16_XLA, _BF16),
+}
 
 
 def _worker_name(member):
@@ -280,40 +282,47 @@ def _worker_name(member):
     return ("PyTorch" if impl == "torch" else "ours") + f" {dtype}" + (" XLA" if xla else "")
 
 
-def _paired_table(common, rounds, seqs=(128, 512)):
+def _paired_table(common, rounds, seqs=(128, 512), ratios=None):
     """Table 1c: the issue-16 ratios with every worker's steps interleaved (`interleaved_steps`).
 
-    Each worker builds its model and runs one warm-up step, then the workers take
-    turns, one at a time: an untimed step (a step right after sitting idle runs
-    slower, see `run_rounds`), then the timed one. A ratio is the median over rounds of
-    the two steps' ratio within a round, which the machine's drift over minutes
-    does not move; the per-round range is printed beside it.
+    Each worker builds its model and runs one warm-up step, then the two workers
+    of a pair take turns, one at a time: an untimed step (a step right after
+    sitting idle runs slower, see `run_rounds`), then the timed one. The pair
+    runs twice, each worker started first once (`run_in_both_orders`). A ratio is
+    the geometric mean over the two orders of the median same-round ratio, which
+    neither the machine's drift over minutes nor the start order moves; each
+    order's figure is printed beside it.
     """
-    print(f"\n## 1c. Interleaved steps, {rounds} rounds: median of per-round ratios (range)\n")
-    print("| seq | batch | ratio | median | range | median step s (numerator side / other side) |")
+    print(f"\n## 1c. Interleaved steps, {rounds} rounds per start order: balanced median of per-round ratios\n")
+    print("| seq | batch | ratio | balanced | by order (numerator side first / other side first) | "
+          "median step s (numerator side / other side) |")
     print("|---|---|---|---|---|---|")
     for seq, batch, members in PAIRED_GROUPS:
-        if seq not in seqs:
+        labels = [(label, top, bottom) for key, (label, top, bottom) in PAIRED_RATIOS.items()
+                  if set((top, bottom)) == set(members) and (ratios is None or key in ratios)]
+        if seq not in seqs or not labels:
             continue
-        workers, failed = {}, {}
-        for member in members:  # started one at a time: a build does not disturb timed steps
+
+        def start(member):
             impl, dtype, xla = member
             spec = dict(common, impl=impl, seq=seq, batch=batch, dtype=dtype, xla=xla, serve=True)
-            process = spawn([sys.executable, __file__, "--child", json.dumps(spec)], env=_child_env(spec))
-            failed.update(wait_ready({member: process}))
-            if member not in failed:
-                workers[member] = process
-        times = run_rounds(workers, rounds, rewarm=1)
+            return spawn([sys.executable, __file__, "--child", json.dumps(spec)], env=_child_env(spec))
+
+        passes, failed = run_in_both_orders(start, members, rounds, rewarm=1)
         for member, result in failed.items():
             print(f"<!-- {_worker_name(member)} seq {seq}: {result.get('error', '')[-200:]} -->")
-        for label, top, bottom in PAIRED_RATIOS:
-            if not (times.get(top) and times.get(bottom)):
+        for label, top, bottom in labels:
+            ratio = balanced_ratio(passes, top, bottom)
+            if ratio is None:
                 continue
-            per_round = sorted(a / b for a, b in zip(times[top], times[bottom]))
-            medians = [sorted(times[m])[len(times[m]) // 2] for m in (top, bottom)]
-            print(f"| {seq} | {batch} | {label} | **{paired_ratio(times[top], times[bottom]):.2f}x** | "
-                  f"{per_round[0]:.2f}-{per_round[-1]:.2f} | {medians[0]:.2f} / {medians[1]:.2f} |",
-                  flush=True)
+            # The pass that started the numerator side first, then the other.
+            by_order = [paired_ratio(times[top], times[bottom]) for times in passes]
+            if members[0] != top:
+                by_order.reverse()
+            pooled = {m: sorted(t for times in passes for t in times[m]) for m in (top, bottom)}
+            medians = [pooled[m][len(pooled[m]) // 2] for m in (top, bottom)]
+            print(f"| {seq} | {batch} | {label} | **{ratio:.2f}x** | {by_order[0]:.2f}x / {by_order[1]:.2f}x | "
+                  f"{medians[0]:.2f} / {medians[1]:.2f} |", flush=True)
 
 
 def main(argv=None):
@@ -329,9 +338,11 @@ def main(argv=None):
                         help="tables 2 and 3 only (replica scaling, largest batch)")
     parser.add_argument("--paired", action="store_true",
                         help="also table 1c: the issue-16 ratios from interleaved steps")
-    parser.add_argument("--rounds", type=int, default=7, help="rounds of table 1c")
+    parser.add_argument("--rounds", type=int, default=7, help="rounds of table 1c, per start order")
     parser.add_argument("--paired-seqs", type=int, nargs="+", default=[128, 512], choices=[128, 512],
                         help="sequence lengths of table 1c")
+    parser.add_argument("--paired-ratios", nargs="+", default=list(PAIRED_RATIOS), choices=list(PAIRED_RATIOS),
+                        help="ratios of table 1c: ours/PyTorch, XLA/no XLA (f32), bf16/f32, XLA/no XLA (bf16)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -394,7 +405,7 @@ def main(argv=None):
     if args.batch_table:
         _batch_table(common)
     if args.paired:
-        _paired_table(common, args.rounds, args.paired_seqs)
+        _paired_table(common, args.rounds, args.paired_seqs, args.paired_ratios)
     if args.step_only:
         return 0
 

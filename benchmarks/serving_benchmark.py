@@ -22,11 +22,15 @@ Each measurement runs in a fresh subprocess that imports only what a server woul
                           Hugging Face way to skip padding).
 The SavedModel process imports tensorflow and tensorflow_text only (not xlnet_tf).
 Both frameworks get the same thread counts (intra-op = --threads, inter-op = 1).
-Inputs fill all positions (strings are long enough to be truncated), except the `short` rows. Latency is wall
-time per call (median and minimum over --iters calls after --warmup calls); "paired" ratios are the median over
-rounds of the two calls' ratio within one round (the steadiest figure on a loaded machine). All four workers stay loaded and
-their calls are interleaved round-robin, one call at a time, so a change in the
-machine's load (shared CI machines) hits every implementation alike.
+Inputs fill all positions (strings are long enough to be truncated), except the `short` rows.
+
+Each ratio (`PAIRS`, --pairs picks some) is timed as its own pair of loaded
+workers taking turns, one call at a time (`interleaved_steps`), so a change in
+the machine's load hits both alike, and the pair runs twice: first worker
+started first, then second. Latency is wall time per call after --warmup
+calls. The ratio is the geometric mean over the two start orders of the median
+same-round ratio (`balanced_ratio`): the worker started first ran 5-30% slow
+on this VM for as long as it lived, and the two orders cancel that.
 
 The SentencePiece model is the small test vocabulary (tests/testdata/tiny_spiece.model)
 unless --spiece is given: the tokenizer's cost depends on the vocabulary, the
@@ -34,7 +38,7 @@ model's does not (its embedding table has 32000 rows either way).
 
 Usage:
     python benchmarks/serving_benchmark.py [--seq 128] [--batches 1 32] [--iters 10] [--iters-32 3] [--warmup 2] [--threads N]
-        [--short-words 16] [--xla] [--keep DIR]
+        [--short-words 16] [--xla] [--pairs ids strings/ids ...] [--keep DIR]
 """
 
 import argparse
@@ -45,7 +49,7 @@ import tempfile
 import time
 
 # The script's own folder, not the repository: the serving workers must not find xlnet_tf.
-from interleaved_steps import paired_ratio, read_until, run_rounds, serve, spawn, wait_ready
+from interleaved_steps import balanced_ratio, paired_ratio, read_until, run_in_both_orders, serve, spawn
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASE = dict(vocabulary_size=32000, num_layers=12, num_heads=12, head_dim=64, hidden_dim=768,
@@ -55,9 +59,23 @@ BATCHES = (1, 32)
 SHORT_WORDS = 16
 EXPORTS = {"savedmodel": ("", {}), "savedmodel-bf16": ("_bf16", {"dtype": "bfloat16"}),
            "savedmodel-xla": ("_xla", {"jit_compile": True})}
-IMPLEMENTATIONS = ("savedmodel ids", "savedmodel strings", "savedmodel short", "savedmodel-bf16 ids",
-                   "savedmodel-bf16 strings", "pytorch ids", "pytorch strings", "pytorch short")
-XLA_IMPLEMENTATIONS = ("savedmodel-xla ids", "savedmodel-xla strings")
+# Each ratio is timed as its own pair of workers, in both start orders (`run_in_both_orders`):
+# on this VM the worker started first ran 5-30% slow for as long as it lived.
+# {name: (numerator worker, denominator worker)}; the numerator is ours.
+PAIRS = {
+    "ids": ("savedmodel ids", "pytorch ids"),
+    "strings": ("savedmodel strings", "pytorch strings"),
+    "short": ("savedmodel short", "pytorch short"),
+    "strings/ids": ("savedmodel strings", "savedmodel ids"),
+    "bf16 ids": ("savedmodel-bf16 ids", "pytorch ids"),
+    "bf16 strings": ("savedmodel-bf16 strings", "pytorch strings"),
+    "bf16 strings/ids": ("savedmodel-bf16 strings", "savedmodel-bf16 ids"),
+}
+XLA_PAIRS = {
+    "xla ids": ("savedmodel-xla ids", "pytorch ids"),
+    "xla strings": ("savedmodel-xla strings", "pytorch strings"),
+    "xla strings/ids": ("savedmodel-xla strings", "savedmodel-xla ids"),
+}
 
 
 def _texts(batch, num_words=None):
@@ -77,12 +95,6 @@ def _ids(batch, seed=0):
     segment_ids = np.zeros((batch, LENGTH), np.int32)
     segment_ids[:, -1] = 2
     return token_ids, segment_ids, np.ones((batch, LENGTH), np.int32)
-
-
-def _summary(times):
-    ordered = sorted(times)
-    return {"median_ms": 1000 * ordered[len(ordered) // 2], "min_ms": 1000 * ordered[0], "iters": len(times),
-            "times": times}
 
 
 def worker_export(args):
@@ -188,27 +200,31 @@ def _spawn(worker, args, batch=1):
     return spawn(command, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), cwd=tempfile.gettempdir())
 
 
-def _implementations(args):
-    return IMPLEMENTATIONS + (XLA_IMPLEMENTATIONS if args.xla else ())
+def _pairs(args):
+    pairs = dict(PAIRS, **(XLA_PAIRS if args.xla else {}))
+    return {name: pairs[name] for name in (args.pairs or pairs)}
 
 
-def measure(args, batch, iters):
-    """Starts one worker per implementation, then times their calls round-robin.
+def measure(args, batch, pair, iters):
+    """Times one pair's calls interleaved, in both start orders; returns the pair's result.
 
-    Interleaving the calls (one worker busy at a time) spreads any change in the
-    machine's load over all implementations alike.
+    Within a pass the two workers take turns, one call at a time, so a change in
+    the machine's load hits both alike; the pass is then repeated with the other
+    worker started first. The ratio is `balanced_ratio` over the two passes.
     """
-    workers, results = {}, {}
-    for impl in _implementations(args):  # loaded one at a time, so loading does not disturb timing
-        process = _spawn(impl, args, batch=batch)
-        failed = wait_ready({impl: process})
-        if failed:
-            results.update(failed)
-        else:
-            workers[impl] = process
-    for impl, times in run_rounds(workers, iters).items():
-        results[impl] = _summary(times) if times else {"error": "no timed call"}
-    return results
+    start = lambda worker: _spawn(worker, args, batch=batch)  # noqa: E731
+    passes, failed = run_in_both_orders(start, pair, iters)
+    if failed:
+        return {"error": "; ".join(f"{worker}: {result.get('error', '')}" for worker, result in failed.items())}
+    top, bottom = pair
+    times = {worker: [t for times in passes for t in times.get(worker, [])] for worker in pair}
+    if not (times[top] and times[bottom]):
+        return {"error": "a worker died before its timed calls"}
+    return {"ratio": balanced_ratio(passes, top, bottom),
+            "by_order": [paired_ratio(times_of_pass.get(top, []), times_of_pass.get(bottom, []))
+                         for times_of_pass in passes],
+            "median_ms": [1000 * sorted(times[w])[len(times[w]) // 2] for w in pair],
+            "calls": len(times[top])}
 
 
 def main():
@@ -218,13 +234,15 @@ def main():
     parser.add_argument("--batch", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--seq", type=int, default=128, help="sequence length (128 or 512)")
     parser.add_argument("--batches", type=int, nargs="+", default=list(BATCHES), help="batch sizes")
-    parser.add_argument("--iters", type=int, default=10, help="timed calls at batch 1")
-    parser.add_argument("--iters-32", type=int, default=3, help="timed calls at batch 32")
+    parser.add_argument("--iters", type=int, default=10, help="timed calls per worker and start order at batch 1")
+    parser.add_argument("--iters-32", type=int, default=3, help="timed calls per worker and start order at larger batches")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--spiece", default=os.path.join(ROOT, "tests", "testdata", "tiny_spiece.model"))
     parser.add_argument("--short-words", type=int, default=SHORT_WORDS, help="words per short text")
     parser.add_argument("--xla", action="store_true", help="also export and time jit_compile=True")
+    parser.add_argument("--pairs", nargs="+", default=None, choices=list(PAIRS) + list(XLA_PAIRS),
+                        help="the pairs to time (default: all; the xla ones need --xla)")
     parser.add_argument("--keep", default=None, help="export the SavedModel here (kept) instead of a temp dir")
     args = parser.parse_args()
     global LENGTH
@@ -242,40 +260,26 @@ def main():
     if "error" in exported:
         print(f"export failed: {exported['error']}")
         return 1
-    results = {}
     load_start = os.getloadavg()[0]
-    for batch in args.batches:
-        for impl, result in measure(args, batch, args.iters if batch == 1 else args.iters_32).items():
-            results[(impl, batch)] = result
-
     print(f"XLNet-Base sequence classifier (12 x 768, vocab 32000), random weights, seq {LENGTH}, CPU, "
-          f"{args.threads} thread(s); exports took {exported['export_s']:.1f} s; load average "
-          f"{load_start:.1f} at start, {os.getloadavg()[0]:.1f} at end")
-    header = f"{'batch':>5}  {'implementation':<24}{'median ms':>11}{'min ms':>9}{'examples/s':>12}{'calls':>7}"
-    print(header)
-    print("-" * len(header))
+          f"{args.threads} thread(s); exports took {exported['export_s']:.1f} s")
+    print("ratio: latency of the first worker / the second, the geometric mean over the two start orders "
+          "of the median same-round ratio; by order: each order's figure, first worker started first, then second")
+    print()
+    print("| batch | pair | first worker | second worker | ratio | by order | median ms (first / second) | calls |")
+    print("|---|---|---|---|---|---|---|---|")
     for batch in args.batches:
-        for impl in _implementations(args):
-            r = results[(impl, batch)]
-            if "error" in r:
-                print(f"{batch:>5}  {impl:<24}  failed: {r['error']}")
+        for name, pair in _pairs(args).items():
+            result = measure(args, batch, pair, args.iters if batch == 1 else args.iters_32)
+            if "error" in result:
+                print(f"| {batch} | {name} | {pair[0]} | {pair[1]} | failed: {result['error'][-200:]} | | | |",
+                      flush=True)
                 continue
-            print(f"{batch:>5}  {impl:<24}{r['median_ms']:>11.1f}{r['min_ms']:>9.1f}"
-                  f"{1000 * batch / r['median_ms']:>12.1f}{r['iters']:>7}")
-        for export in ("savedmodel", "savedmodel-bf16") + (("savedmodel-xla",) if args.xla else ()):
-            for kind in ("ids", "strings", "short"):
-                if (f"{export} {kind}", batch) not in results:
-                    continue
-                ours, theirs = results[(f"{export} {kind}", batch)], results[(f"pytorch {kind}", batch)]
-                if "error" not in ours and "error" not in theirs:
-                    print(f"{batch:>5}  ratio {export}/PyTorch ({kind}): median latency "
-                          f"{ours['median_ms'] / theirs['median_ms']:.2f}x, min latency "
-                          f"{ours['min_ms'] / theirs['min_ms']:.2f}x, paired {paired_ratio(ours['times'], theirs['times']):.2f}x")
-            ids, strings = results[(f"{export} ids", batch)], results[(f"{export} strings", batch)]
-            if "error" not in ids and "error" not in strings:
-                print(f"{batch:>5}  {export} strings/ids: median latency "
-                      f"{strings['median_ms'] / ids['median_ms']:.2f}x, min latency "
-                      f"{strings['min_ms'] / ids['min_ms']:.2f}x, paired {paired_ratio(strings['times'], ids['times']):.2f}x")
+            by_order = " / ".join(f"{r:.2f}x" for r in result["by_order"])
+            medians = " / ".join(f"{ms:.1f}" for ms in result["median_ms"])
+            print(f"| {batch} | {name} | {pair[0]} | {pair[1]} | **{result['ratio']:.2f}x** | {by_order} | "
+                  f"{medians} | {result['calls']} |", flush=True)
+    print(f"\nload average {load_start:.1f} at start, {os.getloadavg()[0]:.1f} at end")
     return 0
 
 

@@ -87,3 +87,41 @@ def test_paired_ratio_is_the_median_of_same_round_ratios():
     # the two minima (1.0 / 1.0) would not.
     assert steps.paired_ratio([1.0, 1.0, 1.0], [2.0, 2.0, 1.0]) == 0.5
     assert steps.paired_ratio([], []) is None
+
+
+def test_both_orders_start_the_workers_reversed_in_the_second_pass(tmp_path):
+    log = tmp_path / "starts.txt"
+
+    def start(name):
+        with open(log, "a") as f:
+            f.write(name)
+        return _worker(scale={"a": 1.0, "b": 4.0, "c": 2.0}[name])
+
+    passes, failed = steps.run_in_both_orders(start, ["a", "b", "c"], rounds=2, rewarm=1)
+    assert failed == {}
+    assert log.read_text() == "abc" + "cba"
+    # A fresh set of workers per pass: each pass's step counts start again from 1.
+    assert passes == [{"a": [2.0, 4.0], "b": [8.0, 16.0], "c": [4.0, 8.0]},
+                      {"c": [4.0, 8.0], "b": [8.0, 16.0], "a": [2.0, 4.0]}]
+    assert steps.balanced_ratio(passes, "a", "b") == 0.25
+
+
+def test_both_orders_report_a_worker_that_fails_to_start():
+    def start(name):
+        if name == "broken":
+            return steps.spawn([sys.executable, "-c", "raise SystemExit('no model for you')"])
+        return _worker()
+
+    passes, failed = steps.run_in_both_orders(start, ["broken", "fine"], rounds=1)
+    assert "no model for you" in failed["broken"]["error"]
+    assert passes == [{"fine": [1.0]}, {"fine": [1.0]}]
+    assert steps.balanced_ratio(passes, "fine", "broken") is None
+
+
+def test_balanced_ratio_cancels_a_factor_tied_to_the_start_order():
+    # The true ratio a / b is 0.8; whichever worker starts first runs 1.25x slow.
+    first_pass = {"a": [1.25 * 0.8] * 3, "b": [1.0] * 3}
+    second_pass = {"b": [1.25] * 3, "a": [0.8] * 3}
+    assert steps.paired_ratio(first_pass["a"], first_pass["b"]) == pytest.approx(1.0)
+    assert steps.paired_ratio(second_pass["a"], second_pass["b"]) == pytest.approx(0.64)
+    assert steps.balanced_ratio([first_pass, second_pass], "a", "b") == pytest.approx(0.8)
