@@ -43,8 +43,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.interleaved_steps import (balanced_ratio, paired_ratio, run_in_both_orders,  # noqa: E402
-                                          serve, spawn)
+from benchmarks.interleaved_steps import (balanced_ratio, paired_ratio, pooled_median,  # noqa: E402
+                                          run_in_both_orders, serve, spawn)
 from benchmarks.two_stream_batch import two_stream_batch  # noqa: E402
 
 BASE = dict(vocabulary_size=32000, num_layers=12, num_heads=12, head_dim=64, hidden_dim=768,
@@ -224,8 +224,9 @@ def paired_table(args):
     """
     print(f"XLNet-Base, batch {args.batch}, {args.threads} threads, interleaved steps, {args.rounds} rounds per "
           f"start order; ratio: geometric mean over the two orders of the median per-round ratio\n")
-    print("| mode | seq | ratio | balanced | by order (numerator side first / other first) | "
-          "median step s (numerator side / other) |")
+    # "Time-numerator side": the worker whose step time is on top (PyTorch for ours / PyTorch's speed).
+    print("| mode | seq | ratio | balanced | by order (time-numerator side started first / other first) | "
+          "median step s (time-numerator side / other side) |")
     print("|---|---|---|---|---|---|")
     for mode in args.modes:
         for length in args.seqs:
@@ -243,8 +244,7 @@ def paired_table(args):
                     print(f"| {mode} | {length} | {label} | failed: {errors or 'a worker died'} | | |", flush=True)
                     continue
                 by_order = [paired_ratio(times[top], times[bottom]) for times in passes]
-                pooled = {i: sorted(t for times in passes for t in times[i]) for i in (top, bottom)}
-                medians = [pooled[i][len(pooled[i]) // 2] for i in (top, bottom)]
+                medians = [pooled_median(passes, impl) for impl in (top, bottom)]
                 print(f"| {mode} | {length} | {label} | **{ratio:.2f}x** | {by_order[0]:.2f}x / {by_order[1]:.2f}x | "
                       f"{medians[0]:.3f} / {medians[1]:.3f} |", flush=True)
     print(f"\nload average {os.getloadavg()[0]:.1f} at end")

@@ -176,6 +176,12 @@ def balanced_ratio(passes, top, bottom):
     return product ** (1.0 / len(ratios))
 
 
+def pooled_median(passes, name):
+    """The median of one worker's times over all passes (it carries each pass's place in the start order)."""
+    pooled = sorted(t for times in passes for t in times.get(name, []))
+    return pooled[len(pooled) // 2] if pooled else None
+
+
 def paired_ratio(times, other_times):
     """Median over rounds of `times[i] / other_times[i]`: steps a round apart share the machine's state."""
     ratios = sorted(a / b for a, b in zip(times, other_times))

@@ -55,7 +55,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.interleaved_steps import (StepServer, balanced_ratio, paired_ratio,  # noqa: E402
-                                          run_in_both_orders, serve, spawn)
+                                          pooled_median, run_in_both_orders, serve, spawn)
 from benchmarks.two_stream_batch import two_stream_batch  # noqa: E402
 
 SIZES = {
@@ -294,8 +294,9 @@ def _paired_table(common, rounds, seqs=(128, 512), ratios=None):
     order's figure is printed beside it.
     """
     print(f"\n## 1c. Interleaved steps, {rounds} rounds per start order: balanced median of per-round ratios\n")
-    print("| seq | batch | ratio | balanced | by order (numerator side first / other side first) | "
-          "median step s (numerator side / other side) |")
+    # "Time-numerator side": the worker whose step time is on top (PyTorch for ours / PyTorch's speed).
+    print("| seq | batch | ratio | balanced | by order (time-numerator side started first / other first) | "
+          "median step s (time-numerator side / other side) |")
     print("|---|---|---|---|---|---|")
     for seq, batch, members in PAIRED_GROUPS:
         labels = [(label, top, bottom) for key, (label, top, bottom) in PAIRED_RATIOS.items()
@@ -319,8 +320,7 @@ def _paired_table(common, rounds, seqs=(128, 512), ratios=None):
             by_order = [paired_ratio(times[top], times[bottom]) for times in passes]
             if members[0] != top:
                 by_order.reverse()
-            pooled = {m: sorted(t for times in passes for t in times[m]) for m in (top, bottom)}
-            medians = [pooled[m][len(pooled[m]) // 2] for m in (top, bottom)]
+            medians = [pooled_median(passes, member) for member in (top, bottom)]
             print(f"| {seq} | {batch} | {label} | **{ratio:.2f}x** | {by_order[0]:.2f}x / {by_order[1]:.2f}x | "
                   f"{medians[0]:.2f} / {medians[1]:.2f} |", flush=True)
 

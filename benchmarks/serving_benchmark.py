@@ -49,7 +49,8 @@ import tempfile
 import time
 
 # The script's own folder, not the repository: the serving workers must not find xlnet_tf.
-from interleaved_steps import balanced_ratio, paired_ratio, read_until, run_in_both_orders, serve, spawn
+from interleaved_steps import (balanced_ratio, paired_ratio, pooled_median, read_until, run_in_both_orders,
+                               serve, spawn)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASE = dict(vocabulary_size=32000, num_layers=12, num_heads=12, head_dim=64, hidden_dim=768,
@@ -217,14 +218,13 @@ def measure(args, batch, pair, iters):
     if failed:
         return {"error": "; ".join(f"{worker}: {result.get('error', '')}" for worker, result in failed.items())}
     top, bottom = pair
-    times = {worker: [t for times in passes for t in times.get(worker, [])] for worker in pair}
-    if not (times[top] and times[bottom]):
+    ratio = balanced_ratio(passes, top, bottom)
+    if ratio is None:
         return {"error": "a worker died before its timed calls"}
-    return {"ratio": balanced_ratio(passes, top, bottom),
-            "by_order": [paired_ratio(times_of_pass.get(top, []), times_of_pass.get(bottom, []))
-                         for times_of_pass in passes],
-            "median_ms": [1000 * sorted(times[w])[len(times[w]) // 2] for w in pair],
-            "calls": len(times[top])}
+    return {"ratio": ratio,
+            "by_order": [paired_ratio(times[top], times[bottom]) for times in passes],
+            "median_ms": [1000 * pooled_median(passes, worker) for worker in pair],
+            "calls": sum(len(times[top]) for times in passes)}
 
 
 def main():

@@ -125,3 +125,10 @@ def test_balanced_ratio_cancels_a_factor_tied_to_the_start_order():
     assert steps.paired_ratio(first_pass["a"], first_pass["b"]) == pytest.approx(1.0)
     assert steps.paired_ratio(second_pass["a"], second_pass["b"]) == pytest.approx(0.64)
     assert steps.balanced_ratio([first_pass, second_pass], "a", "b") == pytest.approx(0.8)
+
+
+def test_pooled_median_takes_one_workers_times_over_all_passes():
+    passes = [{"a": [3.0, 1.0], "b": [9.0]}, {"a": [2.0]}]
+    assert steps.pooled_median(passes, "a") == 2.0
+    assert steps.pooled_median(passes, "b") == 9.0
+    assert steps.pooled_median(passes, "missing") is None
