@@ -245,6 +245,9 @@ def main():
                         help="the pairs to time (default: all; the xla ones need --xla)")
     parser.add_argument("--keep", default=None, help="export the SavedModel here (kept) instead of a temp dir")
     args = parser.parse_args()
+    needs_xla = [name for name in args.pairs or () if name in XLA_PAIRS]
+    if needs_xla and not args.xla:
+        parser.error(f"--pairs {' '.join(repr(n) for n in needs_xla)}: these time the XLA export; add --xla")
     global LENGTH
     LENGTH = args.seq
     if args.worker:
