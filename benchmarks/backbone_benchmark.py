@@ -43,8 +43,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.interleaved_steps import (balanced_ratio, paired_ratio, pooled_median,  # noqa: E402
-                                          run_in_both_orders, serve, spawn)
+from benchmarks.interleaved_steps import pair_summary, run_in_both_orders, serve, spawn  # noqa: E402
 from benchmarks.two_stream_batch import two_stream_batch  # noqa: E402
 
 BASE = dict(vocabulary_size=32000, num_layers=12, num_heads=12, head_dim=64, hidden_dim=768,
@@ -238,14 +237,13 @@ def paired_table(args):
                     return spawn(command + ["--serve"], env=env)
 
                 passes, failed = run_in_both_orders(start, (top, bottom), args.rounds, rewarm=1)
-                ratio = balanced_ratio(passes, top, bottom)
-                if ratio is None:
+                row = pair_summary(passes, top, bottom)
+                if row is None:
                     errors = "; ".join(f"{LABELS[i]}: {r.get('error', '')[-200:]}" for i, r in failed.items())
                     print(f"| {mode} | {length} | {label} | failed: {errors or 'a worker died'} | | |", flush=True)
                     continue
-                by_order = [paired_ratio(times[top], times[bottom]) for times in passes]
-                medians = [pooled_median(passes, impl) for impl in (top, bottom)]
-                print(f"| {mode} | {length} | {label} | **{ratio:.2f}x** | {by_order[0]:.2f}x / {by_order[1]:.2f}x | "
+                by_order, medians = row["by_order"], row["medians"]
+                print(f"| {mode} | {length} | {label} | **{row['ratio']:.2f}x** | {by_order[0]:.2f}x / {by_order[1]:.2f}x | "
                       f"{medians[0]:.3f} / {medians[1]:.3f} |", flush=True)
     print(f"\nload average {os.getloadavg()[0]:.1f} at end")
 

@@ -25,6 +25,7 @@ Example (a worker that speaks the protocol by hand; real ones call `serve`):
 """
 
 import json
+import math
 import subprocess
 import sys
 import tempfile
@@ -96,8 +97,8 @@ def run_rounds(workers, rounds, rewarm=0):
     and a second step was back to full speed. The workers are stopped (stdin
     closed) at the end. A worker that dies mid-way keeps the times it reported.
 
-    Neither removes the slowdown of the worker spawned first (it idles longest
-    while the others load; 5-25% on this VM, see benchmarks/README.md).
+    Neither removes a factor tied to a worker's place in the start order (the
+    first-started ran 2-25% slow on this VM); `run_in_both_orders` cancels it.
     """
     times = {name: [] for name in workers}
     alive = dict(workers)
@@ -170,10 +171,24 @@ def balanced_ratio(passes, top, bottom):
     ratios = [paired_ratio(times.get(top, []), times.get(bottom, [])) for times in passes]
     if not ratios or None in ratios:
         return None
-    product = 1.0
-    for ratio in ratios:
-        product *= ratio
-    return product ** (1.0 / len(ratios))
+    return math.prod(ratios) ** (1.0 / len(ratios))
+
+
+def pair_summary(passes, top, bottom):
+    """A pair's figures for a table row, or None when a pass lacks either side's times.
+
+    Returns {"ratio": `balanced_ratio`, "by_order": [the figure of the pass that
+    started `top` first, then of the one that started `bottom` first], "medians":
+    [`pooled_median` of top, of bottom]}. A pass's start order is the order of its
+    keys (`run_rounds` keeps the workers' order).
+    """
+    ratio = balanced_ratio(passes, top, bottom)
+    if ratio is None:
+        return None
+    by_order = sorted(passes, key=lambda times: list(times).index(top) > list(times).index(bottom))
+    return {"ratio": ratio,
+            "by_order": [paired_ratio(times[top], times[bottom]) for times in by_order],
+            "medians": [pooled_median(passes, top), pooled_median(passes, bottom)]}
 
 
 def pooled_median(passes, name):

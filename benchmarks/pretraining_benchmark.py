@@ -54,8 +54,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.interleaved_steps import (StepServer, balanced_ratio, paired_ratio,  # noqa: E402
-                                          pooled_median, run_in_both_orders, serve, spawn)
+from benchmarks.interleaved_steps import (StepServer, pair_summary, run_in_both_orders,  # noqa: E402
+                                          serve, spawn)
 from benchmarks.two_stream_batch import two_stream_batch  # noqa: E402
 
 SIZES = {
@@ -313,15 +313,11 @@ def _paired_table(common, rounds, seqs=(128, 512), ratios=None):
         for member, result in failed.items():
             print(f"<!-- {_worker_name(member)} seq {seq}: {result.get('error', '')[-200:]} -->")
         for label, top, bottom in labels:
-            ratio = balanced_ratio(passes, top, bottom)
-            if ratio is None:
+            row = pair_summary(passes, top, bottom)
+            if row is None:
                 continue
-            # The pass that started the numerator side first, then the other.
-            by_order = [paired_ratio(times[top], times[bottom]) for times in passes]
-            if members[0] != top:
-                by_order.reverse()
-            medians = [pooled_median(passes, member) for member in (top, bottom)]
-            print(f"| {seq} | {batch} | {label} | **{ratio:.2f}x** | {by_order[0]:.2f}x / {by_order[1]:.2f}x | "
+            by_order, medians = row["by_order"], row["medians"]
+            print(f"| {seq} | {batch} | {label} | **{row['ratio']:.2f}x** | {by_order[0]:.2f}x / {by_order[1]:.2f}x | "
                   f"{medians[0]:.2f} / {medians[1]:.2f} |", flush=True)
 
 

@@ -49,8 +49,7 @@ import tempfile
 import time
 
 # The script's own folder, not the repository: the serving workers must not find xlnet_tf.
-from interleaved_steps import (balanced_ratio, paired_ratio, pooled_median, read_until, run_in_both_orders,
-                               serve, spawn)
+from interleaved_steps import pair_summary, read_until, run_in_both_orders, serve, spawn
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASE = dict(vocabulary_size=32000, num_layers=12, num_heads=12, head_dim=64, hidden_dim=768,
@@ -218,13 +217,11 @@ def measure(args, batch, pair, iters):
     if failed:
         return {"error": "; ".join(f"{worker}: {result.get('error', '')}" for worker, result in failed.items())}
     top, bottom = pair
-    ratio = balanced_ratio(passes, top, bottom)
-    if ratio is None:
+    row = pair_summary(passes, top, bottom)
+    if row is None:
         return {"error": "a worker died before its timed calls"}
-    return {"ratio": ratio,
-            "by_order": [paired_ratio(times[top], times[bottom]) for times in passes],
-            "median_ms": [1000 * pooled_median(passes, worker) for worker in pair],
-            "calls": sum(len(times[top]) for times in passes)}
+    return dict(row, median_ms=[1000 * seconds for seconds in row["medians"]],
+                calls=sum(len(times[top]) for times in passes))
 
 
 def main():

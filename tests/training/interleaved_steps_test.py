@@ -132,3 +132,13 @@ def test_pooled_median_takes_one_workers_times_over_all_passes():
     assert steps.pooled_median(passes, "a") == 2.0
     assert steps.pooled_median(passes, "b") == 9.0
     assert steps.pooled_median(passes, "missing") is None
+
+
+def test_pair_summary_reads_the_start_order_from_each_pass():
+    # The second pass started "a" first, so its figure comes first in `by_order`.
+    passes = [{"b": [1.0, 1.0], "a": [0.5, 0.5]}, {"a": [2.0, 2.0], "b": [1.0, 1.0]}]
+    row = steps.pair_summary(passes, "a", "b")
+    assert row["by_order"] == [2.0, 0.5]
+    assert row["ratio"] == pytest.approx(1.0)
+    assert row["medians"] == [2.0, 1.0]
+    assert steps.pair_summary([{"a": [1.0]}, {"a": [1.0]}], "a", "b") is None
