@@ -71,7 +71,8 @@ def _split_stacked_dropout(layer, inputs, lengths, training, seed=None, sites=(0
 
 @pytest.mark.parametrize("with_mapping", [False, True])
 def test_stacked_streams_equal_each_stream_alone_with_dropout(monkeypatch, with_mapping):
-    """Both streams run position-wise layers as one tensor; every number and mask stays the stream's own."""
+    """Both streams run position-wise layers as one tensor; every number and mask stays the stream's own,
+    and `stack_streams=False` (each stream apart) gives the same outputs and gradients."""
     import xlnet_tf.layers.relative_attention as attention_module
     import xlnet_tf.layers.xlnet_block as block_module
 
@@ -94,11 +95,12 @@ def test_stacked_streams_equal_each_stream_alone_with_dropout(monkeypatch, with_
     seed = tf.constant([5, 6], tf.int64)
     variables = None
 
-    def run():
+    def run(stack_streams=True):
         nonlocal variables
         with tf.GradientTape() as tape:
             content, query_out = block(**inputs, memory=memory, query_stream=query, query_mask=query_mask,
-                                       target_mapping=mapping, training=True, dropout_seed=seed)
+                                       target_mapping=mapping, training=True, dropout_seed=seed,
+                                       stack_streams=stack_streams)
             loss = tf.reduce_sum(content * content) + tf.reduce_sum(tf.sin(query_out))
         variables = block.trainable_variables
         return content, query_out, tape.gradient(loss, variables)
@@ -108,6 +110,12 @@ def test_stacked_streams_equal_each_stream_alone_with_dropout(monkeypatch, with_
     assert none is None
     # The same masks and numbers; a matmul over more rows may round in another order.
     np.testing.assert_allclose(content, content_alone, rtol=1e-5, atol=1e-6)
+    # Run apart (the backbone's last layer), the streams get the same masks, numbers and gradients.
+    apart_content, apart_query, apart_gradients = run(stack_streams=False)
+    np.testing.assert_allclose(apart_content, content, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(apart_query, query_out, rtol=1e-5, atol=1e-6)
+    for variable, got, want in zip(variables, apart_gradients, gradients):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=variable.path)
 
     monkeypatch.setattr(attention_module, "apply_stacked_dropout", _split_stacked_dropout)
     monkeypatch.setattr(block_module, "apply_stacked_dropout", _split_stacked_dropout)

@@ -1,3 +1,4 @@
+import functools
 import os
 
 import keras
@@ -225,3 +226,57 @@ def test_float16_masks_do_not_overflow():
     inputs["padding_mask"][:, :4] = 0
     out = np.asarray(keras.ops.cast(model(inputs)["sequence_output"], "float32"))
     assert np.isfinite(out).all()
+
+
+def _feedforward_rows_on_path(*outputs):
+    """`{layer: sorted row counts}` of the feed-forward matmuls that `outputs` of a traced graph depend on."""
+    import collections
+    import re
+
+    rows = collections.defaultdict(list)
+    seen, pending = set(), [tensor.op for tensor in outputs]
+    while pending:
+        op = pending.pop()
+        if op.name in seen:
+            continue
+        seen.add(op.name)
+        pending.extend(tensor.op for tensor in op.inputs)
+        pending.extend(op.control_inputs)
+        # Keras' scopes carry call-count suffixes: block_1_1/feedforward_intermediate_3/...
+        match = re.search(r"(block_\d+)(?:_\d+)?/feedforward_intermediate[_\d]*/.*MatMul$", op.name)
+        if op.type == "MatMul" and match:
+            rows[match.group(1)].append(op.inputs[0].shape[0])
+    return {layer: sorted(counts) for layer, counts in rows.items()}
+
+
+def test_pretraining_output_does_not_need_the_last_layers_content_stream(monkeypatch):
+    """Earlier layers run both streams as one stacked tensor; the last runs them apart, so a step
+    that reads only the query stream (the pretraining loss) prunes the last content feed-forward."""
+    import tensorflow as tf
+
+    backbone = XLNetBackbone(tiny_config(num_layers=2))
+    inputs = harness.tiny_two_stream_inputs(backbone.config, batch_size=2, sequence_length=6,
+                                            num_predict=3)
+    signature = {key: tf.TensorSpec(np.shape(value), tf.as_dtype(np.asarray(value).dtype))
+                 for key, value in inputs.items()}
+    graph = tf.function(lambda x: backbone(x)).get_concrete_function(signature).graph
+    query_output = graph.structured_outputs["query_output"]
+    sequence_output = graph.structured_outputs["sequence_output"]
+    # Rows are batch x positions: 2 x (6 content + 3 query) stacked, 2 x 3 query, 2 x 6 content.
+    assert _feedforward_rows_on_path(query_output) == {"block_0": [18], "block_1": [6]}
+    assert _feedforward_rows_on_path(sequence_output) == {"block_0": [18], "block_1": [12]}
+    # Running the last layer apart changes no number.
+    stacked = dict(backbone(inputs))
+    original_call = type(backbone.blocks[-1]).call
+    stack_calls = []
+
+    @functools.wraps(original_call)  # Keras reads the call signature
+    def call_stacked(self, *args, **kwargs):
+        stack_calls.append(kwargs["stack_streams"])
+        return original_call(self, *args, **dict(kwargs, stack_streams=True))
+
+    monkeypatch.setattr(type(backbone.blocks[-1]), "call", call_stacked)
+    all_stacked = backbone(inputs)
+    assert stack_calls == [True, False]
+    for key in ("sequence_output", "query_output"):
+        np.testing.assert_allclose(stacked[key], all_stacked[key], rtol=1e-5, atol=1e-6, err_msg=key)

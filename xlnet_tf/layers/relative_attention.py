@@ -56,7 +56,8 @@ class RelativeAttention(keras.layers.Layer):
 
     Post-LN: each stream's output is `LayerNorm(stream + dropout(attention))`.
     With two streams, the query projection and this output sublayer run on both
-    stacked along the rows: one matmul per shared kernel, each stream's own dropout.
+    stacked along the rows: one matmul per shared kernel, each stream's own dropout
+    (`stack_streams=False` runs them per stream).
 
     Args:
         num_heads: N.
@@ -86,6 +87,12 @@ class RelativeAttention(keras.layers.Layer):
         training: Python bool.
         dropout_seed: optional int `[2]`: draw every dropout mask statelessly from it
             (used by rematerialization, which runs the layer twice).
+        stack_streams: with `query_stream`, run the query projection and the
+            output sublayer on both streams stacked along the rows (the default).
+            False runs them per stream, so a graph that reads only one stream's
+            output can prune the other's work (the backbone's last layer under
+            the pretraining loss, which reads the query stream only). The
+            outputs are the same either way, dropout masks included.
 
     Returns:
         `(content_output [B, L, H] (or [B, Q, H]), query_output [B, P, H] or None)`.
@@ -206,7 +213,8 @@ class RelativeAttention(keras.layers.Layer):
     def call(self, content_stream, position_encoding, segment_different, content_mask,
              content_bias, positional_bias, segment_bias, segment_encoding,
              memory=None, query_stream=None, query_mask=None, target_mapping=None,
-             content_positions=None, position_heads=None, training=None, dropout_seed=None):
+             content_positions=None, position_heads=None, training=None, dropout_seed=None,
+             stack_streams=True):
         if memory is not None:
             keys_input = ops.concatenate([ops.cast(memory, content_stream.dtype), content_stream],
                                          axis=1)  # [B, M+L, H]
@@ -228,26 +236,31 @@ class RelativeAttention(keras.layers.Layer):
             rows = ops.take_along_axis(content_stream, content_positions[:, :, None], axis=1)  # [B, Q, H]
             rows_segment, rows_mask = _rows_at(content_positions, segment_different, content_mask)
         row_count = sequence_length(rows)
-        # Both streams' rows in one tensor: each shared kernel (query, output) takes one
-        # matmul, is cast once under mixed precision, and gets one gradient instead of two summed.
-        streams = rows if query_stream is None else ops.concatenate(
-            [rows, ops.cast(query_stream, rows.dtype)], axis=1)  # [B, Q+P, H]
-        all_queries = ops.einsum("bih,hnd->bnid", streams, self.query_kernel)  # [B, N, Q+P, D]
-        if query_stream is None:
-            content_query = all_queries  # [B, N, Q, D]
-        else:
+        stacked = query_stream is not None and stack_streams
+        if stacked:
+            # Both streams' rows in one tensor: each shared kernel (query, output) takes one
+            # matmul, is cast once under mixed precision, and gets one gradient instead of two summed.
             query_length = sequence_length(query_stream)
+            streams = ops.concatenate([rows, ops.cast(query_stream, rows.dtype)], axis=1)  # [B, Q+P, H]
+            all_queries = ops.einsum("bih,hnd->bnid", streams, self.query_kernel)  # [B, N, Q+P, D]
             content_query, query_heads = split_streams(all_queries, [row_count, query_length],
                                                        axis=2)  # [B, N, Q, D], [B, N, P, D]
+        else:
+            content_query = ops.einsum("bih,hnd->bnid", rows, self.query_kernel)  # [B, N, Q, D]
         content_heads = self._attend(
             content_query, key_heads, value_heads, position_heads, rows_segment, rows_mask,
             training=training, query_positions=content_positions,
             block_length=ops.shape(content_stream)[1], dropout_seed=dropout_seed,
             **biases)  # [B, N, Q, D]
-        if query_stream is None:
+        if not stacked:
             content_output = self._post_attention(rows, content_heads, training, dropout_seed,
                                                   [row_count], [CONTENT_OUTPUT])
+        if query_stream is None:
             return content_output, None
+        if not stacked:
+            query_stream = ops.cast(query_stream, rows.dtype)
+            query_length = sequence_length(query_stream)
+            query_heads = ops.einsum("bph,hnd->bnpd", query_stream, self.query_kernel)  # [B, N, P, D]
 
         if target_mapping is None:
             query_heads = self._attend(query_heads, key_heads, value_heads, position_heads,
@@ -267,6 +280,10 @@ class RelativeAttention(keras.layers.Layer):
                 dropout_site=QUERY_PROBABILITIES, **biases)
             row_used = ops.cast(ops.sum(target_mapping, axis=-1), query_heads.dtype)  # [B, P]
             query_heads = query_heads * row_used[:, None, :, None]
+        if not stacked:
+            query_output = self._post_attention(query_stream, query_heads, training, dropout_seed,
+                                                [query_length], [QUERY_OUTPUT])
+            return content_output, query_output
         heads = ops.concatenate([content_heads, query_heads], axis=2)  # [B, N, Q+P, D]
         outputs = self._post_attention(streams, heads, training, dropout_seed,
                                        [row_count, query_length],

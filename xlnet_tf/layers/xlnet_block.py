@@ -60,7 +60,8 @@ class XLNetBlock(keras.layers.Layer):
     Call arguments:
         content_stream: `[B, L, H]`.
         query_stream: optional `[B, P, H]`.
-        everything else (including `dropout_seed`): as `RelativeAttention.call`.
+        everything else (including `dropout_seed` and `stack_streams`, which
+            also applies to the feed-forward): as `RelativeAttention.call`.
 
     Returns:
         `(content_output [B, L, H] (`[B, Q, H]` with `content_positions`),
@@ -137,17 +138,23 @@ class XLNetBlock(keras.layers.Layer):
     def call(self, content_stream, position_encoding, segment_different, content_mask,
              content_bias, positional_bias, segment_bias, segment_encoding,
              memory=None, query_stream=None, query_mask=None, target_mapping=None,
-             content_positions=None, position_heads=None, training=None, dropout_seed=None):
+             content_positions=None, position_heads=None, training=None, dropout_seed=None,
+             stack_streams=True):
         content_output, query_output = self.attention(
             content_stream, position_encoding, segment_different, content_mask,
             content_bias, positional_bias, segment_bias, segment_encoding,
             memory=memory, query_stream=query_stream, query_mask=query_mask,
             target_mapping=target_mapping, content_positions=content_positions,
-            position_heads=position_heads, training=training, dropout_seed=dropout_seed)
+            position_heads=position_heads, training=training, dropout_seed=dropout_seed,
+            stack_streams=stack_streams)
         content_length = sequence_length(content_output)
-        if query_output is None:
-            return self._feedforward(content_output, [content_length], ["content"], training,
-                                     dropout_seed), None
+        if query_output is None or not stack_streams:
+            content_output = self._feedforward(content_output, [content_length], ["content"],
+                                               training, dropout_seed)
+            if query_output is not None:
+                query_output = self._feedforward(query_output, [sequence_length(query_output)],
+                                                 ["query"], training, dropout_seed)
+            return content_output, query_output
         lengths = [content_length, sequence_length(query_output)]
         streams = ops.concatenate([content_output, query_output], axis=1)  # [B, L+P, H]
         streams = self._feedforward(streams, lengths, ["content", "query"], training, dropout_seed)
