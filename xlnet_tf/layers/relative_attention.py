@@ -255,9 +255,8 @@ class RelativeAttention(keras.layers.Layer):
         if not stacked:
             content_output = self._post_attention(rows, content_heads, training, dropout_seed,
                                                   [row_count], [CONTENT_OUTPUT])
-        if query_stream is None:
-            return content_output, None
-        if not stacked:
+            if query_stream is None:
+                return content_output, None
             query_stream = ops.cast(query_stream, rows.dtype)
             query_length = sequence_length(query_stream)
             query_heads = ops.einsum("bph,hnd->bnpd", query_stream, self.query_kernel)  # [B, N, P, D]
