@@ -1,9 +1,12 @@
+import collections
 import functools
 import os
+import re
 
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from tests import harness
 from tests.harness import run_layer_test, run_model_saving_test, run_precision_test, run_preset_test, tiny_inputs
@@ -132,8 +135,6 @@ def test_memory_is_used_and_cached():
 
 
 def test_memory_gradient_is_stopped():
-    import tensorflow as tf
-
     model = XLNetBackbone(tiny_config(memory_length=3))
     mems = tf.Variable(np.random.default_rng(0).normal(size=(B, 3, 3, 8)).astype("float32"))
     with tf.GradientTape() as tape:
@@ -230,9 +231,6 @@ def test_float16_masks_do_not_overflow():
 
 def _feedforward_rows_on_path(*outputs):
     """`{layer: sorted row counts}` of the feed-forward matmuls that `outputs` of a traced graph depend on."""
-    import collections
-    import re
-
     rows = collections.defaultdict(list)
     seen, pending = set(), [tensor.op for tensor in outputs]
     while pending:
@@ -252,8 +250,6 @@ def _feedforward_rows_on_path(*outputs):
 def test_pretraining_output_does_not_need_the_last_layers_content_stream(monkeypatch):
     """Earlier layers run both streams as one stacked tensor; the last runs them apart, so a step
     that reads only the query stream (the pretraining loss) prunes the last content feed-forward."""
-    import tensorflow as tf
-
     backbone = XLNetBackbone(tiny_config(num_layers=2))
     inputs = harness.tiny_two_stream_inputs(backbone.config, batch_size=2, sequence_length=6,
                                             num_predict=3)
