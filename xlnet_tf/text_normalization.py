@@ -13,6 +13,13 @@ Both functions use the same explicit tables (Python's whitespace set and
 Python's `unicodedata.combining` set) rather than Unicode categories, so they
 agree character for character except where TensorFlow's ICU and Python's
 `unicodedata` disagree on NFKD itself (a newer Unicode version on one side).
+
+Text that is not valid Unicode has one policy on every path: each undecodable
+UTF-8 sequence (and each lone surrogate of a Python `str`) becomes U+FFFD, the
+replacement character, before normalization. In Python `replace_undecodable`
+does it and says where (the tokenizer's eager path warns with the count, the
+row and the position); in graphs `replace_undecodable_tf` (the core op
+`UnicodeTranscode`) does it silently, with the same result byte for byte.
 """
 
 import functools
@@ -30,6 +37,71 @@ _RE2_WHITESPACE_CLASS = (
 )
 _WHITESPACE_RE = re.compile(f"[{_WHITESPACE_CLASS}]+")
 _LATEX_QUOTES_RE = re.compile(r"``|''")
+
+
+REPLACEMENT_CHARACTER = "\ufffd"
+
+
+def replace_undecodable(text):
+    """`text` as valid Unicode, each undecodable part replaced with U+FFFD.
+
+    `bytes` are decoded as UTF-8; each maximal invalid sequence becomes one
+    U+FFFD (Python's `errors="replace"`, which is also what
+    `replace_undecodable_tf` gives, checked in the tests). In a `str`, a
+    surrogate escape (`\udc80`-`\udcff`, how Python hands over undecodable
+    command-line or file-name bytes, PEP 383) stands for its byte and is decoded
+    as such; any other lone surrogate becomes U+FFFD.
+
+    Args:
+        text: `str` or `bytes`.
+
+    Returns:
+        `(clean, positions)`: the valid `str`, and where the input was not valid:
+        byte offsets of the invalid sequences for `bytes`, character indices of
+        the surrogates for a `str` (empty when nothing was replaced).
+
+    Example:
+    >>> replace_undecodable(b"caf\xe9 au lait")
+    ('caf\ufffd au lait', [3])
+    >>> replace_undecodable("lone \ud800")
+    ('lone \ufffd', [5])
+    """
+    if isinstance(text, str):
+        try:
+            text.encode("utf-8")
+            return text, []
+        except UnicodeEncodeError:
+            pass
+        positions = [index for index, char in enumerate(text) if "\ud800" <= char <= "\udfff"]
+        raw = bytearray()
+        for char in text:
+            if "\udc80" <= char <= "\udcff":
+                raw.append(ord(char) - 0xDC00)  # the original byte
+            elif "\ud800" <= char <= "\udfff":
+                raw.extend(REPLACEMENT_CHARACTER.encode("utf-8"))
+            else:
+                raw.extend(char.encode("utf-8"))
+        return bytes(raw).decode("utf-8", "replace"), positions
+    data = memoryview(bytes(text))
+    pieces, positions, start = [], [], 0
+    while True:
+        try:
+            pieces.append(str(data[start:], "utf-8"))
+            return "".join(pieces), positions
+        except UnicodeDecodeError as error:
+            # The decoder stops at the first invalid sequence and views do not copy: linear.
+            pieces.append(str(data[start:start + error.start], "utf-8"))
+            pieces.append(REPLACEMENT_CHARACTER)
+            positions.append(start + error.start)
+            start += error.end
+
+
+def replace_undecodable_tf(text):
+    """In-graph `replace_undecodable` for a `tf.string` tensor of any shape (no positions)."""
+    import tensorflow as tf
+
+    return tf.strings.unicode_transcode(text, input_encoding="UTF-8", output_encoding="UTF-8",
+                                        errors="replace", replacement_char=ord(REPLACEMENT_CHARACTER))
 
 
 @functools.lru_cache(maxsize=None)
@@ -98,11 +170,14 @@ def normalize_text_tf(text, *, lowercase=False, keep_accents=False, remove_space
         lowercase, keep_accents, remove_space: as in `normalize_text`.
 
     Returns:
-        A `tf.string` tensor of the same shape.
+        A `tf.string` tensor of the same shape, valid UTF-8 (`replace_undecodable_tf` first).
     """
     import tensorflow as tf
     import tensorflow_text as tf_text
 
+    # Before the regexes: RE2 and ICU need valid UTF-8, and SentencePiece would read the bytes
+    # differently from the Python path.
+    text = replace_undecodable_tf(text)
     if remove_space:
         text = tf.strings.regex_replace(text, f"[{_RE2_WHITESPACE_CLASS}]+", " ")
         text = tf.strings.regex_replace(text, "^ | $", "")

@@ -25,28 +25,14 @@ import sys
 
 from xlnet_tf.cli.command_parser import CommandParser
 
-REPLACEMENT = "\ufffd"
-
-
 def _clean(text, where, warnings):
-    """`text` as valid Unicode: undecodable bytes (surrogate escapes, lone surrogates) -> U+FFFD."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        pass
-    # Command-line bytes that are not UTF-8 arrive as surrogate escapes (PEP 383);
-    # a JSON "\udXXX" escape gives a lone surrogate: both become U+FFFD.
-    raw = bytearray()
-    for char in text:
-        if "\udc80" <= char <= "\udcff":
-            raw.append(ord(char) - 0xDC00)  # the original byte
-        elif "\ud800" <= char <= "\udfff":
-            raw.extend(REPLACEMENT.encode("utf-8"))
-        else:
-            raw.extend(char.encode("utf-8"))
-    warnings.append(where)
-    return bytes(raw).decode("utf-8", "replace")
+    """`text` as valid Unicode (`replace_undecodable`); `where` is noted in `warnings` when it was not."""
+    from xlnet_tf.text_normalization import replace_undecodable
+
+    text, positions = replace_undecodable(text)
+    if positions:
+        warnings.append(where)
+    return text
 
 
 def _parser():

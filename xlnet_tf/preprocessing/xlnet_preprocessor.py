@@ -1,6 +1,7 @@
 """`XLNetPreprocessor`: the shared base of the task preprocessors (tokenizer + `XLNetPacker`, presets)."""
 
 import re
+import warnings
 
 import keras
 from keras_hub.models import Preprocessor
@@ -12,6 +13,7 @@ from xlnet_tf.formats.special_tokens import PAD_TOKEN_ID
 from xlnet_tf.formats.special_tokens import SEP_TOKEN_ID
 from xlnet_tf.preprocessing.segment_layout import packed_length
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
+from xlnet_tf.text_normalization import replace_undecodable
 
 PACKED_KEYS = ("token_ids", "segment_ids", "padding_mask")
 
@@ -50,6 +52,21 @@ class XLNetPreprocessor(Preprocessor):
         self.packer = XLNetPacker(
             self.sequence_length, sep_token_id=SEP_TOKEN_ID, cls_token_id=CLS_TOKEN_ID, pad_token_id=PAD_TOKEN_ID,
             truncate=truncate, second_max_length=second_max_length, name="packer")
+
+    def __call__(self, *args, **kwargs):
+        # Python strings that are not valid Unicode (lone surrogates) cannot become tensors; they
+        # get the tokenizer's policy (U+FFFD, a warning naming where) before Keras converts them.
+        repaired = []
+        names = ("x", "y", "sample_weight")
+        args = tuple(_python_text_repaired(value, names[i] if i < len(names) else f"argument {i}", repaired)
+                     for i, value in enumerate(args))
+        kwargs = {key: _python_text_repaired(value, key, repaired) for key, value in kwargs.items()}
+        if repaired:
+            shown = "; ".join(repaired[:10]) + ("; ..." if len(repaired) > 10 else "")
+            warnings.warn(f"{type(self).__name__}: {len(repaired)} input string(s) were not valid Unicode; each "
+                          f"lone surrogate was replaced with U+FFFD (surrogate escapes by the bytes they stand "
+                          f"for, then decoded): {shown}.", UnicodeWarning, stacklevel=2)
+        return super().__call__(*args, **kwargs)
 
     def _set_max_segments(self, max_segments):
         """Long documents: `max_segments` S and, above 1, a `document_packer` of one window of S * L."""
@@ -147,3 +164,18 @@ class XLNetPreprocessor(Preprocessor):
         if settings.get("tokenizer") is None:
             settings["tokenizer"] = XLNetTokenizer.from_preset(preset)
         return cls(**settings)
+
+
+def _python_text_repaired(value, path, repaired):
+    """`value` with every Python `str` made valid (`replace_undecodable`); notes each repair in `repaired`."""
+    if isinstance(value, str):
+        text, positions = replace_undecodable(value)
+        if positions:
+            where = ", ".join(str(p) for p in positions[:5]) + (", ..." if len(positions) > 5 else "")
+            repaired.append(f"{path} (character {where})")
+        return text
+    if isinstance(value, (list, tuple)):
+        return type(value)(_python_text_repaired(v, f"{path}[{i}]", repaired) for i, v in enumerate(value))
+    if isinstance(value, dict):
+        return {k: _python_text_repaired(v, f"{path}[{k!r}]", repaired) for k, v in value.items()}
+    return value

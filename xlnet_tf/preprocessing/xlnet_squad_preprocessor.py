@@ -6,6 +6,7 @@ from xlnet_tf.formats.special_tokens import CLS_TOKEN_ID
 from xlnet_tf.formats.special_tokens import PAD_TOKEN_ID
 from xlnet_tf.formats.special_tokens import SEP_TOKEN_ID
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
+from xlnet_tf.text_normalization import replace_undecodable_tf
 
 
 class XLNetSquadPreprocessor:
@@ -89,7 +90,7 @@ class XLNetSquadPreprocessor:
         """Windows of one example.
 
         Args:
-            context: scalar `tf.string`, the passage (UTF-8).
+            context: scalar `tf.string`, the passage (UTF-8; undecodable bytes count as U+FFFD).
             question: scalar `tf.string`.
             answer_start: optional scalar int, the answer's first *character* in `context`
                 (SQuAD's `answer_start`); required for training labels.
@@ -106,7 +107,8 @@ class XLNetSquadPreprocessor:
             `start_positions`, `end_positions`, `is_impossible` int32 `[W]`.
         """
         length = self.sequence_length
-        context = tf.convert_to_tensor(context, tf.string)
+        # Undecodable bytes -> U+FFFD, as the tokenizer does; the byte offsets point into this text.
+        context = replace_undecodable_tf(tf.convert_to_tensor(context, tf.string))
         question = tf.convert_to_tensor(question, tf.string)
         passage = context
         if getattr(self.tokenizer, "lowercase", False):

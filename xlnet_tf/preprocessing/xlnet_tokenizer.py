@@ -3,6 +3,7 @@
 import base64
 import binascii
 import os
+import warnings
 
 import keras
 import numpy as np
@@ -16,6 +17,7 @@ from xlnet_tf.formats.preset_files import TOKENIZER_REGISTERED_NAME
 from xlnet_tf.formats.special_tokens import SPECIAL_PIECES
 from xlnet_tf.text_normalization import normalize_text
 from xlnet_tf.text_normalization import normalize_text_tf
+from xlnet_tf.text_normalization import replace_undecodable
 
 # `SPECIAL_PIECES` (re-exported from `xlnet_tf.formats.special_tokens`) are the released
 # vocabulary's reserved pieces, by id. Everything else in the project (packer, pretraining
@@ -174,30 +176,57 @@ class XLNetTokenizer(SentencePieceTokenizer):
 
     def _normalize_python(self, inputs):
         options = dict(lowercase=self.lowercase, keep_accents=self.keep_accents, remove_space=self.remove_space)
+        texts = self._valid_unicode(inputs)
+        if isinstance(texts, str):
+            return normalize_text(texts, **options)
+        return [normalize_text(text, **options) for text in texts]
 
-        def one(text):
-            if isinstance(text, bytes):
-                text = text.decode("utf-8")
-            if not isinstance(text, str):
-                raise ValueError(f"XLNetTokenizer expects strings, got {type(text).__name__}: {text!r}.")
-            return normalize_text(text, **options)
+    def _valid_unicode(self, inputs):
+        """Python strings (`str`, or a list of them for a batch), undecodable parts replaced with U+FFFD.
 
-        if isinstance(inputs, (str, bytes)):
-            return one(inputs)
-        if isinstance(inputs, (list, tuple)):
-            return [one(text) for text in inputs]
-        array = keras.ops.convert_to_numpy(inputs) if not isinstance(inputs, np.ndarray) else inputs
-        if array.ndim == 0:
-            return one(array.item())
-        if array.ndim == 1:
-            return [one(text) for text in array.tolist()]
-        raise ValueError(f"XLNetTokenizer expects a string or a 1-D batch of strings, got shape {array.shape}.")
+        The one policy of every path (`xlnet_tf.text_normalization.replace_undecodable`; graphs
+        use `replace_undecodable_tf`, with the same result); here a `UnicodeWarning` also says
+        how many strings were repaired, which ones and where.
+        """
+        single = isinstance(inputs, (str, bytes))
+        if single:
+            texts = [inputs]
+        elif isinstance(inputs, (list, tuple)):
+            texts = list(inputs)
+        else:
+            array = keras.ops.convert_to_numpy(inputs) if not isinstance(inputs, np.ndarray) else inputs
+            if array.ndim > 1:
+                raise ValueError(
+                    f"XLNetTokenizer expects a string or a 1-D batch of strings, got shape {array.shape}.")
+            single = array.ndim == 0
+            texts = [array.item()] if single else array.tolist()
+        clean, repaired = [], []
+        for row, text in enumerate(texts):
+            if not isinstance(text, (str, bytes)):
+                raise ValueError(
+                    f"XLNetTokenizer expects strings, got {type(text).__name__} at row {row}: {text!r}.")
+            text, positions = replace_undecodable(text)
+            if positions:
+                unit = "byte" if isinstance(texts[row], bytes) else "character"
+                where = ", ".join(str(p) for p in positions[:5]) + (", ..." if len(positions) > 5 else "")
+                repaired.append(f"row {row} ({len(positions)} at {unit} {where})")
+            clean.append(text)
+        if repaired:
+            shown = "; ".join(repaired[:10]) + ("; ..." if len(repaired) > 10 else "")
+            warnings.warn(
+                f"XLNetTokenizer: {len(repaired)} of {len(texts)} input string(s) were not valid UTF-8; each "
+                f"undecodable part was replaced with U+FFFD, as in graphs and the exported SavedModel: {shown}.",
+                UnicodeWarning, stacklevel=4)
+        return clean[0] if single else clean
 
     def tokenize(self, inputs):
         self._check_vocabulary()
         if self._use_tf_workflow():
             import tensorflow as tf
 
+            if isinstance(inputs, (str, bytes, list, tuple)):
+                # A Python `str` with a lone surrogate cannot become a tensor.
+                inputs = self._valid_unicode(inputs)
             inputs = normalize_text_tf(
                 tf.convert_to_tensor(inputs),
                 lowercase=self.lowercase,

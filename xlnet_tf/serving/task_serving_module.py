@@ -5,14 +5,13 @@ import contextlib
 import tensorflow as tf
 
 from xlnet_tf.serving.token_input_checks import check_token_inputs
+from xlnet_tf.text_normalization import replace_undecodable_tf
 
 TASKS = ("classification", "regression", "token_classification", "span", "multiple_choice")
 # Tasks whose models run long documents segment by segment with recurrence memory; their
 # outputs read the <cls> position only, so they are also the tasks whose padding is trimmed.
 LONG_DOCUMENT_TASKS = ("classification", "regression", "multiple_choice")
 TOKEN_INPUTS = ("token_ids", "segment_ids", "padding_mask")
-# U+FFFD, the Unicode replacement character.
-REPLACEMENT_CHARACTER = 0xFFFD
 
 
 def _pick(outputs, key):
@@ -447,15 +446,9 @@ class TaskServingModule(tf.Module):
 
     @staticmethod
     def _sanitize(text):
-        # Invalid UTF-8 must not reach the SentencePiece kernel; replacing it keeps
-        # one defined answer per row instead of failing the whole batch.
-        return tf.strings.unicode_transcode(
-            text,
-            input_encoding="UTF-8",
-            output_encoding="UTF-8",
-            errors="replace",
-            replacement_char=REPLACEMENT_CHARACTER,
-        )
+        # The tokenizer replaces invalid UTF-8 too; span answers are cut from the context, so
+        # it must be the repaired text the offsets point into.
+        return replace_undecodable_tf(text)
 
     def _sanitized_pair(self, first, second, first_name, second_name):
         """`_sanitize` of two `[B]` string inputs, once they are checked to have the same batch size."""
