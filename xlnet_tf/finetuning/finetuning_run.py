@@ -250,8 +250,6 @@ def _run_finetuning(config, workdir, run_scope, *, strategy):
         model.compile(optimizer=optimizer, jit_compile=t.jit_compile,
                       steps_per_execution=t.steps_per_execution, **compile_arguments(task))
 
-    # After `set_random_seed`: seeding clears TensorFlow's kernel cache, which destroys the
-    # SentencePiece resource of a tokenizer created earlier.
     tokenizer = XLNetTokenizer(vocabulary, lowercase=task.lowercase)
 
     train = data.finetuning_dataset(task, tokenizer, "train", global_batch, training=True,

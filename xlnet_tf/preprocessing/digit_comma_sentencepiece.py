@@ -1,5 +1,8 @@
 """`DigitCommaSentencepiece`: tensorflow-text SentencePiece followed by XLNet's digit-comma rule."""
 
+import functools
+import uuid
+
 import tensorflow as tf
 
 from xlnet_tf.preprocessing.digit_comma_split import DigitCommaSplit
@@ -15,6 +18,12 @@ class DigitCommaSentencepiece(tf.Module):
     SavedModels that call it save it; the rule itself is core TensorFlow ops and
     constants.
 
+    The SentencePiece model lives under its own shared name
+    (`SurvivingSentencepieceModel`), not in the op's kernel: tensorflow-text's
+    default resource belongs to the kernel, and `tf.random.set_seed` (so
+    `keras.utils.set_random_seed`) clears TensorFlow's kernel cache, which
+    deleted the model of every tokenizer built before it.
+
     Args:
         proto: serialized SentencePiece model (`bytes`).
         out_type: `tf.int32`, `tf.int64` or `tf.string` (pieces).
@@ -28,13 +37,11 @@ class DigitCommaSentencepiece(tf.Module):
     """
 
     def __init__(self, proto, out_type=tf.int32, split=None, name=None):
-        import tensorflow_text as tf_text
-
         super().__init__(name=name)
         self.out_type = tf.as_dtype(out_type)
-        self._ids = tf_text.SentencepieceTokenizer(model=proto, out_type=tf.int32)
+        self._ids = _sentencepiece_tokenizer(proto, tf.int32)
         # Pieces need a second SentencePiece op: ids tell which pieces the rule splits.
-        self._pieces = (tf_text.SentencepieceTokenizer(model=proto, out_type=tf.string)
+        self._pieces = (_sentencepiece_tokenizer(proto, tf.string)
                         if self.out_type == tf.string else None)
         if split is None:
             split = DigitCommaSplit.from_proto(proto)
@@ -72,3 +79,66 @@ class DigitCommaSentencepiece(tf.Module):
 
     def string_to_id(self, input):  # noqa: A002
         return self._ids.string_to_id(input)
+
+
+class SurvivingSentencepieceModel(tf.saved_model.experimental.TrackableResource):
+    """A SentencePiece model resource that outlives TensorFlow's kernel cache.
+
+    tensorflow-text creates its model with the `SentencepieceOp` kernel as owner (no shared
+    name), so clearing the kernel cache, which `tf.random.set_seed` does, deletes it and later
+    calls fail with `NotFoundError: ... SentencepieceResource does not exist`. With a shared
+    name unique to this object the resource manager keeps it until this object is destroyed
+    (`DestroyResourceOp`). A SavedModel gets its own unique name, traced in, and its loaded copies
+    never destroy it (two loads of one SavedModel share the same, identical model).
+
+    Args:
+        model: serialized SentencePiece model (`bytes` or a scalar `tf.string`).
+
+    Example:
+    >>> model = SurvivingSentencepieceModel(open("spiece.model", "rb").read())
+    >>> keras.utils.set_random_seed(0)
+    >>> gen_sentencepiece_tokenizer.sentencepiece_tokenize_op(model.resource_handle, ...)  # still there
+    """
+
+    def __init__(self, model):
+        super().__init__()
+        self._model = model
+        self._owned_handle = None
+        _ = self.resource_handle  # created now, eagerly, like tensorflow-text's
+
+    def _create_resource(self):
+        from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer
+
+        handle = gen_sentencepiece_tokenizer.sentencepiece_op(
+            model=self._model, shared_name=f"xlnet_tf_sentencepiece_{uuid.uuid4().hex}")
+        if tf.executing_eagerly() and self._owned_handle is None:
+            self._owned_handle = handle
+        return handle
+
+    def _destroy_resource(self):
+        # Only the eager owner deletes: the traced destroyer of a SavedModel does nothing, and
+        # the copy `tf.saved_model.save` makes of this object never owns the handle.
+        handle = self.__dict__.get("_owned_handle")
+        if handle is not None and tf.executing_eagerly() and handle is self._resource_handle:
+            self._owned_handle = None
+            tf.raw_ops.DestroyResourceOp(resource=handle, ignore_lookup_error=True)
+
+
+def _sentencepiece_tokenizer(proto, out_type):
+    """A tensorflow-text `SentencepieceTokenizer` (default options) on a `SurvivingSentencepieceModel`."""
+    return _tokenizer_class()(proto, out_type)
+
+
+@functools.lru_cache(maxsize=None)
+def _tokenizer_class():
+    import tensorflow_text as tf_text  # only when a tokenizer is built: a heavy import
+
+    class SentencepieceTokenizer(tf_text.SentencepieceTokenizer):
+        def __init__(self, proto, out_type):
+            # What tensorflow-text's constructor sets, but not its kernel-owned model.
+            super(tf_text.SentencepieceTokenizer, self).__init__()
+            self.nbest_size, self.alpha, self.out_type = 0, 1.0, out_type
+            self.reverse = self.add_bos = self.add_eos = self.return_nbest = False
+            self._model_resource = SurvivingSentencepieceModel(proto)
+
+    return SentencepieceTokenizer
