@@ -12,7 +12,8 @@ from xlnet_tf.presets.preset_registry import HF_BASE_URL_ENV, RELEASE_BASE_URL_E
 def _parser():
     parser = CommandParser(
         prog="xlnet-tf presets",
-        description="List the named presets (name, source, approximate download size, cached or not), or "
+        description="List the named presets (name, source, approximate download size, cached, not cached or "
+                    "damaged: cached files are checked against the sha256s of their manifest), or "
                     "download, check, convert and cache one with --download. Cache: "
                     f"${preset_cache.HOME_ENV}/presets (default ~/.cache/xlnet_tf/presets). Sources: "
                     f"${RELEASE_BASE_URL_ENV} and ${HF_BASE_URL_ENV} (or $HF_ENDPOINT) replace the "
@@ -20,21 +21,29 @@ def _parser():
     parser.add_argument("--download", metavar="NAME", action="append", default=[],
                         help="download, check, convert and cache this preset (repeatable); prints its directory.")
     parser.add_argument("--force", action="store_true",
-                        help="with --download: download and convert again even when cached.")
+                        help="with --download: download and convert again even when cached (the fix for a "
+                             "damaged entry).")
     return parser
 
 
 def format_table():
     """The listing printed by `xlnet-tf presets` (one line per preset plus a header)."""
     rows = [("NAME", "SOURCE", "SIZE", "CACHED", "DESCRIPTION")]
+    damaged = []
     for spec in preset_registry.PRESETS.values():
-        rows.append((spec.name, spec.source_label, spec.approximate_size,
-                     "yes" if preset_cache.is_cached(spec.name) else "no", spec.description))
+        cached = "no"
+        if preset_cache.is_cached(spec.name):
+            entry = preset_cache.preset_cache_dir(spec.name)
+            problem = preset_cache.entry_problem(entry)
+            cached = "damaged" if problem else "yes"
+            if problem:
+                damaged.append(preset_cache.damaged_entry_message(spec.name, entry, problem))
+        rows.append((spec.name, spec.source_label, spec.approximate_size, cached, spec.description))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row[:4], widths)) + "  " + row[4]
              for row in rows]
     lines.append(f"cache: {preset_cache.presets_dir()} (sizes are approximate downloads)")
-    return "\n".join(lines)
+    return "\n".join(lines + damaged)
 
 
 class _Progress:

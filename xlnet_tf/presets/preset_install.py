@@ -34,14 +34,17 @@ def download_preset(name, force=False, progress=None):
 
     Args:
         name: a registered preset name (`xlnet-tf presets`).
-        force: download and convert again even when cached (the entry is replaced atomically).
+        force: download and convert again even when cached (the entry is replaced atomically); the
+            fix for a damaged entry.
         progress: optional callable `(file_name, received_bytes, total_bytes_or_None)`.
 
     Returns:
         The preset directory.
 
     Raises:
-        PresetError: unknown name, failed download or check, or failed conversion.
+        PresetError: unknown name, failed download or check, failed conversion, or a cached entry
+            whose files no longer match its manifest (checked once per file per process; the
+            message names the preset, the files and the fix, `force=True`).
 
     Example:
     >>> directory = download_preset("xlnet_base_cased")  # doctest: +SKIP
@@ -50,10 +53,10 @@ def download_preset(name, force=False, progress=None):
     spec = get_preset_spec(name)
     entry = preset_cache.preset_cache_dir(name)
     if not force and preset_cache.is_cached(name):
-        return entry
+        return _checked_entry(name, entry)
     with preset_cache.preset_lock(name):
         if not force and preset_cache.is_cached(name):
-            return entry  # Another process finished it while we waited.
+            return _checked_entry(name, entry)  # Another process finished it while we waited.
         # Under the lock every temporary of this preset belongs to a dead attempt.
         atomic_files.remove_stale_temporaries(entry)
         work_name = os.path.join(preset_cache.presets_dir(), name + _WORK_SUFFIX)
@@ -78,12 +81,22 @@ def download_preset(name, force=False, progress=None):
                 from xlnet_tf.convert.write_preset import write_preset
 
                 write_preset(pretrainer, directory, vocabulary)
+                # What a load checks the entry against later (`preset_cache.entry_problem`).
+                manifest["preset_files"] = preset_cache.preset_file_records(directory)
                 atomic_files.write_json(os.path.join(directory, preset_cache.MANIFEST_FILE), manifest)
 
             atomic_files.replace_directory(build, entry)
         finally:
             shutil.rmtree(work, ignore_errors=True)
     _log.info("Cached preset %s in %s", name, entry)
+    return entry
+
+
+def _checked_entry(name, entry):
+    """`entry` once its files match the manifest; else a `PresetError` naming them and the fix."""
+    problem = preset_cache.entry_problem(entry)
+    if problem:
+        raise PresetError(preset_cache.damaged_entry_message(name, entry, problem))
     return entry
 
 
