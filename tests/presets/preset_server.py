@@ -17,7 +17,9 @@ class Route:
     redirect_to: str = None
     send_bytes: int = None  # Send only this many bytes, then close (a broken-off download).
     content_length: int = None  # Announce this length instead of len(body).
-    delay: float = 0.0
+    delay: float = 0.0  # Seconds before the response headers.
+    stall: float = 0.0  # Seconds between the headers and the body (a server that stops sending).
+    trickle: float = 0.0  # Seconds between bytes of the body, one byte at a time.
 
 
 class PresetServer:
@@ -59,9 +61,21 @@ class PresetServer:
                     self.send_header(key, value)
                 self.end_headers()
                 sent = route.body if route.send_bytes is None else route.body[:route.send_bytes]
-                self.wfile.write(sent)
-                self.wfile.flush()
                 self.close_connection = True
+                try:
+                    self.wfile.flush()
+                    time.sleep(route.stall)
+                    if not route.trickle:
+                        self.wfile.write(sent)
+                        self.wfile.flush()
+                        return
+                    # Bounded by len(body) * trickle; stops as soon as the client hangs up.
+                    for index in range(len(sent)):
+                        self.wfile.write(sent[index:index + 1])
+                        self.wfile.flush()
+                        time.sleep(route.trickle)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
 
         self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True

@@ -1,9 +1,11 @@
 """`xlnet-tf presets`: list the named presets, or download (and convert) one."""
 
+import argparse
 import sys
 
 from xlnet_tf.cli.command_parser import CommandParser
 from xlnet_tf.presets import preset_cache
+from xlnet_tf.presets.download_limits import DEADLINE_ENV, DEFAULT_TIMEOUT, TIMEOUT_ENV, seconds_value
 from xlnet_tf.presets.preset_error import PresetError
 from xlnet_tf.presets import preset_registry
 from xlnet_tf.presets.preset_registry import HF_BASE_URL_ENV, RELEASE_BASE_URL_ENV
@@ -23,7 +25,20 @@ def _parser():
     parser.add_argument("--force", action="store_true",
                         help="with --download: download and convert again even when cached (the fix for a "
                              "damaged entry).")
+    parser.add_argument("--timeout", type=_seconds, metavar="SECONDS",
+                        help=f"with --download: how long one read may wait for data (default ${TIMEOUT_ENV}, "
+                             f"else {DEFAULT_TIMEOUT:g}); raise it behind a slow proxy.")
+    parser.add_argument("--deadline", type=_seconds, metavar="SECONDS",
+                        help=f"with --download: how long the download of each preset may take in all, however "
+                             f"slowly data keeps arriving (default ${DEADLINE_ENV}, else no deadline).")
     return parser
+
+
+def _seconds(value):
+    try:
+        return seconds_value(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def format_table():
@@ -64,9 +79,10 @@ class _Progress:
 def main(argv=None):
     """Entry point of `xlnet-tf presets`; returns the exit code."""
     args = _parser().parse_args(argv)
-    if args.force and not args.download:
-        print("xlnet-tf presets: --force applies to --download only.", file=sys.stderr)
-        return 2
+    for option in ("force", "timeout", "deadline"):
+        if getattr(args, option) not in (None, False) and not args.download:
+            print(f"xlnet-tf presets: --{option} applies to --download only.", file=sys.stderr)
+            return 2
     if not args.download:
         print(format_table())
         return 0
@@ -74,7 +90,8 @@ def main(argv=None):
 
     for name in args.download:
         try:
-            directory = download_preset(name, force=args.force, progress=_Progress())
+            directory = download_preset(name, force=args.force, progress=_Progress(), timeout=args.timeout,
+                                        deadline=args.deadline)
         except PresetError as e:
             print(f"xlnet-tf presets: {e}", file=sys.stderr)
             return 1

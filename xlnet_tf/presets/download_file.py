@@ -14,6 +14,10 @@ Checks, each applied when its value is available:
 
 Hugging Face answers LFS files with a redirect to its CDN; the `X-Linked-*`
 headers are on the redirect, so the headers of every hop are kept.
+
+Time: every read waits at most the per-read timeout and what is left of the
+overall deadline (`DownloadLimits`); reads return whatever has arrived, so a
+server trickling bytes meets the deadline too.
 """
 
 import base64
@@ -27,12 +31,12 @@ import urllib.error
 import urllib.request
 
 from xlnet_tf.formats.preset_files import TRANSFORMERS_WEIGHTS_FILE
+from xlnet_tf.presets.download_limits import DownloadLimits
 from xlnet_tf.presets.preset_error import PresetError
 from xlnet_tf.storage import atomic_files
 
 _log = logging.getLogger(__name__)
 _CHUNK = 1 << 20
-DEFAULT_TIMEOUT = 60.0  # Seconds without data before a download is abandoned.
 
 
 @dataclasses.dataclass
@@ -159,7 +163,7 @@ def _verify(file_name, url, hops, size, digests, expected_size, expected_sha256,
 
 
 def download_file(url, target, *, expected_size=None, expected_sha256=None, hugging_face=False,
-                  timeout=DEFAULT_TIMEOUT, progress=None):
+                  limits=None, progress=None):
     """Downloads `url` to `target`, checked; `target` appears only once every check passed.
 
     Streams into a `.tmp-<uuid>-` sibling of `target` while hashing, checks it
@@ -172,14 +176,15 @@ def download_file(url, target, *, expected_size=None, expected_sha256=None, hugg
         expected_size: size in bytes recorded for this file, or None.
         expected_sha256: hex sha256 recorded for this file, or None.
         hugging_face: whether the server is Hugging Face (a 40-hex ETag is then a git blob sha1).
-        timeout: seconds without data before giving up.
+        limits: `DownloadLimits` (per-read timeout, overall deadline); None: from the environment.
         progress: optional callable `(received_bytes, total_bytes_or_None)`.
 
     Returns:
         A `DownloadRecord`.
 
     Raises:
-        PresetError: naming the file, the URL and, for a failed check, expected vs received.
+        PresetError: naming the file, the URL and, for a failed check, expected vs received (for a
+            timeout or the deadline, the limit and how to raise it).
 
     Example:
     >>> record = download_file("https://huggingface.co/xlnet/xlnet-base-cased/resolve/main/config.json",
@@ -191,10 +196,13 @@ def download_file(url, target, *, expected_size=None, expected_sha256=None, hugg
     request = urllib.request.Request(url, headers={"User-Agent": "xlnet_tf", "Accept-Encoding": "identity"})
     temporary = atomic_files.temporary_path(target)
     sha256, md5 = hashlib.sha256(), hashlib.md5()
-    size = 0
+    size, total = 0, None
+    limits = DownloadLimits() if limits is None else limits
     try:
+        if limits.expired():
+            raise limits.past_deadline(file_name, url, 0, None)
         try:
-            response = opener.open(request, timeout=timeout)
+            response = opener.open(request, timeout=limits.read_timeout())
         except urllib.error.HTTPError as e:
             hint = ""
             if e.code == 404 and hugging_face and file_name == TRANSFORMERS_WEIGHTS_FILE:
@@ -204,6 +212,8 @@ def download_file(url, target, *, expected_size=None, expected_sha256=None, hugg
             raise PresetError(f"{file_name}: download from {url} failed: HTTP {e.code} {e.reason}.{hint}") from e
         except (urllib.error.URLError, OSError) as e:
             reason = getattr(e, "reason", e)
+            if isinstance(reason, TimeoutError):
+                raise limits.timed_out(file_name, url, 0, None) from e
             raise PresetError(f"{file_name}: cannot reach {url}: {reason}. Check the network, or point "
                               "the source's base-URL variable at a mirror (see `xlnet-tf presets --help`).") from e
         with response:
@@ -213,13 +223,19 @@ def download_file(url, target, *, expected_size=None, expected_sha256=None, hugg
             git_sha1 = hashlib.sha1(f"blob {total}\0".encode()) if total is not None else None
             with open(temporary, "wb") as f:
                 while True:
+                    if limits.expired():
+                        raise limits.past_deadline(file_name, url, size, total)
+                    _set_read_timeout(response, limits.read_timeout())
                     try:
-                        chunk = response.read(_CHUNK)
+                        # read1: what has arrived (one socket read), so a trickle meets the deadline.
+                        chunk = response.read1(_CHUNK)
                     except http.client.IncompleteRead as e:
                         chunk = e.partial
                         _update(f, chunk, sha256, md5, git_sha1)
                         size += len(chunk)
                         break
+                    except TimeoutError as e:
+                        raise limits.timed_out(file_name, url, size, total) from e
                     except (OSError, http.client.HTTPException) as e:
                         raise PresetError(f"{file_name}: download from {url} broke off after {size} bytes"
                                           + (f" of {total}" if total is not None else "")
@@ -246,6 +262,13 @@ def download_file(url, target, *, expected_size=None, expected_sha256=None, hugg
         raise
     _log.info("Downloaded %s (%d bytes, sha256 %s; checks: %s)", url, size, digests[0], ", ".join(checks))
     return DownloadRecord(url=url, path=target, size=size, sha256=digests[0], md5=digests[1], checks=checks)
+
+
+def _set_read_timeout(response, seconds):
+    """The socket timeout of `response`'s next read (`http.client` keeps the one of the connect)."""
+    sock = getattr(getattr(response.fp, "raw", None), "_sock", None)
+    if sock is not None:
+        sock.settimeout(seconds)
 
 
 def _update(f, chunk, sha256, md5, git_sha1):

@@ -8,6 +8,7 @@ import shutil
 from xlnet_tf.presets import preset_cache
 from xlnet_tf.presets.preset_archive import extract_zip, find_release_folder
 from xlnet_tf.presets.download_file import download_file
+from xlnet_tf.presets.download_limits import DownloadLimits
 from xlnet_tf.presets.preset_error import PresetError
 from xlnet_tf.presets.preset_registry import get_preset_spec
 from xlnet_tf.storage import atomic_files
@@ -16,7 +17,7 @@ _log = logging.getLogger(__name__)
 _WORK_SUFFIX = ".download"
 
 
-def download_preset(name, force=False, progress=None):
+def download_preset(name, force=False, progress=None, timeout=None, deadline=None):
     """Returns the cache directory of preset `name`, downloading and converting it on first use.
 
     Under a per-preset lock (so simultaneous first uses by several processes
@@ -37,6 +38,9 @@ def download_preset(name, force=False, progress=None):
         force: download and convert again even when cached (the entry is replaced atomically); the
             fix for a damaged entry.
         progress: optional callable `(file_name, received_bytes, total_bytes_or_None)`.
+        timeout: seconds a read may wait for data (None: `$XLNET_TF_DOWNLOAD_TIMEOUT`, else 60).
+        deadline: seconds the download of all the preset's files may take (None:
+            `$XLNET_TF_DOWNLOAD_DEADLINE`, else none); see `DownloadLimits`.
 
     Returns:
         The preset directory.
@@ -63,10 +67,11 @@ def download_preset(name, force=False, progress=None):
         atomic_files.remove_stale_temporaries(work_name)
         if os.path.isdir(entry) and not preset_cache.is_cached(name):
             shutil.rmtree(entry)  # Not written by this code (no manifest): never trusted.
+        limits = DownloadLimits(timeout=timeout, deadline=deadline)
         work = atomic_files.temporary_path(work_name)
         os.makedirs(work)
         try:
-            records = _download_all(spec, work, progress)
+            records = _download_all(spec, work, progress, limits)
             pretrainer, vocabulary, converted_from = _convert(spec, work, records)
             manifest = {
                 "name": spec.name, "source": spec.source, "location": spec.location,
@@ -106,14 +111,14 @@ def _version():
     return xlnet_tf.__version__
 
 
-def _download_all(spec, work, progress):
+def _download_all(spec, work, progress, limits):
     records = []
     for preset_file in spec.files:
         report = None if progress is None else (
             lambda received, total, file_name=preset_file.name: progress(file_name, received, total))
         records.append(download_file(spec.file_url(preset_file.name), os.path.join(work, preset_file.name),
                                      expected_size=preset_file.size, expected_sha256=preset_file.sha256,
-                                     hugging_face=spec.source == "hf", progress=report))
+                                     hugging_face=spec.source == "hf", limits=limits, progress=report))
     return records
 
 
