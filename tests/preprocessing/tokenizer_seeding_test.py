@@ -45,10 +45,10 @@ def test_dropped_tokenizer_frees_its_model():
     from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer
 
     tokenizer = XLNetTokenizer(SPIECE)
-    tokenizer.tokenize(tf.constant(["warm up the graph path"]))  # eager: builds nothing in graphs
-    handle = tf.function(lambda: tokenizer._sentence_piece._ids._model_resource.resource_handle)()
+    handle = tokenizer._sentence_piece._ids._model_resource.resource_handle
     text = tf.constant(["a quiet river"])
-    arguments = dict(nbest_size=0, alpha=1.0, add_bos=False, add_eos=False, reverse=False, out_type=tf.int32)
+    arguments = {"nbest_size": 0, "alpha": 1.0, "add_bos": False, "add_eos": False, "reverse": False,
+                 "out_type": tf.int32}
     assert gen_sentencepiece_tokenizer.sentencepiece_tokenize_op(handle, text, **arguments)[0].shape[0] > 0
     del tokenizer
     gc.collect()

@@ -9,7 +9,7 @@ import tensorflow as tf
 def test_loaded_saved_model_answers_the_same_after_seeding(real_classifier_export):
     _, path, _ = real_classifier_export
     loaded = tf.saved_model.load(path)
-    request = dict(text=tf.constant(["a quiet river", "the fox"]), text_pair=tf.constant(["ran by", ""]))
+    request = {"text": tf.constant(["a quiet river", "the fox"]), "text_pair": tf.constant(["ran by", ""])}
     before = loaded.signatures["serving_default"](**request)["probabilities"].numpy()
     again = tf.saved_model.load(path)  # a second copy shares the model; dropping it must not free it
     del again

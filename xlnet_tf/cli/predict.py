@@ -25,6 +25,7 @@ import sys
 
 from xlnet_tf.cli.command_parser import CommandParser
 
+
 def _clean(text, where, warnings):
     """`text` as valid Unicode (`replace_undecodable`); `where` is noted in `warnings` when it was not."""
     from xlnet_tf.text_normalization import replace_undecodable

@@ -129,7 +129,7 @@ def _sentencepiece_tokenizer(proto, out_type):
     return _tokenizer_class()(proto, out_type)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _tokenizer_class():
     import tensorflow_text as tf_text  # only when a tokenizer is built: a heavy import
 
