@@ -139,10 +139,13 @@ def _record_problem(path, record):
         return None
     if not os.path.isfile(path):
         return "missing"
-    size = os.path.getsize(path)
+    try:
+        size = os.path.getsize(path)
+        digest = file_sha256(path) if size == record["size"] else None
+    except OSError as e:
+        return f"unreadable ({e.strerror or e})"
     if size != record["size"]:
         return f"{size} bytes, the manifest records {record['size']}"
-    digest = file_sha256(path)
     if digest != record["sha256"]:
         return f"sha256 {digest}, the manifest records {record['sha256']}"
     _remember(path)
