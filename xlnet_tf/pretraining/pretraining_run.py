@@ -197,7 +197,9 @@ def _run_pretraining(config, workdir, run_scope, *, strategy, extra_callbacks):
     check_init_from(config, records)
     check_workdir(config.to_dict(), workdir)
     t, d, m = config.training, config.data, config.model
-    setup = RunSetup.resolve(config.distribution, t, strategy)
+    setup = RunSetup.resolve(config.distribution, t, strategy,
+                             paths={"data.train_files": d.train_files, "workdir": workdir})
+    setup.announce()
     strategy, replicas = setup.strategy, setup.replicas
     global_batch, per_replica = setup.global_batch_size, setup.per_replica_batch_size
     if m.bi_data and per_replica % 2:
@@ -210,8 +212,8 @@ def _run_pretraining(config, workdir, run_scope, *, strategy, extra_callbacks):
     task_id, is_chief = setup.task_id, setup.is_chief
 
     # Before the first write: a second run on this work directory stops here, naming this one.
-    directory = open_run_directory(workdir, config.to_yaml(), run_scope, is_chief=is_chief,
-                                   task_id=task_id)
+    directory = open_run_directory(workdir, config.to_yaml() + setup.devices_yaml(), run_scope,
+                                   is_chief=is_chief, task_id=task_id)
     backup_dir, first_epoch = directory.backup_dir, directory.first_epoch
     first_step = first_epoch * t.steps_per_epoch
     epochs = t.train_steps // t.steps_per_epoch
