@@ -136,7 +136,14 @@ _SECTIONS = {"task": TaskSection, "model": ModelSection, "optimizer": FinetuneOp
 
 
 def finetune_config_from_dict(values: Mapping[str, Any]) -> FinetuneConfig:
-    """Builds and validates a `FinetuneConfig` from a sparse nested dict (dataset defaults applied)."""
+    """Builds and validates a `FinetuneConfig` from a sparse nested dict (dataset defaults applied).
+
+    Example:
+    >>> config = finetune_config_from_dict({"task": {"dataset": "glue/mrpc"},
+    ...                                     "training": {"global_batch_size": 32}})
+    >>> config.task.task_type, config.task.num_classes
+    ('classification', 2)
+    """
     if not isinstance(values, Mapping):
         raise ConfigError(f"A fine-tuning config must be a mapping, got {type(values).__name__}.")
     # A run's own config.yaml records where it trained and what it changed in the initial

@@ -146,6 +146,14 @@ def run_finetuning(config: FinetuneConfig, workdir: str, *, strategy=None) -> di
 
     Returns:
         `{"eval": {...final metrics...}, "final_dir": path, "train_steps": int, ...}`.
+
+    Example:
+    >>> config = finetune_config_from_dict({
+    ...     "task": {"dataset": "glue/mrpc"},
+    ...     "training": {"init_from": "runs/base/export/preset", "global_batch_size": 32}})
+    >>> summary = run_finetuning(config, "runs/mrpc")  # doctest: +SKIP
+    >>> summary["final_dir"]  # doctest: +SKIP
+    'runs/mrpc/final'
     """
     with contextlib.ExitStack() as run_scope:
         return _run_finetuning(config, workdir, run_scope, strategy=strategy)

@@ -96,7 +96,17 @@ _SECTIONS = {"data": DataSection, "optimizer": OptimizerSection, "training": Tra
 
 
 def run_config_from_dict(values: Mapping[str, Any]) -> RunConfig:
-    """Builds a validated `RunConfig` from a (possibly sparse) nested dict."""
+    """Builds a validated `RunConfig` from a (possibly sparse) nested dict.
+
+    The sections of a shipped config (`resolve_config("base", "pretrain")`) or of a run's
+    own config.yaml; its `devices` record is ignored.
+
+    Example:
+    >>> config = run_config_from_dict({"data": {"train_files": "gs://bucket/records"},
+    ...                                "training": {"global_batch_size": 8}})
+    >>> config.training.global_batch_size, config.distribution.strategy
+    (8, 'auto')
+    """
     values = without_run_records(values)  # A run's config.yaml fed back: its records are output.
     check_sections(values, {"model", *_SECTIONS}, "A run config")
     values = renamed_keys(values, RENAMED_KEYS["run_config"], error=ConfigError)

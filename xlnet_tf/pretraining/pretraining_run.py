@@ -171,6 +171,13 @@ def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, extra_cal
         A summary dict: final logs, steps, replicas, batch sizes; on the chief also
         `pretrainer` (the trained model) and `vocabulary` (its spiece.model or None),
         what `xlnet_tf.serving.export_pretrained.export_pretrainer` takes.
+
+    Example:
+    >>> config = run_config_from_dict({"data": {"train_files": "gs://bucket/records"},
+    ...                                "training": {"global_batch_size": 256}})
+    >>> summary = run_pretraining(config, "gs://bucket/runs/base")  # doctest: +SKIP
+    >>> export_pretrainer(summary["pretrainer"], "gs://bucket/runs/base/export",
+    ...                   vocabulary=summary["vocabulary"])  # doctest: +SKIP
     """
     if export:
         raise TypeError("run_pretraining no longer exports: pass the summary's `pretrainer` and "

@@ -21,7 +21,15 @@ _log = logging.getLogger(__name__)
 
 
 class StrategyError(ValueError):
-    """The requested strategy or batch size cannot be set up."""
+    """The requested strategy or batch size cannot be set up; the message names the cause and the fix.
+
+    Example:
+    >>> try:
+    ...     per_replica_batch_size(12, 8)
+    ... except StrategyError as e:
+    ...     print(str(e).split(";")[0])
+    global_batch_size 12 does not divide evenly over 8 replicas
+    """
 
 
 def configure_virtual_cpu_devices(count: int) -> None:
@@ -280,6 +288,10 @@ def per_replica_batch_size(global_batch_size: int, num_replicas: int) -> int:
 
     Returns:
         Examples per replica per step.
+
+    Example:
+    >>> per_replica_batch_size(256, 8), per_replica_batch_size(256, 1)
+    (32, 256)
     """
     if global_batch_size <= 0:
         raise StrategyError(f"global_batch_size must be > 0, got {global_batch_size}.")
