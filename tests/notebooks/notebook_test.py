@@ -77,7 +77,7 @@ def test_notebook_runs_top_to_bottom_with_smoke(tmp_path):
     # of the slices; the accumulation that fits the 1.45 GB/example estimate in each one's HBM.
     table = next(_stream_text(c) for c in code if "per-replica" in _stream_text(c))
     rows = {row.split()[0]: row.split() for row in table.splitlines()[1:] if row.strip()}
-    assert list(rows)[0] == "v5e-1"
+    assert next(iter(rows)) == "v5e-1"
     # name, replicas, HBM, "GB", per-replica, global, fits, largest, accumulation k
     assert rows["v5e-1"][1:] == ["1", "16", "GB", "256", "256", "no", "10", "32"], table
     for name, largest, k in (("v2-8", "4", "8"), ("v3-8", "10", "4"), ("v5e-8", "10", "4")):
@@ -127,8 +127,6 @@ def test_the_notebook_uses_only_public_names():
             private.append(f"{module}.{name}" if name else module)
     assert not private, f"not in xlnet_tf.__all__ or a subpackage's __all__: {private}"
     # Each public name resolves and documents itself with an example.
-    import xlnet_tf
-
     for module, name in uses:
         if name:
             value = getattr(importlib.import_module(module), name)
@@ -183,7 +181,8 @@ def test_install_runs_the_tpu_recipe_only_on_a_tpu(monkeypatch, on_tpu):
     monkeypatch.delenv("TPU_ACCELERATOR_TYPE", raising=False)
     if on_tpu:
         monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v5litepod-1")
-    exec(_install_cell(), {"os": os, "SMOKE": False, "INSTALL": "/content/xlnet_tf-0.1.0-py3-none-any.whl"})
+    namespace = {"os": os, "SMOKE": False, "INSTALL": "/content/xlnet_tf-0.1.0-py3-none-any.whl"}
+    exec(_install_cell(), namespace)  # noqa: S102 - the notebook's own cell, as the kernel runs it
     wheel = "/content/xlnet_tf-0.1.0-py3-none-any.whl[beam]"
     pins = ["tensorflow-tpu==2.20.0", "libtpu==0.0.14", "tensorflow-text==2.20.1"]
     if on_tpu:
@@ -201,7 +200,7 @@ def test_install_without_a_source_is_one_clear_message(monkeypatch):
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("nothing to install"))
     with pytest.raises(ValueError, match=r"^INSTALL is empty and xlnet_tf is not installed: set INSTALL "
                        r"\(first code cell\) to the path of an xlnet_tf wheel"):
-        exec(_install_cell(), {"os": os, "SMOKE": False, "INSTALL": ""})
+        exec(_install_cell(), {"os": os, "SMOKE": False, "INSTALL": ""})  # noqa: S102 - as above
 
 
 def _kernel_manager_for(python):

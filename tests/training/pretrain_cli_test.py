@@ -112,7 +112,8 @@ def _records_of(workdir):
 def test_a_finished_run_does_not_train_again(finished_run, capsys):
     before = open(os.path.join(finished_run, "metrics.jsonl")).read()
     config_path = os.path.join(finished_run, "config.yaml")
-    recorded = yaml.safe_load(open(config_path))
+    with open(config_path) as f:
+        recorded = yaml.safe_load(f)
     cpu = {"strategy": "OneDeviceStrategy", "replicas": 1, "device_kind": "CPU"}
     assert recorded["devices"] == cpu  # Where the run trained, recorded in config.yaml.
     # The record feeds back through --config (output, not a setting) ...
@@ -127,7 +128,8 @@ def test_a_finished_run_does_not_train_again(finished_run, capsys):
     assert out[0] == ("Devices: OneDeviceStrategy, 1 replica, CPU: this run trains on the CPU "
                       "(no TPU or GPU in use).")
     assert "Resuming at step 8" in "\n".join(out)
-    assert yaml.safe_load(open(config_path))["devices"] == cpu
+    with open(config_path) as f:
+        assert yaml.safe_load(f)["devices"] == cpu
     assert open(os.path.join(finished_run, "metrics.jsonl")).read() == before
 
 

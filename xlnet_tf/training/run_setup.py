@@ -16,7 +16,8 @@ Example:
 """
 
 import dataclasses
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 import yaml
 
@@ -45,11 +46,11 @@ class RunSetup:
     per_replica_batch_size: int
     task_id: int
     is_chief: bool
-    devices: Optional[dict] = None
+    devices: dict | None = None
 
     @classmethod
     def resolve(cls, distribution, training, strategy=None, *,
-                paths: Optional[Mapping[str, Any]] = None, tpu_host=None) -> "RunSetup":
+                paths: Mapping[str, Any] | None = None, tpu_host=None) -> "RunSetup":
         """Resolves the strategy (unless given) and splits the batch over its replicas.
 
         Args:

@@ -27,7 +27,7 @@ import glob
 import importlib.util
 import os
 import re
-from typing import Callable, Mapping, Optional
+from collections.abc import Callable, Mapping
 
 # The variables a TPU VM's image sets. `TPU_SKIP_MDS_QUERY` alone is no evidence of a TPU:
 # the README's install check sets it on a CPU machine so that libtpu skips the metadata server.
@@ -76,8 +76,8 @@ class TpuHost:
     libtpu: str = ""
 
     @classmethod
-    def detect(cls, environ: Optional[Mapping[str, str]] = None, root: str = "/",
-               find_libtpu: Optional[Callable[[], str]] = None) -> "TpuHost":
+    def detect(cls, environ: Mapping[str, str] | None = None, root: str = "/",
+               find_libtpu: Callable[[], str] | None = None) -> "TpuHost":
         """Reads the TPU evidence of this machine.
 
         Args:
