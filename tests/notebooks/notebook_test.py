@@ -178,7 +178,8 @@ def _install_cell():
 def test_install_runs_the_tpu_recipe_only_on_a_tpu(monkeypatch, on_tpu):
     calls = []
     monkeypatch.setattr(subprocess, "run", lambda args, check: calls.append(args[5:]))
-    monkeypatch.delenv("TPU_ACCELERATOR_TYPE", raising=False)
+    for name in ("TPU_ACCELERATOR_TYPE", "TPU_WORKER_ID"):
+        monkeypatch.delenv(name, raising=False)
     if on_tpu:
         monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v5litepod-1")
     namespace = {"os": os, "SMOKE": False, "INSTALL": "/content/xlnet_tf-0.1.0-py3-none-any.whl"}

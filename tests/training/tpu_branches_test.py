@@ -111,6 +111,14 @@ def test_pretrain_cli_tpu_flag_sets_distribution_tpu(monkeypatch, tmp_path):
     assert seen["config"].distribution.tpu == "grpc://10.1.2.3:8470"
 
 
+def test_finetune_cli_takes_the_same_tpu_flag(capsys):
+    from xlnet_tf.cli import finetune as finetune_cli
+
+    assert finetune_cli.main(["--config", "glue_mrpc", "--print-config", "--tpu", "my-node"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["distribution"]["tpu"] == "my-node"
+
+
 # ------------------------------------------------------------- optimizer update
 
 
