@@ -1,8 +1,17 @@
 """xlnet_tf: XLNet for TensorFlow 2 and Keras 3.
 
 The public API: configuration, the backbone, the pretrainer, the fine-tuning task models,
-the tokenizer and the in-graph packers. Data readers live in `xlnet_tf.data`, training in
-`xlnet_tf.training`, serving in `xlnet_tf.serving`.
+the tokenizer and the in-graph packers; and the main path as library calls, what the Colab
+notebook runs: `resolve_strategy` (the TPU, else GPUs, else the CPU), `train_vocabulary`,
+`resolve_config` (a shipped run config by name), `run_config_from_dict` + `run_pretraining`,
+`finetune_config_from_dict` + `run_finetuning`, `export_pretrainer` and `export_workdir`.
+Data readers live in `xlnet_tf.data`, serving in `xlnet_tf.serving`.
+
+Example:
+>>> import xlnet_tf
+>>> strategy = xlnet_tf.resolve_strategy("auto")  # doctest: +SKIP
+>>> xlnet_tf.per_replica_batch_size(256, strategy.num_replicas_in_sync)  # doctest: +SKIP
+32
 
 Names are imported on first use, so that light modules (for example the text normalization
 that Beam workers import) do not pay for loading Keras and the models. Importing the package
@@ -28,6 +37,19 @@ _EXPORTS = {
     "XLNetConfig": "xlnet_tf.models.xlnet_config",
     "load_task_preset": "xlnet_tf.models.xlnet_task",
     "XLNetSquadPreprocessor": "xlnet_tf.preprocessing.xlnet_squad_preprocessor",
+    # The main path as library calls (the notebook's API).
+    "StrategyError": "xlnet_tf.training.strategy",
+    "resolve_strategy": "xlnet_tf.training.strategy",
+    "per_replica_batch_size": "xlnet_tf.training.strategy",
+    "train_vocabulary": "xlnet_tf.tokenizer_training",
+    "write_builtin_corpus": "xlnet_tf.builtin_corpus",
+    "resolve_config": "xlnet_tf.cli.run_arguments",
+    "run_config_from_dict": "xlnet_tf.pretraining.pretraining_config",
+    "run_pretraining": "xlnet_tf.pretraining.pretraining_run",
+    "finetune_config_from_dict": "xlnet_tf.finetuning.finetuning_config",
+    "run_finetuning": "xlnet_tf.finetuning.finetuning_run",
+    "export_pretrainer": "xlnet_tf.serving.export_pretrained",
+    "export_workdir": "xlnet_tf.serving.export_pretrained",
     **{name: module for name, module in _keras_registration.KERAS_CLASSES.items()
        if not module.startswith(("xlnet_tf.layers.", "xlnet_tf.optimizers."))},
 }

@@ -75,6 +75,13 @@ def write_builtin_corpus(path, *, max_bytes=6_000_000, include_site_packages=Fal
 
     Returns:
         `(documents, sentences, bytes)` written to `path`.
+
+    Example:
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "corpus.txt")
+    >>> documents, sentences, size = write_builtin_corpus(path, max_bytes=20_000)
+    >>> 0 < size <= 20_000 + 2_000 and documents > 0
+    True
     """
     seen = set()
     heldout = open(heldout_path, "w", encoding="utf-8") if heldout_path else None

@@ -33,7 +33,7 @@ def _run(args):
 
 
 @pytest.mark.slow
-def test_classification_learns_and_writes_an_exportable_workdir(preset, tmp_path):
+def test_classification_learns_and_writes_an_exportable_workdir(preset, tmp_path, capsys):
     _sentiment(tmp_path / "train.jsonl", 200, 0)
     _sentiment(tmp_path / "eval.jsonl", 64, 1)
     workdir = str(tmp_path / "run")
@@ -45,6 +45,9 @@ def test_classification_learns_and_writes_an_exportable_workdir(preset, tmp_path
             "--set", "optimizer.learning_rate=0.002", "--set", "optimizer.warmup_steps=10",
             "--set", "optimizer.layer_decay=0.9", *sum((["--set", s] for s in NO_DROPOUT), [])]
     assert _run(args) == 0
+    # Where it trained: the start line, and the same three facts in config.yaml.
+    assert ("Devices: _DefaultDistributionStrategy, 1 replica, CPU: this run trains on the CPU "
+            "(no TPU or GPU in use).") in capsys.readouterr().out.splitlines()
     with open(os.path.join(workdir, "eval_results.json")) as f:
         results = json.load(f)
     assert results["accuracy"] >= 0.85, results  # chance is ~0.5
@@ -53,6 +56,8 @@ def test_classification_learns_and_writes_an_exportable_workdir(preset, tmp_path
         resolved = yaml.safe_load(f)
     assert resolved["task"]["task_type"] == "classification"
     assert resolved["task"]["label_names"] == ["neg", "pos"]  # inferred from the file, sorted
+    assert resolved["devices"] == {"strategy": "_DefaultDistributionStrategy", "replicas": 1,
+                                   "device_kind": "CPU"}
     lines = [json.loads(line) for line in open(os.path.join(workdir, "metrics.jsonl"))]
     assert [line["step"] for line in lines if line.get("split") == "eval"] == [80, 160]
 

@@ -1,8 +1,13 @@
-"""The Colab TPU notebook runs top to bottom on this CPU with SMOKE=True; it is committed clean."""
+"""The Colab TPU notebook: runs top to bottom on this CPU with SMOKE=True, is committed clean, imports
+only public names, has no URL outside `ALLOWED_URLS`, installs with the README's TPU recipe."""
 
+import ast
+import importlib
 import json
 import math
 import os
+import re
+import subprocess
 import sys
 
 import pytest
@@ -68,12 +73,135 @@ def test_notebook_runs_top_to_bottom_with_smoke(tmp_path):
     assert result["export"].startswith(str(workdir))
     assert os.path.isfile(os.path.join(result["export"], "saved_model.pb"))
     assert os.path.isfile(os.path.join(workdir, "pretrain", "export", "preset", "config.json"))
-    # The batch table lists the three TPU slices with the config's 256 split over 8 replicas.
+    # The batch table: the config's 256 on Colab's v5e-1 (one replica) and split over the 8 replicas
+    # of the slices; the accumulation that fits the 1.45 GB/example estimate in each one's HBM.
     table = next(_stream_text(c) for c in code if "per-replica" in _stream_text(c))
     rows = {row.split()[0]: row.split() for row in table.splitlines()[1:] if row.strip()}
-    for name in ("v2-8", "v3-8", "v5e-8"):
-        # name, replicas, HBM, "GB", per-replica, global, fits, largest
-        assert (rows[name][1], rows[name][4], rows[name][5]) == ("8", "32", "256"), table
+    assert next(iter(rows)) == "v5e-1"
+    # name, replicas, HBM, "GB", per-replica, global, fits, largest, accumulation k
+    assert rows["v5e-1"][1:] == ["1", "16", "GB", "256", "256", "no", "10", "32"], table
+    for name, largest, k in (("v2-8", "4", "8"), ("v3-8", "10", "4"), ("v5e-8", "10", "4")):
+        assert rows[name][1:] == ["8", rows[name][2], "GB", "32", "256", "no", largest, k], table
+    # The runs said where they trained (here: the CPU).
+    assert any(_stream_text(c).startswith("Devices: ") and "this run trains on the CPU" in _stream_text(c)
+               for c in code)
+
+
+# Every web address the notebook may show. None today: a notebook that cites a page names one
+# that exists (checked when added here), never a repository or download that does not.
+ALLOWED_URLS = frozenset()
+README = os.path.join(os.path.dirname(NOTEBOOK), os.pardir, "README.md")
+
+
+def _code(notebook):
+    return [cell.source for cell in notebook.cells if cell.cell_type == "code"]
+
+
+def _public_names(module):
+    """`__all__` of `xlnet_tf` or of one of its direct subpackages; None for anything else."""
+    if module != "xlnet_tf" and (module.count(".") != 1 or not module.startswith("xlnet_tf.")):
+        return None
+    imported = importlib.import_module(module)
+    if not hasattr(imported, "__path__"):  # A module, not a package: private by the rule.
+        return None
+    return getattr(imported, "__all__", None)
+
+
+def test_the_notebook_uses_only_public_names():
+    uses = []  # (module, name); name None for a plain import
+    for source in _code(_read()):
+        tree = ast.parse(source)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                uses += [(alias.name, None) for alias in node.names if alias.name.startswith("xlnet_tf")]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("xlnet_tf"):
+                uses += [(node.module, alias.name) for alias in node.names]
+            elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                  and node.value.id == "xlnet_tf"):
+                uses.append(("xlnet_tf", node.attr))
+    assert ("xlnet_tf", "resolve_strategy") in uses and ("xlnet_tf", "run_pretraining") in uses
+    private = []
+    for module, name in uses:
+        public = _public_names(module)
+        if public is None or (name is None and module != "xlnet_tf") or (name and name not in public):
+            private.append(f"{module}.{name}" if name else module)
+    assert not private, f"not in xlnet_tf.__all__ or a subpackage's __all__: {private}"
+    # Each public name resolves and documents itself with an example.
+    for module, name in uses:
+        if name:
+            value = getattr(importlib.import_module(module), name)
+            assert "Example" in (value.__doc__ or ""), f"{module}.{name} has no example"
+
+
+def test_private_paths_are_refused_by_the_check():
+    assert _public_names("xlnet_tf.training.strategy") is None  # A module below a subpackage.
+    assert _public_names("xlnet_tf.serving") and "export_task_model" in _public_names("xlnet_tf.serving")
+    assert _public_names("xlnet_tf.cli") is None  # No __all__: nothing public.
+
+
+def test_every_url_in_the_notebook_is_an_allowed_one():
+    text = "\n".join(cell.source for cell in _read().cells)
+    urls = set(re.findall(r"\b[a-z][a-z0-9+.-]*://[^\s\"'`)]+", text))
+    # gs:// paths are placeholders of the user's own bucket, not addresses to visit.
+    assert {u for u in urls if not u.startswith("gs://")} <= ALLOWED_URLS
+
+
+def _literal(name):
+    """The literal value the notebook assigns to `name`."""
+    for source in _code(_read()):
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+                return ast.literal_eval(node.value)
+    raise AssertionError(f"the notebook assigns no {name}")
+
+
+def test_batch_table_starts_with_v5e_1_and_keeps_the_8_device_slices():
+    tpus = _literal("TPUS")
+    assert tpus[0] == ("v5e-1", 1, 16)  # Colab's TPU: one chip, 16 GB.
+    assert {name: replicas for name, replicas, _ in tpus[1:]} == {"v2-8": 8, "v3-8": 8, "v5e-8": 8}
+    assert "Kaggle" in "\n".join(c.source for c in _read().cells if c.cell_type == "markdown")
+
+
+def test_tpu_pins_are_the_readmes_recipe():
+    with open(README, encoding="utf-8") as f:
+        section = f.read().split("### Install on a TPU VM / Colab", 1)[1].split("\n## ", 1)[0]
+    recipe = section.split("```bash", 1)[1].split("```", 1)[0].strip().splitlines()[0]
+    assert recipe.startswith("pip install ")
+    assert _literal("TPU_PINS") == re.findall(r'"([^"]+==[^"]+)"', recipe)
+
+
+def _install_cell():
+    return next(s for s in _code(_read()) if "TPU_PINS" in s)
+
+
+@pytest.mark.parametrize("on_tpu", [True, False], ids=["tpu", "cpu_or_gpu"])
+def test_install_runs_the_tpu_recipe_only_on_a_tpu(monkeypatch, on_tpu):
+    calls = []
+    monkeypatch.setattr(subprocess, "run", lambda args, check: calls.append(args[5:]))
+    for name in ("TPU_ACCELERATOR_TYPE", "TPU_WORKER_ID"):
+        monkeypatch.delenv(name, raising=False)
+    if on_tpu:
+        monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v5litepod-1")
+    namespace = {"os": os, "SMOKE": False, "INSTALL": "/content/xlnet_tf-0.1.0-py3-none-any.whl"}
+    exec(_install_cell(), namespace)  # noqa: S102 - the notebook's own cell, as the kernel runs it
+    wheel = "/content/xlnet_tf-0.1.0-py3-none-any.whl[beam]"
+    pins = ["tensorflow-tpu==2.20.0", "libtpu==0.0.14", "tensorflow-text==2.20.1"]
+    if on_tpu:
+        assert calls == [[*pins, wheel], ["--force-reinstall", "--no-deps", "tensorflow-tpu==2.20.0"]]
+    else:
+        assert calls == [[wheel]]
+
+
+def test_install_without_a_source_is_one_clear_message(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "xlnet_tf" else real(name, *a))
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("nothing to install"))
+    with pytest.raises(ValueError, match=r"^INSTALL is empty and xlnet_tf is not installed: set INSTALL "
+                       r"\(first code cell\) to the path of an xlnet_tf wheel"):
+        exec(_install_cell(), {"os": os, "SMOKE": False, "INSTALL": ""})  # noqa: S102 - as above
 
 
 def _kernel_manager_for(python):

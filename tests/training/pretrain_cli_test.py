@@ -13,6 +13,8 @@ from xlnet_tf.cli import pretrain as pretrain_cli
 from xlnet_tf.cli import export
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
+from xlnet_tf.pretraining.pretraining_config import load_run_config
+from xlnet_tf.storage.run_config_file import write_run_config
 
 
 def _sets(extra=()):
@@ -109,10 +111,25 @@ def _records_of(workdir):
 
 def test_a_finished_run_does_not_train_again(finished_run, capsys):
     before = open(os.path.join(finished_run, "metrics.jsonl")).read()
+    config_path = os.path.join(finished_run, "config.yaml")
+    with open(config_path) as f:
+        recorded = yaml.safe_load(f)
+    cpu = {"strategy": "OneDeviceStrategy", "replicas": 1, "device_kind": "CPU"}
+    assert recorded["devices"] == cpu  # Where the run trained, recorded in config.yaml.
+    # The record feeds back through --config (output, not a setting) ...
+    assert load_run_config([config_path]).to_dict()["data"] == recorded["data"]
+    # ... and an earlier attempt on other devices does not stop the resume.
+    recorded["devices"] = {"strategy": "TPUStrategy", "replicas": 8, "device_kind": "TPU v2-8"}
+    write_run_config(finished_run, yaml.safe_dump(recorded, sort_keys=False))
     argv = ["--workdir", finished_run, "--strategy", "one_device", "--no-export"] + _sets(
         [f"data.train_files={_records_of(finished_run)}"])
     assert pretrain_cli.main(argv) == 0
-    assert "Resuming at step 8" in capsys.readouterr().out
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == ("Devices: OneDeviceStrategy, 1 replica, CPU: this run trains on the CPU "
+                      "(no TPU or GPU in use).")
+    assert "Resuming at step 8" in "\n".join(out)
+    with open(config_path) as f:
+        assert yaml.safe_load(f)["devices"] == cpu
     assert open(os.path.join(finished_run, "metrics.jsonl")).read() == before
 
 

@@ -4,14 +4,15 @@
 strategy, so each `isinstance(strategy, tf.distribute.TPUStrategy)` in the
 package takes its TPU branch. The branches (grep "TPU" xlnet_tf/):
 
-- `training/strategy.py resolve_strategy`: "auto"/"tpu" connect to the cluster and
-  build a TPUStrategy; "tpu" without one is a named error; "auto" falls back.
+- `training/strategy.py resolve_strategy`: "tpu" on this machine (no TPU) is a named
+  error with TensorFlow's own cause; the TPU VM, named TPU and no-TPU cases are in
+  `tpu_vm_strategy_test.py`.
 - `training/fused_adamw.py FusedAdamW._uses_fused_update`: Keras' own update under
   TPUStrategy (the step is XLA-compiled there), with the same numbers.
 - `models/xlnet_pretrainer.py XLNetPretrainer._with_static_batch`: a shape annotation,
   not EnsureShape, for an unknown batch dimension.
 - `training/pretraining_run.py` / `pretrain_cli.py`: `distribution.tpu` (`--tpu`)
-  reaches the resolver.
+  reaches the resolver; a TPU reached by name refuses local paths before connecting.
 """
 
 import keras
@@ -48,30 +49,9 @@ def fake_tpu(monkeypatch):
 # ------------------------------------------------------------- strategy resolution
 
 
-@pytest.mark.parametrize("name,required", [("auto", False), ("tpu", True)])
-def test_auto_and_tpu_build_a_tpu_strategy_on_the_resolved_cluster(monkeypatch, name, required):
-    resolver, calls = object(), []
-
-    def connect(address, required):
-        calls.append((address, required))
-        return resolver
-
-    monkeypatch.setattr(strategy_module, "_connect_tpu", connect)
-    monkeypatch.setattr(tf.distribute, "TPUStrategy", lambda cluster: ("TPUStrategy", cluster))
-    result = strategy_module.resolve_strategy(name, tpu_address="grpc://10.0.0.2:8470")
-    assert result == ("TPUStrategy", resolver)
-    assert calls == [("grpc://10.0.0.2:8470", required)]
-
-
 def test_tpu_requested_on_a_machine_without_one_is_a_named_error():
     with pytest.raises(strategy_module.StrategyError, match="--strategy tpu: no TPU found"):
         strategy_module.resolve_strategy("tpu")
-
-
-def test_auto_without_a_tpu_falls_back_to_the_default_strategy():
-    # No TPU and no GPU here; the 2 virtual CPUs of conftest.py were not asked for by this run.
-    assert strategy_module._connect_tpu("", required=False) is None
-    assert strategy_module.resolve_strategy("auto") is tf.distribute.get_strategy()
 
 
 def _tiny_config_values(**distribution):
@@ -100,9 +80,15 @@ def test_run_pretraining_hands_distribution_tpu_to_the_resolver(monkeypatch, tmp
         raise Stop
 
     monkeypatch.setattr(strategy_module, "resolve_strategy", resolve)
+    # A TPU reached by name: the local records and work directory are refused before connecting.
+    with pytest.raises(strategy_module.StrategyError,
+                       match=r"TPU 'my-tpu-node' is reached by name .* must be on gs://"):
+        run_pretraining(run_config_from_dict(values), str(tmp_path / "run"))
+    assert seen == {} and not (tmp_path / "run").exists()
+    values["distribution"]["tpu"] = "local"  # The attached chips of a TPU VM read local files.
     with pytest.raises(Stop):
         run_pretraining(run_config_from_dict(values), str(tmp_path / "run"))
-    assert seen["name"] == "tpu" and seen["tpu_address"] == "my-tpu-node"
+    assert seen["name"] == "tpu" and seen["tpu_address"] == "local"
 
 
 def test_pretrain_cli_tpu_flag_sets_distribution_tpu(monkeypatch, tmp_path):
@@ -123,6 +109,14 @@ def test_pretrain_cli_tpu_flag_sets_distribution_tpu(monkeypatch, tmp_path):
         pretrain_cli.main(["--config", "tiny", "--workdir", str(tmp_path / "run"),
                            "--set", "data.train_files=unused", "--tpu", "grpc://10.1.2.3:8470"])
     assert seen["config"].distribution.tpu == "grpc://10.1.2.3:8470"
+
+
+def test_finetune_cli_takes_the_same_tpu_flag(capsys):
+    from xlnet_tf.cli import finetune as finetune_cli
+
+    assert finetune_cli.main(["--config", "glue_mrpc", "--print-config", "--tpu", "my-node"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["distribution"]["tpu"] == "my-node"
 
 
 # ------------------------------------------------------------- optimizer update

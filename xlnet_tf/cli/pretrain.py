@@ -19,7 +19,6 @@ def _parser():
         "Pretrain XLNet with model.fit. YAML configs are sparse overrides applied in order; "
         "--set section.key=value overrides come last. Re-running the same command resumes."))
     add_run_arguments(parser, "run config", "pretrain")
-    parser.add_argument("--tpu", help="TPU name or address (default: the local/Colab TPU)")
     parser.add_argument("--no-export", action="store_true", help="skip the final export")
     return parser
 
@@ -27,8 +26,7 @@ def _parser():
 def main(argv=None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    config, code = resolve_run_config(args, parser, "pretrain",
-                                      [f"distribution.tpu={args.tpu}"] if args.tpu else [])
+    config, code = resolve_run_config(args, parser, "pretrain")
     if config is None:
         return code
     # TensorFlow loads only from here on, so --print-config and config errors stay fast.

@@ -105,7 +105,7 @@ def resolve_config(value, kind):
 
 
 def add_run_arguments(parser, config_help, kind):
-    """Adds --config, --workdir, --set, --strategy, --virtual-cpu-devices and --print-config.
+    """Adds --config, --workdir, --set, --strategy, --tpu, --virtual-cpu-devices and --print-config.
 
     Args:
         parser: an `argparse.ArgumentParser`.
@@ -122,6 +122,9 @@ def add_run_arguments(parser, config_help, kind):
                         dest="overrides", help="override one config value (YAML syntax)")
     parser.add_argument("--strategy", choices=STRATEGY_CHOICES,
                         help="same as --set distribution.strategy=...")
+    parser.add_argument("--tpu", metavar="NAME", help=(
+        "the TPU to connect to: a TPU Node's or a pod slice's name, or grpc://IP:8470 (data and "
+        "--workdir then on gs://); default: TPU_NAME, else this TPU VM's chips ('local')"))
     parser.add_argument("--virtual-cpu-devices", type=int, metavar="N",
                         help="split the CPU into N logical devices (try distribution on a laptop)")
     parser.add_argument("--print-config", action="store_true",
@@ -161,6 +164,8 @@ def run_overrides(args):
     overrides = list(args.overrides)
     if args.strategy:
         overrides.append(f"distribution.strategy={args.strategy}")
+    if args.tpu:
+        overrides.append(f"distribution.tpu={args.tpu}")
     if args.virtual_cpu_devices is not None:
         overrides.append(f"distribution.virtual_cpu_devices={args.virtual_cpu_devices}")
     return overrides

@@ -24,7 +24,8 @@ from xlnet_tf.storage.renamed_keys import RENAMED_KEYS, renamed_keys
 from xlnet_tf.data.finetuning_tasks import DATASETS, METRICS, TASK_TYPES, dataset_spec, default_metrics
 from xlnet_tf.training.config_sources import merge_config_sources
 from xlnet_tf.training.run_sections import (DistributionSection, OptimizerSection, RunConfigFile,
-                                           TrainingSection, validate_training)
+                                            TrainingSection, validate_training,
+                                            without_run_records)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,12 +136,19 @@ _SECTIONS = {"task": TaskSection, "model": ModelSection, "optimizer": FinetuneOp
 
 
 def finetune_config_from_dict(values: Mapping[str, Any]) -> FinetuneConfig:
-    """Builds and validates a `FinetuneConfig` from a sparse nested dict (dataset defaults applied)."""
+    """Builds and validates a `FinetuneConfig` from a sparse nested dict (dataset defaults applied).
+
+    Example:
+    >>> config = finetune_config_from_dict({"task": {"dataset": "glue/mrpc"},
+    ...                                     "training": {"global_batch_size": 32}})
+    >>> config.task.task_type, config.task.num_classes
+    ('classification', 2)
+    """
     if not isinstance(values, Mapping):
         raise ConfigError(f"A fine-tuning config must be a mapping, got {type(values).__name__}.")
-    # A run's own config.yaml records what it changed in the initial preset; that record is
-    # output, not a setting, so feeding the file back through --config must not trip on it.
-    values = {k: v for k, v in values.items() if k != "init_adjustments"}
+    # A run's own config.yaml records where it trained and what it changed in the initial
+    # preset; those records are output, not settings, so feeding the file back must not trip on them.
+    values = without_run_records(dict(values))
     values = renamed_keys(values, RENAMED_KEYS["run_config"], error=ConfigError)
     check_sections(values, _SECTIONS, "A fine-tuning config")
     config = FinetuneConfig(**{name: build_section(name, cls, values.get(name) or {})

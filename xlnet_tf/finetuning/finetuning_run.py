@@ -146,6 +146,14 @@ def run_finetuning(config: FinetuneConfig, workdir: str, *, strategy=None) -> di
 
     Returns:
         `{"eval": {...final metrics...}, "final_dir": path, "train_steps": int, ...}`.
+
+    Example:
+    >>> config = finetune_config_from_dict({
+    ...     "task": {"dataset": "glue/mrpc"},
+    ...     "training": {"init_from": "runs/base/export/preset", "global_batch_size": 32}})
+    >>> summary = run_finetuning(config, "runs/mrpc")  # doctest: +SKIP
+    >>> summary["final_dir"]  # doctest: +SKIP
+    'runs/mrpc/final'
     """
     with contextlib.ExitStack() as run_scope:
         return _run_finetuning(config, workdir, run_scope, strategy=strategy)
@@ -202,13 +210,19 @@ def _run_finetuning(config, workdir, run_scope, *, strategy):
     config = dataclasses.replace(config, task=task)
     check_workdir(config.to_dict(), workdir)
 
-    setup = RunSetup.resolve(config.distribution, t, strategy)
+    setup = RunSetup.resolve(
+        config.distribution, t, strategy,
+        paths={"task.train_file": task.train_file, "task.eval_file": task.eval_file,
+               "task.records_dir": task.records_dir, "task.data_dir": task.data_dir,
+               "workdir": workdir})
+    setup.announce()
     strategy, is_chief = setup.strategy, setup.is_chief
     global_batch = setup.global_batch_size
     overrides = {k: v for k, v in dataclasses.asdict(config.model).items() if v is not None}
     init_adjustments = _init_adjustments(init, overrides)
     # Before the first write: a second run on this work directory stops here, naming this one.
-    directory = open_run_directory(workdir, config.to_yaml() + _adjustments_yaml(init_adjustments),
+    directory = open_run_directory(workdir, config.to_yaml() + setup.devices_yaml()
+                                   + _adjustments_yaml(init_adjustments),
                                    run_scope, is_chief=is_chief, task_id=setup.task_id)
     if is_chief and init_adjustments:
         changes = ", ".join(f"{k} {json.dumps(v['preset'])} -> {json.dumps(v['finetune'])}"

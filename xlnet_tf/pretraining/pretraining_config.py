@@ -19,7 +19,8 @@ from xlnet_tf.config_schema import ConfigError, build_section, check_sections
 from xlnet_tf.models.xlnet_config import XLNetConfig
 from xlnet_tf.data.check_pretraining_sizes import check_pretraining_sizes
 from xlnet_tf.training.run_sections import (RunConfigFile, DistributionSection, OptimizerSection,
-                                           TrainingSection, validate_training)
+                                            TrainingSection, validate_training,
+                                            without_run_records)
 from xlnet_tf.storage.renamed_keys import RENAMED_KEYS, renamed_keys
 from xlnet_tf.training.config_sources import merge_config_sources, parse_override  # noqa: F401
 
@@ -95,7 +96,18 @@ _SECTIONS = {"data": DataSection, "optimizer": OptimizerSection, "training": Tra
 
 
 def run_config_from_dict(values: Mapping[str, Any]) -> RunConfig:
-    """Builds a validated `RunConfig` from a (possibly sparse) nested dict."""
+    """Builds a validated `RunConfig` from a (possibly sparse) nested dict.
+
+    The sections of a shipped config (`resolve_config("base", "pretrain")`) or of a run's
+    own config.yaml; its `devices` record is ignored.
+
+    Example:
+    >>> config = run_config_from_dict({"data": {"train_files": "gs://bucket/records"},
+    ...                                "training": {"global_batch_size": 8}})
+    >>> config.training.global_batch_size, config.distribution.strategy
+    (8, 'auto')
+    """
+    values = without_run_records(values)  # A run's config.yaml fed back: its records are output.
     check_sections(values, {"model", *_SECTIONS}, "A run config")
     values = renamed_keys(values, RENAMED_KEYS["run_config"], error=ConfigError)
     model_values = values.get("model", {}) or {}

@@ -171,6 +171,13 @@ def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, extra_cal
         A summary dict: final logs, steps, replicas, batch sizes; on the chief also
         `pretrainer` (the trained model) and `vocabulary` (its spiece.model or None),
         what `xlnet_tf.serving.export_pretrained.export_pretrainer` takes.
+
+    Example:
+    >>> config = run_config_from_dict({"data": {"train_files": "gs://bucket/records"},
+    ...                                "training": {"global_batch_size": 256}})
+    >>> summary = run_pretraining(config, "gs://bucket/runs/base")  # doctest: +SKIP
+    >>> export_pretrainer(summary["pretrainer"], "gs://bucket/runs/base/export",
+    ...                   vocabulary=summary["vocabulary"])  # doctest: +SKIP
     """
     if export:
         raise TypeError("run_pretraining no longer exports: pass the summary's `pretrainer` and "
@@ -197,7 +204,9 @@ def _run_pretraining(config, workdir, run_scope, *, strategy, extra_callbacks):
     check_init_from(config, records)
     check_workdir(config.to_dict(), workdir)
     t, d, m = config.training, config.data, config.model
-    setup = RunSetup.resolve(config.distribution, t, strategy)
+    setup = RunSetup.resolve(config.distribution, t, strategy,
+                             paths={"data.train_files": d.train_files, "workdir": workdir})
+    setup.announce()
     strategy, replicas = setup.strategy, setup.replicas
     global_batch, per_replica = setup.global_batch_size, setup.per_replica_batch_size
     if m.bi_data and per_replica % 2:
@@ -210,8 +219,8 @@ def _run_pretraining(config, workdir, run_scope, *, strategy, extra_callbacks):
     task_id, is_chief = setup.task_id, setup.is_chief
 
     # Before the first write: a second run on this work directory stops here, naming this one.
-    directory = open_run_directory(workdir, config.to_yaml(), run_scope, is_chief=is_chief,
-                                   task_id=task_id)
+    directory = open_run_directory(workdir, config.to_yaml() + setup.devices_yaml(), run_scope,
+                                   is_chief=is_chief, task_id=task_id)
     backup_dir, first_epoch = directory.backup_dir, directory.first_epoch
     first_step = first_epoch * t.steps_per_epoch
     epochs = t.train_steps // t.steps_per_epoch

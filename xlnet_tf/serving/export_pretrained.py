@@ -96,8 +96,19 @@ def export_pretrainer(pretrainer, output_dir, vocabulary=None):
     with forward positions only (no bi_data), so it does not depend on the
     training dtype policy or batch size.
 
+    Args:
+        pretrainer: the trained `XLNetPretrainer` (the `pretrainer` of `run_pretraining`'s summary).
+        output_dir: where `preset/` and `saved_model/` go (local or gs://).
+        vocabulary: the run's spiece.model, copied into the preset (None: none).
+
     Returns:
         A dict with the two paths.
+
+    Example:
+    >>> summary = run_pretraining(config, "runs/base")  # doctest: +SKIP
+    >>> export_pretrainer(summary["pretrainer"], "runs/base/export",
+    ...                   vocabulary=summary["vocabulary"])  # doctest: +SKIP
+    {'preset': 'runs/base/export/preset', 'saved_model': 'runs/base/export/saved_model'}
     """
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 
@@ -158,6 +169,9 @@ def export_workdir(workdir, output_dir, dtype="float32", jit_compile=False, trim
     reads back completely: an unreadable newer one is skipped with a warning naming it.
     `dtype`, `jit_compile` and `trim_padding` are options of a task SavedModel
     (`xlnet_tf.serving.export_task_workdir.export_task_workdir`).
+
+    Example:
+    >>> export_workdir("runs/mrpc", "exports/mrpc/1")  # doctest: +SKIP
     """
     import tensorflow as tf
 

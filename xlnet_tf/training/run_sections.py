@@ -17,6 +17,7 @@ xlnet_tf.config_schema.ConfigError: training.train_steps (10) must be a multiple
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from typing import Optional
 
 import yaml
@@ -24,6 +25,24 @@ import yaml
 from xlnet_tf.config_schema import ConfigError
 
 MIXED_PRECISION = ("float32", "mixed_bfloat16", "mixed_float16")
+
+# Sections a run appends to its config.yaml as a record, not as settings: where it trained
+# (`devices`: strategy class, replicas, device kind) and what fine-tuning changed in its initial
+# preset (`init_adjustments`). Feeding that file back through --config ignores them, and a
+# resume compares only the settings, so a run may resume on other devices.
+RUN_RECORD_SECTIONS = ("devices", "init_adjustments")
+
+
+def without_run_records(values):
+    """`values` (a parsed run config) without the `RUN_RECORD_SECTIONS`; anything else as is.
+
+    Example:
+    >>> without_run_records({"training": {"seed": 1}, "devices": {"replicas": 8}})
+    {'training': {'seed': 1}}
+    """
+    if not isinstance(values, Mapping):
+        return values
+    return {k: v for k, v in values.items() if k not in RUN_RECORD_SECTIONS}
 
 
 class RunConfigFile:

@@ -1,7 +1,9 @@
 """Where a run trains and on how many examples a step: strategy, replicas, batch sizes, this worker.
 
 Both runs start with `RunSetup.resolve(config)`, so `distribution.*` and the two
-batch-size keys mean the same in pretraining and fine-tuning.
+batch-size keys mean the same in pretraining and fine-tuning. Both print
+`devices_line` at start and record `devices` (strategy class, replicas, device
+kind) as the `devices` section of their config.yaml.
 
 Example:
 >>> from xlnet_tf.training.run_sections import DistributionSection, TrainingSection
@@ -9,10 +11,19 @@ Example:
 ...                          TrainingSection(global_batch_size=8))
 >>> setup.replicas, setup.global_batch_size, setup.per_replica_batch_size, setup.is_chief
 (1, 8, 8, True)
+>>> setup.devices
+{'strategy': 'OneDeviceStrategy', 'replicas': 1, 'device_kind': 'CPU'}
 """
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
+
+import yaml
+
+# The config.yaml section recording where a run trained (output, not a setting; see
+# `xlnet_tf.training.run_sections.RUN_RECORD_SECTIONS`).
+DEVICES_SECTION = "devices"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,6 +37,7 @@ class RunSetup:
         per_replica_batch_size: examples per step on each replica.
         task_id: this worker's index in TF_CONFIG (0 without one).
         is_chief: whether this process writes the run's files.
+        devices: `describe_devices(strategy)`: strategy class, replicas, device kind.
     """
 
     strategy: Any
@@ -34,9 +46,11 @@ class RunSetup:
     per_replica_batch_size: int
     task_id: int
     is_chief: bool
+    devices: dict | None = None
 
     @classmethod
-    def resolve(cls, distribution, training, strategy=None) -> "RunSetup":
+    def resolve(cls, distribution, training, strategy=None, *,
+                paths: Mapping[str, Any] | None = None, tpu_host=None) -> "RunSetup":
         """Resolves the strategy (unless given) and splits the batch over its replicas.
 
         Args:
@@ -44,23 +58,45 @@ class RunSetup:
             training: the run's `TrainingSection` (`global_batch_size` or
                 `per_replica_batch_size`).
             strategy: a strategy to use instead of resolving `distribution`.
+            paths: the run's data paths and work directory (`{"workdir": ...}`): a TPU
+                reached by name needs them on gs://, checked before connecting to it.
+            tpu_host: the `TpuHost` to read (default: this machine's).
 
         Raises:
-            StrategyError: the strategy cannot be set up, or the batch does not split evenly.
+            StrategyError: the strategy cannot be set up, a TPU reached by name gets a
+                local path, or the batch does not split evenly.
         """
-        from xlnet_tf.training.strategy import resolve_batch_sizes, resolve_strategy, task_info
+        from xlnet_tf.training.strategy import (check_remote_tpu_paths, describe_devices,
+                                                resolve_batch_sizes, resolve_strategy, task_info,
+                                                tpu_target)
+        from xlnet_tf.training.tpu_host import TpuHost
 
+        host = TpuHost.detect() if tpu_host is None else tpu_host
         if strategy is None:
+            if distribution.strategy in ("auto", "tpu"):
+                check_remote_tpu_paths(tpu_target(distribution.tpu, host), paths or {})
             strategy = resolve_strategy(distribution.strategy,
                                         virtual_cpu_devices=distribution.virtual_cpu_devices,
-                                        tpu_address=distribution.tpu)
+                                        tpu_address=distribution.tpu, tpu_host=host)
         replicas = strategy.num_replicas_in_sync
         global_batch, per_replica = resolve_batch_sizes(
             global_batch_size=training.global_batch_size,
             per_replica_batch_size_value=training.per_replica_batch_size, num_replicas=replicas)
         _, task_id, is_chief = task_info()
         return cls(strategy=strategy, replicas=replicas, global_batch_size=global_batch,
-                   per_replica_batch_size=per_replica, task_id=task_id, is_chief=is_chief)
+                   per_replica_batch_size=per_replica, task_id=task_id, is_chief=is_chief,
+                   devices=describe_devices(strategy, host))
+
+    def announce(self) -> None:
+        """Prints `devices_line` (the chief only): where this run trains."""
+        from xlnet_tf.training.strategy import devices_line
+
+        if self.is_chief:
+            print(devices_line(self.devices))
+
+    def devices_yaml(self) -> str:
+        """The `devices` section of config.yaml: strategy class, replicas, device kind."""
+        return yaml.safe_dump({DEVICES_SECTION: self.devices}, sort_keys=False)
 
     def summary(self, history, *, first_step: int, train_steps: int) -> dict:
         """The summary dict a run returns: replicas, batch sizes, steps and the final logs of `fit`."""
