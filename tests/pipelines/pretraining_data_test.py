@@ -15,6 +15,7 @@ from xlnet_tf.formats import pretraining_records
 from xlnet_tf.cli import prepare_pretraining
 from xlnet_tf.pipelines import pretraining_data
 from xlnet_tf.pipelines.pretraining_data import PipelineInputError
+from xlnet_tf.pipelines.runner_options import beam_options
 from xlnet_tf.text_normalization import normalize_text
 from xlnet_tf.text_normalization import split_long_line
 
@@ -330,14 +331,14 @@ def test_unknown_arguments_go_to_beam_unchanged():
     from apache_beam.options.pipeline_options import GoogleCloudOptions
     from apache_beam.options.pipeline_options import StandardOptions
 
-    options = pretraining_data._beam_options([])
+    options = beam_options([])
     assert options.view_as(StandardOptions).runner == "DirectRunner"
-    options = pretraining_data._beam_options(["--direct_num_workers", "2"])
+    options = beam_options(["--direct_num_workers", "2"])
     assert options.view_as(DirectOptions).direct_num_workers == 2
     assert options.view_as(DirectOptions).direct_running_mode == "multi_processing"
-    options = pretraining_data._beam_options(["--direct_num_workers=2", "--direct_running_mode=multi_threading"])
+    options = beam_options(["--direct_num_workers=2", "--direct_running_mode=multi_threading"])
     assert options.view_as(DirectOptions).direct_running_mode == "multi_threading"
-    options = pretraining_data._beam_options(["--runner", "DataflowRunner", "--project", "p", "--region", "r"])
+    options = beam_options(["--runner", "DataflowRunner", "--project", "p", "--region", "r"])
     assert options.view_as(StandardOptions).runner == "DataflowRunner"
     assert options.view_as(GoogleCloudOptions).project == "p"
     args, rest = prepare_pretraining._parser().parse_known_args(
