@@ -321,14 +321,6 @@ def test_shard_stream_golden():
     assert bits.tolist() == [0, 0, 1, 0, 1, 0]
 
 
-@pytest.mark.slow
-def test_two_worker_processes_give_the_same_bytes(corpus_run, tmp_path):
-    output_dir, _ = corpus_run
-    _run(tmp_path / "mp", CORPUS, extra=["--num_shards", "3", "--chunk_length", "64", "--seed", "7",
-                                         "--direct_num_workers", "2"])
-    assert _shard_bytes(output_dir) == _shard_bytes(tmp_path / "mp")
-
-
 def test_unknown_arguments_go_to_beam_unchanged():
     from apache_beam.options.pipeline_options import DirectOptions
     from apache_beam.options.pipeline_options import GoogleCloudOptions

@@ -470,7 +470,10 @@ class EncodeExamples(beam.DoFn):
         split = example_id.rsplit("-", 1)[0]
         shard = _shard_of(example_id, s["seed"], s["num_shards"])
         key = example_id if window is None else f"{example_id}-{window:05d}"
-        return (split, shard), (key, tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+        example = tf.train.Example(features=tf.train.Features(feature=feature))
+        # Deterministic: a protobuf map's entries are otherwise serialized in an order that can differ
+        # between processes, and the same example would give other bytes on another worker.
+        return (split, shard), (key, example.SerializeToString(deterministic=True))
 
 
 class WriteShard(beam.DoFn):
