@@ -30,14 +30,6 @@ _RE2_WHITESPACE_CLASS = (
 )
 _WHITESPACE_RE = re.compile(f"[{_WHITESPACE_CLASS}]+")
 _LATEX_QUOTES_RE = re.compile(r"``|''")
-# The same set without "\n": whitespace inside one line of a "\n"-joined text.
-_LINE_WHITESPACE_CLASS = _WHITESPACE_CLASS.replace(r"\n", "")
-_LINE_EDGE_WHITESPACE_RE = re.compile(f"(?m)^[{_LINE_WHITESPACE_CLASS}]+|[{_LINE_WHITESPACE_CLASS}]+$")
-_LINE_WHITESPACE_RUN_RE = re.compile(f"[{_LINE_WHITESPACE_CLASS}]+")
-# What `normalize_lines` must change: a run of two, a whitespace other than " ", a space next to a line break.
-_LINE_WHITESPACE_TO_FIX_RE = re.compile(
-    f"[{_LINE_WHITESPACE_CLASS}]{{2}}|[{_LINE_WHITESPACE_CLASS.replace(' ', '')}]| \n|\n "
-)
 
 
 @functools.lru_cache(maxsize=None)
@@ -94,7 +86,8 @@ def normalize_text(text, *, lowercase=False, keep_accents=False, remove_space=Tr
 def _normalize_characters(text, lowercase, keep_accents):
     """The steps after whitespace: LaTeX quotes, accents, case. Each maps characters in place, never across a
     line break, so running them on many `\n`-joined lines at once equals running them line by line."""
-    if "``" in text or "''" in text:
+    # One-character searches first: a two-character `in` scans text far slower than `memchr`.
+    if ("`" in text and "``" in text) or ("'" in text and "''" in text):
         text = _LATEX_QUOTES_RE.sub('"', text)
     if not keep_accents and not text.isascii():
         text = unicodedata.normalize("NFKD", text)
@@ -104,32 +97,29 @@ def _normalize_characters(text, lowercase, keep_accents):
     return text
 
 
-def normalize_lines(text, *, lowercase=False, keep_accents=False):
-    """`normalize_text` applied to every line of a `\n`-joined text, in a few passes over the whole text.
+def normalize_lines(lines, *, lowercase=False, keep_accents=False):
+    """`normalize_text` of every line of a list, with the character steps run once over all of them.
 
-    Equals `"\n".join(normalize_text(line, ...) for line in text.split("\n"))`
-    (tested), but costs a few C-level passes over the text instead of a
-    Python call per line: the Beam pretraining job normalizes batches of
-    thousands of lines this way.
+    Equals `[normalize_text(line, ...) for line in lines]` (tested) for lines
+    without `\n`, at a fraction of the cost for thousands of short lines: the
+    Beam pretraining job normalizes its batches this way.
 
     Args:
-        text: `str`, lines joined by `\n` (the only line separator; other
-            whitespace, `\r` included, is whitespace inside a line).
+        lines: `str`s without `\n`.
         lowercase: lowercase the result (uncased vocabularies).
         keep_accents: when False, decompose (NFKD) and drop combining marks.
 
     Returns:
-        The normalized lines, joined by `\n` (as many lines as `text`).
+        A list of normalized `str`, one per line.
 
     Example:
-    >>> normalize_lines("  Caf\u00e9  au\tlait \n``quoted''")
-    'Cafe au lait\n"quoted"'
+    >>> normalize_lines(["  Caf\u00e9  au\tlait ", "``quoted''"])
+    ['Cafe au lait', '"quoted"']
     """
-    # Fast path for the common batch: single spaces only, none at a line's ends.
-    if _LINE_WHITESPACE_TO_FIX_RE.search(text) is not None or text.startswith(" ") or text.endswith(" "):
-        text = _LINE_EDGE_WHITESPACE_RE.sub("", text)
-        text = _LINE_WHITESPACE_RUN_RE.sub(" ", text)
-    return _normalize_characters(text, lowercase, keep_accents)
+    collapsed = [" ".join(line.split()) for line in lines]
+    text = "\n".join(collapsed)
+    normalized = _normalize_characters(text, lowercase, keep_accents)
+    return collapsed if normalized is text else normalized.split("\n")
 
 
 def normalize_text_tf(text, *, lowercase=False, keep_accents=False, remove_space=True):

@@ -82,7 +82,7 @@ _PEAK_SCRIPT = textwrap.dedent("""
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     count = 0
     if kind == "text":
-        for batch in _ReadDocuments("skip").process(("file", path, 0, None)):
+        for batch in _ReadDocuments().process(("file", path, 0, None)):
             count += 1
     else:
         for _ in _rows(path):

@@ -163,57 +163,49 @@ def _resolve_tfds(spec, feature, data_dir, download, read_shards):
 
 
 class _ReadDocuments(beam.DoFn):
-    """One source (a file's byte range, a TFDS sub-split) -> batches of documents, each a list of decoded lines.
+    """One source (a file's byte range, a TFDS sub-split) -> batches of documents, each its raw bytes.
+
+    A document travels as one `bytes` (its lines joined by `\n`), undecoded: a
+    batch pickles through the shuffle at memcpy cost, and decoding, like
+    normalization, happens once per batch in `_TokenizeDocuments`. Batches
+    of about `batch_bytes` make the shuffle cheaper and let SentencePiece
+    encode many lines per call; their boundaries never reach the output
+    (shards depend on content only).
 
     Counts go out as data on the "stats" output (`(name, n)`) and, per file, on
     the "files" output (`(path, documents)`), so the manifest's counts hold on
     runners without committed metrics; Beam counters mirror them for monitoring.
-
-    Documents travel in batches of about `batch_chars` characters: fewer, larger
-    elements make the shuffle cheaper and let SentencePiece encode many lines per
-    call. Batch boundaries never reach the output (shards depend on content only).
     """
 
-    def __init__(self, on_undecodable, batch_chars=1 << 20):
-        self._on_undecodable = on_undecodable
-        self._batch_chars = int(batch_chars)
+    def __init__(self, batch_bytes=1 << 20):
+        self._batch_bytes = int(batch_bytes)
         self._read = Metrics.counter(_NAMESPACE, "documents_read")
-        self._undecodable = Metrics.counter(_NAMESPACE, "documents_skipped_undecodable")
-        self._repaired = Metrics.counter(_NAMESPACE, "documents_repaired")
 
     def process(self, source):
-        counts = {"documents_read": 0, "skipped:undecodable": 0, "documents_repaired": 0}
         if source[0] == "file":
             documents = line_ranges.documents_in_range(*source[1:])
         else:
             documents = self._tfds_documents(*source[1:])
-        batch, batch_chars = [], 0
+        num_documents = 0
+        batch, batch_bytes = [], 0
         for raw_lines in documents:
-            counts["documents_read"] += 1
-            try:
-                lines = [line.decode("utf-8") for line in raw_lines]
-            except UnicodeDecodeError:
-                if self._on_undecodable == "skip":
-                    counts["skipped:undecodable"] += 1
-                    continue
-                lines = [line.decode("utf-8", errors="replace") for line in raw_lines]
-                counts["documents_repaired"] += 1
-            batch.append(lines)
-            batch_chars += sum(len(line) for line in lines)
-            if batch_chars >= self._batch_chars:
+            num_documents += 1
+            document = b"".join(raw_lines)
+            if document.endswith(b"\n"):
+                document = document[:-1]
+            batch.append(document)
+            batch_bytes += len(document)
+            if batch_bytes >= self._batch_bytes:
                 yield batch
-                batch, batch_chars = [], 0
+                batch, batch_bytes = [], 0
         if batch:
             yield batch
-        self._read.inc(counts["documents_read"])
-        self._undecodable.inc(counts["skipped:undecodable"])
-        self._repaired.inc(counts["documents_repaired"])
+        self._read.inc(num_documents)
         if source[0] == "file":
-            # A file's ranges each report; `_file_stats` sums them per file.
-            yield beam.pvalue.TaggedOutput("files", (source[1], counts["documents_read"]))
-        for key, value in counts.items():
-            if value:
-                yield beam.pvalue.TaggedOutput("stats", (key, value))
+            # A file's ranges each report; `_FileStats` sums them per file.
+            yield beam.pvalue.TaggedOutput("files", (source[1], num_documents))
+        if num_documents:
+            yield beam.pvalue.TaggedOutput("stats", ("documents_read", num_documents))
 
     @staticmethod
     def _tfds_documents(name, split, feature, data_dir):
@@ -228,7 +220,7 @@ class _ReadDocuments(beam.DoFn):
             if not isinstance(text, bytes):
                 raise ValueError(f"TFDS {name}:{split}: feature {feature!r} holds {type(text).__name__}, not text.")
             # Blank lines inside one example are paragraph gaps, not document breaks.
-            yield [line for line in text.split(b"\n") if line.strip()]
+            yield [line + b"\n" for line in text.split(b"\n") if line.strip()]
 
 
 class _FileStats(beam.DoFn):
@@ -256,15 +248,26 @@ def token_dtype(vocabulary_size):
 
 
 class _TokenizeDocuments(beam.DoFn):
-    """A batch of documents -> (shard, (order key, token ids, sentence lengths)) per document."""
+    """A batch of raw documents -> (shard, (order key, token ids, sentence lengths)) per document.
 
-    def __init__(self, vocab_proto, *, seed, num_shards, lowercase, keep_accents, max_sentence_chars):
+    The whole batch goes through each step at once: one decode per document,
+    the character steps of normalization over the batch's text
+    (`normalize_lines`), one SentencePiece call for all its sentences, the
+    digit-comma rule on one flat id array (`DigitCommaSplit.split_flat`); per
+    document only its hash and slices of those arrays are made.
+    """
+
+    def __init__(self, vocab_proto, *, seed, num_shards, lowercase, keep_accents, max_sentence_chars,
+                 on_undecodable):
         self._vocab_proto = vocab_proto
         self._seed = int(seed)
         self._num_shards = int(num_shards)
         self._normalize_options = dict(lowercase=lowercase, keep_accents=keep_accents)
         self._max_sentence_chars = int(max_sentence_chars)
+        self._on_undecodable = on_undecodable
         self._empty = Metrics.counter(_NAMESPACE, "documents_skipped_empty")
+        self._undecodable = Metrics.counter(_NAMESPACE, "documents_skipped_undecodable")
+        self._repaired = Metrics.counter(_NAMESPACE, "documents_repaired")
         self._split = Metrics.counter(_NAMESPACE, "lines_split")
         self._tokens = Metrics.counter(_NAMESPACE, "tokens_encoded")
 
@@ -277,56 +280,83 @@ class _TokenizeDocuments(beam.DoFn):
         # The original data pipeline split pieces like `▁1990,` (`XLNetTokenizer` does the same).
         self._digit_comma = DigitCommaSplit(self._processor)
         self._token_dtype = token_dtype(self._processor.vocab_size())
+        self._seed_bytes = self._seed.to_bytes(8, "little", signed=True)
 
-    def _sentences(self, lines):
-        from xlnet_tf.text_normalization import normalize_text
+    def _decoded(self, documents, counts):
+        texts = []
+        for raw in documents:
+            try:
+                texts.append(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                if self._on_undecodable == "skip":
+                    counts["skipped:undecodable"] += 1
+                    continue
+                texts.append(raw.decode("utf-8", errors="replace"))
+                counts["documents_repaired"] += 1
+        return texts
+
+    def _sentences(self, texts, counts):
+        """Per document, its normalized non-empty sentences (long lines split)."""
+        from xlnet_tf.text_normalization import normalize_lines
         from xlnet_tf.text_normalization import split_long_line
 
-        sentences, num_split = [], 0
-        for line in lines:
-            line = normalize_text(line, **self._normalize_options)
-            if len(line) > self._max_sentence_chars:
-                sentences.extend(split_long_line(line, self._max_sentence_chars))
-                num_split += 1
-            elif line:
-                sentences.append(line)
-        return sentences, num_split
+        lines = "\n".join(texts).split("\n")
+        lines = normalize_lines(lines, **self._normalize_options)
+        per_document, start = [], 0
+        limit = self._max_sentence_chars
+        for text in texts:
+            stop = start + text.count("\n") + 1
+            sentences = [line for line in lines[start:stop] if line]
+            start = stop
+            if sentences and max(map(len, sentences)) > limit:
+                pieces = []
+                for line in sentences:
+                    if len(line) > limit:
+                        pieces.extend(split_long_line(line, limit))
+                        counts["lines_split"] += 1
+                    else:
+                        pieces.append(line)
+                sentences = pieces
+            per_document.append(sentences)
+        return per_document
 
     def process(self, documents):
-        per_document, flat = [], []
-        num_split = 0
-        for lines in documents:
-            sentences, split = self._sentences(lines)
-            num_split += split
-            per_document.append(sentences)
-            flat.extend(sentences)
+        counts = collections.Counter()
+        per_document = self._sentences(self._decoded(documents, counts), counts)
+        flat = [sentence for sentences in per_document for sentence in sentences]
         # One call for the whole batch: SentencePiece's per-call cost is paid once. One thread:
         # parallelism comes from Beam workers, not from inside a DoFn.
-        ids = self._digit_comma.encode(self._processor, flat, num_threads=1) if flat else []
-        position, empty, num_tokens = 0, 0, 0
+        ids = self._processor.encode(flat, num_threads=1) if flat else []
+        lengths = np.fromiter(map(len, ids), np.int64, len(ids))  # [S]
+        tokens = np.fromiter(itertools.chain.from_iterable(ids), np.int32, int(lengths.sum()))  # [T]
+        del ids
+        tokens, lengths = self._digit_comma.split_flat(tokens, lengths)
+        tokens = tokens.astype(self._token_dtype)
+        token_ends = np.cumsum(lengths)  # [S]
+        sentence, token = 0, 0
         for sentences in per_document:
-            document_ids = [x for x in ids[position:position + len(sentences)] if x]
-            position += len(sentences)
-            if not document_ids:
-                empty += 1
+            count = len(sentences)
+            document_lengths = lengths[sentence:sentence + count]
+            end = int(token_ends[sentence + count - 1]) if count else token
+            sentence += count
+            if end == token:
+                counts["skipped:empty"] += 1
                 continue
-            digest = hashlib.sha256(
-                self._seed.to_bytes(8, "little", signed=True) + "\n".join(sentences).encode("utf-8")
-            ).digest()
+            digest = hashlib.sha256(self._seed_bytes + "\n".join(sentences).encode("utf-8")).digest()
             shard = int.from_bytes(digest[:8], "little") % self._num_shards
-            lengths = np.array([len(x) for x in document_ids], dtype=np.int32)  # [S]
-            tokens = np.fromiter(
-                itertools.chain.from_iterable(document_ids), self._token_dtype, int(lengths.sum())
-            )  # [T]
-            num_tokens += tokens.size
-            yield shard, (digest[8:], tokens.tobytes(), lengths.tobytes())
-        self._empty.inc(empty)
-        self._split.inc(num_split)
-        self._tokens.inc(num_tokens)
-        if empty:
-            yield beam.pvalue.TaggedOutput("stats", ("skipped:empty", empty))
-        if num_split:
-            yield beam.pvalue.TaggedOutput("stats", ("lines_split", num_split))
+            # Sentences SentencePiece encoded to nothing are not sentences of the stream.
+            kept = document_lengths[document_lengths > 0].astype(np.int32)  # [S']
+            yield shard, (digest[8:], tokens[token:end].tobytes(), kept.tobytes())
+            counts["tokens"] += end - token
+            token = end
+        self._empty.inc(counts["skipped:empty"])
+        self._undecodable.inc(counts["skipped:undecodable"])
+        self._repaired.inc(counts["documents_repaired"])
+        self._split.inc(counts["lines_split"])
+        self._tokens.inc(counts.pop("tokens", 0))
+        for key, value in counts.items():
+            if value:
+                yield beam.pvalue.TaggedOutput("stats", (key, value))
 
 
 # --------------------------------------------------------------------------- writing
@@ -471,7 +501,7 @@ def build_pipeline(pipeline, settings, sources, vocab_proto, vocabulary_entry):
         | "Sources" >> beam.Create(sources)
         # One element per file: without a shuffle a runner may read every file in one bundle.
         | "SpreadSources" >> beam.Reshuffle()
-        | "Read" >> beam.ParDo(_ReadDocuments(settings["on_undecodable"])).with_outputs(
+        | "Read" >> beam.ParDo(_ReadDocuments()).with_outputs(
             "stats", "files", main="documents")
     )
     file_stats = (
@@ -489,6 +519,7 @@ def build_pipeline(pipeline, settings, sources, vocab_proto, vocabulary_entry):
             lowercase=settings["lowercase"],
             keep_accents=settings["keep_accents"],
             max_sentence_chars=settings["max_sentence_chars"],
+            on_undecodable=settings["on_undecodable"],
         )).with_outputs("stats", main="documents")
     )
     # Every shard id gets an element, so a shard that receives no document is still written (empty).
