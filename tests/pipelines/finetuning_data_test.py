@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.pipelines.no_metrics import NoMetrics
 from xlnet_tf.formats import finetuning_records
 from xlnet_tf.cli import prepare_finetuning
 from xlnet_tf.cli.prepare_finetuning import main
@@ -239,8 +240,8 @@ def test_jsonl_byte_ranges_give_the_same_records(classification_job, tmp_path):
     ]
 
 
-def test_strict_error_names_the_line_in_a_later_range(classification_job, tmp_path, capsys):
-    root, argv, _, _ = classification_job
+def test_strict_error_names_the_line_in_a_later_range(classification_job, tmp_path):
+    _, argv, _, _ = classification_job
     argv = list(argv)
     argv[argv.index("--output_dir") + 1] = str(tmp_path / "strict")
     with pytest.raises(Exception, match=r"train\.jsonl:5: undecodable"):
@@ -257,27 +258,13 @@ def test_csv_with_quoted_newlines_is_read_whole(tmp_path):
     assert manifest["examples"]["read"] == manifest["examples"]["written"] == 80
 
 
-class _NoCounter:
-    """A Beam counter that counts nothing, as on a runner without committed metrics."""
-
-    def inc(self, n=1):
-        del n
-
-
-class _NoMetrics:
-    @staticmethod
-    def counter(namespace, name):
-        del namespace, name
-        return _NoCounter()
-
-
 def test_manifest_counts_hold_without_metrics(classification_job, monkeypatch, tmp_path):
     from xlnet_tf.pipelines import finetuning_data
 
-    root, argv, manifest, _ = classification_job
+    _, argv, manifest, _ = classification_job
     argv = list(argv)
     argv[argv.index("--output_dir") + 1] = str(tmp_path / "nometrics")
-    monkeypatch.setattr(finetuning_data, "Metrics", _NoMetrics)
+    monkeypatch.setattr(finetuning_data, "Metrics", NoMetrics)
     again = run(argv + ["--read-range-bytes", "100"])
     assert again["examples"] == manifest["examples"]
     assert again["examples"]["read"] == 14 and again["examples"]["skipped"]["undecodable"] == 2

@@ -11,6 +11,7 @@ import pytest
 import sentencepiece as spm
 import tensorflow as tf
 
+from tests.pipelines.no_metrics import NoMetrics
 from xlnet_tf.formats import pretraining_records
 from xlnet_tf.cli import prepare_pretraining
 from xlnet_tf.pipelines import pretraining_data
@@ -407,26 +408,12 @@ def test_byte_ranges_give_the_same_shards_and_counts(corpus_run, tmp_path):
     assert ranged.manifest["settings"]["read_range_bytes"] == 1000
 
 
-class _NoCounter:
-    """A Beam counter that counts nothing, as on a runner without committed metrics."""
-
-    def inc(self, n=1):
-        del n
-
-
-class _NoMetrics:
-    @staticmethod
-    def counter(namespace, name):
-        del namespace, name
-        return _NoCounter()
-
-
 def test_manifest_counts_hold_without_metrics(monkeypatch, tmp_path):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "mixed.txt").write_bytes(
         b"The garden opens.\n\nBad \xff bytes.\n\n\xcc\x81\n\nThe museum writes.\n")
     (tmp_path / "in" / "empty.txt").write_bytes(b"")
-    monkeypatch.setattr(pretraining_data, "Metrics", _NoMetrics)
+    monkeypatch.setattr(pretraining_data, "Metrics", NoMetrics)
     job = _run(tmp_path / "out", str(tmp_path / "in" / "*.txt"), extra=["--num_shards", "2"])
     counters = [r for r in job.pipeline_result.metrics().query()["counters"]
                 if r.key.metric.namespace == "xlnet_pretraining"]
@@ -449,3 +436,33 @@ def test_job_fails_when_documents_do_not_add_up(monkeypatch, tmp_path):
     with pytest.raises(Exception, match=r"Document accounting does not add up: read 3, written 2"):
         _run(tmp_path / "out", str(tmp_path / "three.txt"), extra=["--num_shards", "2"])
     assert not os.path.exists(tmp_path / "out" / "manifest.json")
+
+
+def test_tfds_sub_splits_give_the_same_shards(tmp_path):
+    # A real (tiny, local) TFDS dataset, since mock data ignores sub-split slicing: each even sub-split is
+    # its own read, and together they hold every example once.
+    import tensorflow_datasets as tfds
+
+    class TinyTexts(tfds.core.GeneratorBasedBuilder):
+        VERSION = tfds.core.Version("1.0.0")
+
+        def _info(self):
+            return tfds.core.DatasetInfo(builder=self, features=tfds.features.FeaturesDict({"text": tfds.features.Text()}))
+
+        def _split_generators(self, dl_manager):
+            del dl_manager
+            return {"train": self._generate_examples()}
+
+        def _generate_examples(self):
+            for index, document in enumerate(_documents(CORPUS)[:40]):
+                yield index, {"text": "\n".join(document)}
+
+    data_dir = str(tmp_path / "tfds")
+    TinyTexts(data_dir=data_dir).download_and_prepare()
+    common = ["--tfds_data_dir", data_dir, "--num_shards", "2", "--chunk_length", "64"]
+    whole = _run(tmp_path / "whole", "tfds:tiny_texts:train", extra=common)
+    parts = _run(tmp_path / "parts", "tfds:tiny_texts:train", extra=common + ["--tfds-read-shards", "3"])
+    assert whole.manifest["documents"]["read"] == parts.manifest["documents"]["read"] == 40
+    assert _shard_bytes(tmp_path / "parts") == _shard_bytes(tmp_path / "whole")
+    sub_splits = pretraining_data._resolve_tfds("tfds:tiny_texts:train", "text", data_dir, False, 3)
+    assert len(sub_splits) == 3

@@ -54,7 +54,7 @@ def byte_ranges(path, range_bytes, size=None):
     if size <= range_bytes:
         return [(0, None)]
     starts = list(range(0, size, range_bytes))
-    return [(start, stop) for start, stop in zip(starts, starts[1:])] + [(starts[-1], None)]
+    return list(itertools.pairwise(starts)) + [(starts[-1], None)]
 
 
 def _open(path):

@@ -127,7 +127,8 @@ def resolve_sources(inputs, *, tfds_text_feature="text", tfds_data_dir=None, tfd
             raise PipelineInputError(f"Input {spec!r} matches no file.")
         for path in matched:
             sources.update(("file", path, start, end) for start, end in line_ranges.byte_ranges(path, read_range_bytes))
-    return sorted(sources)
+    # By repr: TFDS even sub-splits are objects without an order of their own.
+    return sorted(sources, key=repr)
 
 
 def _resolve_tfds(spec, feature, data_dir, download, read_shards):
@@ -510,8 +511,9 @@ def build_pipeline(pipeline, settings, sources, vocab_proto, vocabulary_entry):
         | "FileStats" >> beam.ParDo(_FileStats())
     )
     tokenized = (
+        # Fused with the read: text never crosses a shuffle. Work spreads by source (files, byte
+        # ranges, TFDS sub-splits), which `SpreadSources` hands out one by one.
         read.documents
-        | "SpreadDocuments" >> beam.Reshuffle()
         | "Tokenize" >> beam.ParDo(_TokenizeDocuments(
             vocab_proto,
             seed=settings["seed"],
