@@ -254,6 +254,7 @@ def test_csv_with_quoted_newlines_is_read_whole(tmp_path):
                     "--vocab", SPIECE, "--sequence_length", str(LENGTH), "--num_shards", "1",
                     "--read-range-bytes", "16", "--output_dir", str(tmp_path / "out")])
     (entry,) = manifest["inputs"]
+    assert tuple(entry) == finetuning_records.INPUT_ENTRY_KEYS
     assert entry["ranges"] == 1 and "quoted newlines" in entry["read_whole"]
     assert manifest["examples"]["read"] == manifest["examples"]["written"] == 80
 

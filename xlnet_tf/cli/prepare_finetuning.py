@@ -52,12 +52,12 @@ def _parser():
     parser.add_argument("--seed", type=int, default=0, help="decides the shard of each example")
     parser.add_renamed_argument("--encode-batch-size", type=int, default=256)
     parser.add_argument("--strict", action="store_true", help="fail on the first bad example instead of skipping")
-    parser.add_renamed_argument("--read-range-bytes", type=int, default=64 << 20,
-                                help="JSONL files larger than this are read as ranges of this many bytes, on "
-                                "several workers (default 67108864, 64 MiB)")
-    parser.add_renamed_argument("--shared-filesystem", action="store_true",
-                                help="local paths are on a filesystem every worker mounts at the same place "
-                                "(allows them with Dataflow, Flink, Spark)")
+    parser.add_argument("--read-range-bytes", type=int, default=64 << 20,
+                        help="JSONL files larger than this are read as ranges of this many bytes, on "
+                        "several workers (default 67108864, 64 MiB)")
+    parser.add_argument("--shared-filesystem", action="store_true",
+                        help="local paths are on a filesystem every worker mounts at the same place "
+                        "(allows them with Dataflow, Flink, Spark)")
     parser.add_argument("--overwrite", action="store_true", help="replace records already in the output directory")
     return parser
 

@@ -56,6 +56,7 @@ from apache_beam.metrics import Metrics
 from xlnet_tf.formats.finetuning_records import EXAMPLE_ID_KEY
 from xlnet_tf.formats.finetuning_records import FEATURE_KEYS
 from xlnet_tf.formats.finetuning_records import FORMAT
+from xlnet_tf.formats.finetuning_records import INPUT_ENTRY_KEYS
 from xlnet_tf.formats.finetuning_records import LABEL_KEY
 from xlnet_tf.formats.finetuning_records import LABELS_KEY
 from xlnet_tf.formats.finetuning_records import MANIFEST_FILE as MANIFEST
@@ -247,7 +248,7 @@ def read_units(sources, settings):
                 ranges, whole = line_ranges.byte_ranges(path, range_bytes), None
             order = sum(1 for unit in units if unit[0] == split)
             units.extend((split, order + i, "file", (path, start, end)) for i, (start, end) in enumerate(ranges))
-            inputs.append({"split": split, "file": path, "ranges": len(ranges), "read_whole": whole})
+            inputs.append(dict(zip(INPUT_ENTRY_KEYS, (split, path, len(ranges), whole))))
     return units, inputs
 
 
