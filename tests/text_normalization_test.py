@@ -98,3 +98,11 @@ def test_normalize_lines_equals_normalize_text_line_by_line(lowercase, keep_acce
         assert normalize_lines(lines, lowercase=lowercase, keep_accents=keep_accents) == expected, lines
     assert normalize_lines(["  Caf\u00e9  au\tlait ", "``quoted''", "", "don't"]) == [
         "Cafe au lait", '"quoted"', "", "don't"]
+
+
+def test_normalize_lines_whitespace_tables_are_pythons():
+    # The fast check of `normalize_lines` splits Python's whitespace set into non-ASCII characters and a
+    # byte table; together with " " and "\n" they must be that set exactly.
+    found = set(text_normalization._NON_ASCII_WHITESPACE) | {" ", "\n"}
+    found |= {chr(i) for i in range(256) if text_normalization._ascii_other_whitespace_table()[i]}
+    assert found == {chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()}
