@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 from xlnet_tf import text_normalization
+from xlnet_tf.text_normalization import normalize_lines
 from xlnet_tf.text_normalization import normalize_text
 from xlnet_tf.text_normalization import normalize_text_tf
 from xlnet_tf.text_normalization import split_long_line
@@ -81,3 +82,27 @@ def test_split_long_line_ten_megabytes():
     pieces = split_long_line(line, 4096)
     assert all(0 < len(p) <= 4096 for p in pieces)
     assert " ".join(pieces) == line
+
+
+@pytest.mark.parametrize("lowercase, keep_accents", [(False, False), (True, False), (False, True), (True, True)])
+def test_normalize_lines_equals_normalize_text_line_by_line(lowercase, keep_accents):
+    import random
+
+    # Every whitespace but "\n", LaTeX quotes, accents (precomposed, combining, compatibility forms that
+    # decompose to a space), Greek sigma (its lowercase depends on the neighbours).
+    alphabet = list("ab Z\t\r\x0b\x0c\x1c\x85\xa0\u2000\u2028\u3000`'\"\u00e9\u0301\u00a8\ufb01\u03a3\u03c3.,")
+    rng = random.Random(0)
+    for _ in range(300):
+        lines = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(rng.randint(0, 6))]
+        expected = [normalize_text(line, lowercase=lowercase, keep_accents=keep_accents) for line in lines]
+        assert normalize_lines(lines, lowercase=lowercase, keep_accents=keep_accents) == expected, lines
+    assert normalize_lines(["  Caf\u00e9  au\tlait ", "``quoted''", "", "don't"]) == [
+        "Cafe au lait", '"quoted"', "", "don't"]
+
+
+def test_normalize_lines_whitespace_tables_are_pythons():
+    # The fast check of `normalize_lines` splits Python's whitespace set into non-ASCII characters and a
+    # byte table; together with " " and "\n" they must be that set exactly.
+    found = set(text_normalization._NON_ASCII_WHITESPACE) | {" ", "\n"}
+    found |= {chr(i) for i in range(256) if text_normalization._ascii_other_whitespace_table()[i]}
+    assert found == {chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()}

@@ -37,6 +37,19 @@ _RE2_WHITESPACE_CLASS = (
 )
 _WHITESPACE_RE = re.compile(f"[{_WHITESPACE_CLASS}]+")
 _LATEX_QUOTES_RE = re.compile(r"``|''")
+# `_WHITESPACE_CLASS` split for `normalize_lines`: the non-ASCII members, and a byte table of the ASCII
+# ones other than " " and "\n".
+_NON_ASCII_WHITESPACE = "\x85\xa0\u1680" + "".join(chr(c) for c in range(0x2000, 0x200B)) + "\u2028\u2029\u202f\u205f\u3000"
+
+
+@functools.lru_cache(maxsize=None)
+def _ascii_other_whitespace_table():
+    import numpy as np
+
+    table = np.zeros(256, bool)
+    table[[0x09, 0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x1F]] = True
+    return table
+
 
 
 REPLACEMENT_CHARACTER = "\ufffd"
@@ -152,7 +165,14 @@ def normalize_text(text, *, lowercase=False, keep_accents=False, remove_space=Tr
     if remove_space:
         # `str.split()` splits on exactly the set in `_WHITESPACE_CLASS`, in C.
         text = " ".join(text.split())
-    if "``" in text or "''" in text:
+    return _normalize_characters(text, lowercase, keep_accents)
+
+
+def _normalize_characters(text, lowercase, keep_accents):
+    """The steps after whitespace: LaTeX quotes, accents, case. Each maps characters in place, never across a
+    line break, so running them on many `\n`-joined lines at once equals running them line by line."""
+    # One-character searches first: a two-character `in` scans text far slower than `memchr`.
+    if ("`" in text and "``" in text) or ("'" in text and "''" in text):
         text = _LATEX_QUOTES_RE.sub('"', text)
     if not keep_accents and not text.isascii():
         text = unicodedata.normalize("NFKD", text)
@@ -160,6 +180,61 @@ def normalize_text(text, *, lowercase=False, keep_accents=False, remove_space=Tr
     if lowercase:
         text = text.lower()
     return text
+
+
+def normalize_lines(lines, *, lowercase=False, keep_accents=False):
+    """`normalize_text` of every line of a list, with the character steps run once over all of them.
+
+    Equals `[normalize_text(line, ...) for line in lines]` (tested) for lines
+    without `\n`, at a fraction of the cost for thousands of short lines: the
+    Beam pretraining job normalizes its batches this way.
+
+    Args:
+        lines: `str`s without `\n`.
+        lowercase: lowercase the result (uncased vocabularies).
+        keep_accents: when False, decompose (NFKD) and drop combining marks.
+
+    Returns:
+        A list of normalized `str`, one per line.
+
+    Example:
+    >>> normalize_lines(["  Caf\u00e9  au\tlait ", "``quoted''"])
+    ['Cafe au lait', '"quoted"']
+    """
+    text = "\n".join(lines)
+    dirty = _lines_with_whitespace_to_collapse(text)
+    if dirty is None:
+        collapsed = [" ".join(line.split()) for line in lines]
+    else:
+        collapsed = list(lines)
+        for index in dirty.tolist():
+            collapsed[index] = " ".join(collapsed[index].split())
+    if dirty is None or dirty.size:
+        text = "\n".join(collapsed)
+    normalized = _normalize_characters(text, lowercase, keep_accents)
+    return collapsed if normalized is text else normalized.split("\n")
+
+
+def _lines_with_whitespace_to_collapse(text):
+    """Indices of the `\n`-separated lines of `text` whose whitespace is not already single spaces between
+    words (None: treat every line so), found in a few array passes over the UTF-8 bytes instead of a split
+    and join per line."""
+    import numpy as np
+
+    if not text.isascii() and any(char in text for char in _NON_ASCII_WHITESPACE):
+        return None
+    data = np.frombuffer(text.encode("utf-8"), np.uint8)  # [B]
+    if not data.size:
+        return np.zeros([0], np.int64)
+    space, newline = data == 0x20, data == 0x0A  # [B]
+    bad = _ascii_other_whitespace_table()[data]  # [B]: "\t", "\r", ...
+    bad[1:] |= space[1:] & (space[:-1] | newline[:-1])  # a second space, or a space opening a line
+    bad[:-1] |= space[:-1] & newline[1:]  # a space closing a line
+    bad[0] |= space[0]
+    bad[-1] |= space[-1]
+    positions = np.flatnonzero(bad)
+    # A position's line is the number of "\n" before it.
+    return np.unique(np.searchsorted(np.flatnonzero(newline), positions))
 
 
 def normalize_text_tf(text, *, lowercase=False, keep_accents=False, remove_space=True):

@@ -1,4 +1,4 @@
-"""`xlnet-tf prepare-finetuning` (Beam, DirectRunner) and the records reader."""
+"""`xlnet-tf prepare-finetuning` (Beam, the in-process FnApiRunner) and the records reader."""
 
 import json
 import os
@@ -7,13 +7,20 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.pipelines.no_metrics import NoMetrics
 from xlnet_tf.formats import finetuning_records
-from xlnet_tf.cli.prepare_finetuning import main, run
+from xlnet_tf.cli import prepare_finetuning
+from xlnet_tf.cli.prepare_finetuning import main
 from xlnet_tf.data.finetuning_record_dataset import finetuning_record_dataset, read_finetuning_manifest
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 from xlnet_tf.preprocessing.xlnet_squad_preprocessor import XLNetSquadPreprocessor
 from xlnet_tf.preprocessing.text_preprocessor import TextPreprocessor
 from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
+
+def run(argv):
+    # The runner is named, so a new default of Beam's DirectRunner (Prism) cannot change what is tested.
+    return prepare_finetuning.run(list(argv) + ["--runner=FnApiRunner"])
+
 
 SPIECE = os.path.join(os.path.dirname(__file__), "..", "testdata", "tiny_spiece.model")
 LENGTH = 16
@@ -210,3 +217,73 @@ def test_pair_task_is_detected_past_the_first_row(tmp_path, tokenizer):
                     "--vocab", SPIECE, "--sequence_length", str(LENGTH), "--num_shards", "1",
                     "--output_dir", str(tmp_path / "single")])
     assert not manifest["task"]["has_text_pair"]
+
+
+def _shard_files(directory):
+    return {name: (directory / name).read_bytes() for name in sorted(os.listdir(directory))
+            if name.endswith(".tfrecord")}
+
+
+def test_jsonl_byte_ranges_give_the_same_records(classification_job, tmp_path):
+    # train.jsonl (about 700 bytes) read as ranges of 50 bytes: the same example ids, records and counts.
+    root, argv, manifest, _ = classification_job
+    argv = list(argv)
+    argv[argv.index("--output_dir") + 1] = str(tmp_path / "ranged")
+    ranged = run(argv + ["--read-range-bytes", "50"])
+    assert _shard_files(tmp_path / "ranged") == _shard_files(root / "out")
+    assert ranged["examples"] == manifest["examples"]
+    size = os.path.getsize(root / "train.jsonl")
+    assert ranged["inputs"] == [
+        {"split": "train", "file": str(root / "train.jsonl"), "ranges": -(-size // 50), "read_whole": None},
+        {"split": "validation", "file": str(root / "dev.jsonl"), "ranges": -(-os.path.getsize(root / "dev.jsonl")
+                                                                              // 50), "read_whole": None},
+    ]
+
+
+def test_strict_error_names_the_line_in_a_later_range(classification_job, tmp_path):
+    _, argv, _, _ = classification_job
+    argv = list(argv)
+    argv[argv.index("--output_dir") + 1] = str(tmp_path / "strict")
+    with pytest.raises(Exception, match=r"train\.jsonl:5: undecodable"):
+        run(argv + ["--read-range-bytes", "50", "--strict"])
+
+
+def test_csv_with_quoted_newlines_is_read_whole(tmp_path):
+    (tmp_path / "quoted.csv").write_text('text,label\n' + '"first line\nsecond line",1\n"plain",0\n' * 40)
+    manifest = run(["--task_type", "classification", "--input", f"train={tmp_path / 'quoted.csv'}",
+                    "--vocab", SPIECE, "--sequence_length", str(LENGTH), "--num_shards", "1",
+                    "--read-range-bytes", "16", "--output_dir", str(tmp_path / "out")])
+    (entry,) = manifest["inputs"]
+    assert tuple(entry) == finetuning_records.INPUT_ENTRY_KEYS
+    assert entry["ranges"] == 1 and "quoted newlines" in entry["read_whole"]
+    assert manifest["examples"]["read"] == manifest["examples"]["written"] == 80
+
+
+def test_manifest_counts_hold_without_metrics(classification_job, monkeypatch, tmp_path):
+    from xlnet_tf.pipelines import finetuning_data
+
+    _, argv, manifest, _ = classification_job
+    argv = list(argv)
+    argv[argv.index("--output_dir") + 1] = str(tmp_path / "nometrics")
+    monkeypatch.setattr(finetuning_data, "Metrics", NoMetrics)
+    again = run(argv + ["--read-range-bytes", "100"])
+    assert again["examples"] == manifest["examples"]
+    assert again["examples"]["read"] == 14 and again["examples"]["skipped"]["undecodable"] == 2
+
+
+def test_job_fails_when_examples_do_not_add_up(classification_job, monkeypatch, tmp_path):
+    from xlnet_tf.pipelines import finetuning_data
+
+    process = finetuning_data.ReadSource.process
+
+    def losing(self, unit, unit_sizes):
+        outputs = list(process(self, unit, unit_sizes))
+        return outputs[1:] if unit[0] == "validation" else outputs
+
+    monkeypatch.setattr(finetuning_data.ReadSource, "process", losing)
+    _, argv, _, _ = classification_job
+    argv = list(argv)
+    argv[argv.index("--output_dir") + 1] = str(tmp_path / "lost")
+    with pytest.raises(Exception, match=r"Example accounting does not add up: read 14, written 8"):
+        run(argv)
+    assert not os.path.exists(tmp_path / "lost" / "manifest.json")

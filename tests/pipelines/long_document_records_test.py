@@ -6,7 +6,8 @@ import os
 import numpy as np
 import pytest
 
-from xlnet_tf.cli.prepare_finetuning import main, run
+from xlnet_tf.cli import prepare_finetuning
+from xlnet_tf.cli.prepare_finetuning import main
 from xlnet_tf.data import finetuning as data
 from xlnet_tf.data.finetuning_record_dataset import finetuning_record_dataset
 from xlnet_tf.finetuning.finetuning_config import load_finetune_config
@@ -19,6 +20,11 @@ MEDIUM = "the old mill by a quiet river"  # 15 pieces
 ROWS = [{"text": "the old mill", "text_pair": "by the river", "label": "neg"},
         {"text": "a quiet river", "label": "pos"}, {"text": MEDIUM, "label": "neg"},
         {"text": " ".join([MEDIUM] * 4), "label": "pos"}]  # 60 pieces: cut at 3 x 8
+
+
+def run(argv):
+    # The runner is named, so a new default of Beam's DirectRunner (Prism) cannot change what is tested.
+    return prepare_finetuning.run(list(argv) + ["--runner=FnApiRunner"])
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Beam pretraining-data job on DirectRunner: format, accounting, determinism, bad inputs, TFDS."""
+"""Beam pretraining-data job on the in-process FnApiRunner: format, accounting, determinism, bad inputs, TFDS."""
 
 import glob
 import gzip
@@ -11,10 +11,12 @@ import pytest
 import sentencepiece as spm
 import tensorflow as tf
 
+from tests.pipelines.no_metrics import NoMetrics
 from xlnet_tf.formats import pretraining_records
 from xlnet_tf.cli import prepare_pretraining
 from xlnet_tf.pipelines import pretraining_data
 from xlnet_tf.pipelines.pretraining_data import PipelineInputError
+from xlnet_tf.pipelines.runner_options import beam_options
 from xlnet_tf.text_normalization import normalize_text
 from xlnet_tf.text_normalization import split_long_line
 
@@ -33,6 +35,9 @@ def _documents(path):
 
 def _run(output_dir, *inputs, extra=()):
     argv = ["--input", *inputs, "--vocab", VOCAB, "--output_dir", str(output_dir), *extra]
+    if not any(arg.startswith("--runner") for arg in extra):
+        # Named, so a new default of Beam's DirectRunner (Prism) cannot change what is tested.
+        argv.append("--runner=FnApiRunner")
     return prepare_pretraining.run(argv)
 
 
@@ -317,27 +322,19 @@ def test_shard_stream_golden():
     assert bits.tolist() == [0, 0, 1, 0, 1, 0]
 
 
-@pytest.mark.slow
-def test_two_worker_processes_give_the_same_bytes(corpus_run, tmp_path):
-    output_dir, _ = corpus_run
-    _run(tmp_path / "mp", CORPUS, extra=["--num_shards", "3", "--chunk_length", "64", "--seed", "7",
-                                         "--direct_num_workers", "2"])
-    assert _shard_bytes(output_dir) == _shard_bytes(tmp_path / "mp")
-
-
 def test_unknown_arguments_go_to_beam_unchanged():
     from apache_beam.options.pipeline_options import DirectOptions
     from apache_beam.options.pipeline_options import GoogleCloudOptions
     from apache_beam.options.pipeline_options import StandardOptions
 
-    options = pretraining_data._beam_options([])
+    options = beam_options([])
     assert options.view_as(StandardOptions).runner == "DirectRunner"
-    options = pretraining_data._beam_options(["--direct_num_workers", "2"])
+    options = beam_options(["--direct_num_workers", "2"])
     assert options.view_as(DirectOptions).direct_num_workers == 2
     assert options.view_as(DirectOptions).direct_running_mode == "multi_processing"
-    options = pretraining_data._beam_options(["--direct_num_workers=2", "--direct_running_mode=multi_threading"])
+    options = beam_options(["--direct_num_workers=2", "--direct_running_mode=multi_threading"])
     assert options.view_as(DirectOptions).direct_running_mode == "multi_threading"
-    options = pretraining_data._beam_options(["--runner", "DataflowRunner", "--project", "p", "--region", "r"])
+    options = beam_options(["--runner", "DataflowRunner", "--project", "p", "--region", "r"])
     assert options.view_as(StandardOptions).runner == "DataflowRunner"
     assert options.view_as(GoogleCloudOptions).project == "p"
     args, rest = prepare_pretraining._parser().parse_known_args(
@@ -366,3 +363,106 @@ def test_token_dtype_between_steps():
     assert pretraining_data.token_dtype(65537) == np.int32
     tokens, _ = pretraining_data.shard_stream([(np.array([65535, 3], np.uint16), np.array([2], np.int32))])
     assert tokens.dtype == np.int64 and tokens.tolist() == [65535, 3, 7]
+
+
+# sha256 of the shards' bytes (in file-name order) on fixed corpora, taken before the reading and
+# encoding steps were reworked: those steps must never change what is written.
+_PINNED_SHARDS = "25f357e57eadfcf5f5e5f98052d7e017cd2b74e83bb9d7b3f08c479218b23017"
+_PINNED_RICH_SHARDS = "1c86e179232e5139a19bb2f6802e8502ad3d8c9cf247f06bdca4e9509de98d26"
+
+
+def _shards_sha256(output_dir):
+    digest = hashlib.sha256()
+    for _, data in sorted(_shard_bytes(output_dir).items()):
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def _rich_corpus(path):
+    """The tiny corpus between two blocks of accents, LaTeX quotes, digit-commas, CRLF, a long line, blank runs."""
+    extra = ("Caf\u00e9 ``na\u00efve'' r\u00e9sum\u00e9 in 1990, 2001, and 12,345.\r\n"
+             "  spaced \t out   line   \n" + " ".join(["table"] * 40) + "\n\n   \n\n")
+    with open(CORPUS, encoding="utf-8") as f:
+        text = extra + f.read().rstrip("\n") + "\n\n" + extra
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+
+
+def test_shard_bytes_are_pinned(corpus_run, tmp_path):
+    output_dir, _ = corpus_run
+    assert _shards_sha256(output_dir) == _PINNED_SHARDS
+    _rich_corpus(tmp_path / "rich.txt")
+    _run(tmp_path / "out", str(tmp_path / "rich.txt"), extra=["--num_shards", "2", "--chunk_length", "48",
+                                                               "--seed", "3", "--max_sentence_chars", "50"])
+    assert _shards_sha256(tmp_path / "out") == _PINNED_RICH_SHARDS
+
+
+def test_byte_ranges_give_the_same_shards_and_counts(corpus_run, tmp_path):
+    # A 39 kB file read as 39 ranges of 1000 bytes (cuts inside documents and inside lines).
+    output_dir, job = corpus_run
+    ranged = _run(tmp_path / "ranged", CORPUS, extra=["--num_shards", "3", "--chunk_length", "64", "--seed", "7",
+                                                     "--read-range-bytes", "1000"])
+    assert _shard_bytes(tmp_path / "ranged") == _shard_bytes(output_dir)
+    assert ranged.manifest["documents"] == job.manifest["documents"]
+    assert ranged.manifest["files"] == {"read": 1, "empty": 0}
+    assert ranged.manifest["settings"]["read_range_bytes"] == 1000
+
+
+def test_manifest_counts_hold_without_metrics(monkeypatch, tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "mixed.txt").write_bytes(
+        b"The garden opens.\n\nBad \xff bytes.\n\n\xcc\x81\n\nThe museum writes.\n")
+    (tmp_path / "in" / "empty.txt").write_bytes(b"")
+    monkeypatch.setattr(pretraining_data, "Metrics", NoMetrics)
+    job = _run(tmp_path / "out", str(tmp_path / "in" / "*.txt"), extra=["--num_shards", "2"])
+    counters = [r for r in job.pipeline_result.metrics().query()["counters"]
+                if r.key.metric.namespace == "xlnet_pretraining"]
+    assert counters == []
+    assert job.manifest["documents"] == {"read": 4, "written": 2, "skipped": {"empty": 1, "undecodable": 1},
+                                         "repaired": 0}
+    assert job.manifest["files"] == {"read": 2, "empty": 1}
+
+
+def test_job_fails_when_documents_do_not_add_up(monkeypatch, tmp_path):
+    # A tokenize step that loses a document without counting it: the job itself must fail.
+    process = pretraining_data._TokenizeDocuments.process
+
+    def losing(self, documents):
+        outputs = list(process(self, documents))
+        return outputs[1:]
+
+    monkeypatch.setattr(pretraining_data._TokenizeDocuments, "process", losing)
+    (tmp_path / "three.txt").write_text("The garden opens.\n\nA quiet river.\n\nHer brother reads.\n")
+    with pytest.raises(Exception, match=r"Document accounting does not add up: read 3, written 2"):
+        _run(tmp_path / "out", str(tmp_path / "three.txt"), extra=["--num_shards", "2"])
+    assert not os.path.exists(tmp_path / "out" / "manifest.json")
+
+
+def test_tfds_sub_splits_give_the_same_shards(tmp_path):
+    # A real (tiny, local) TFDS dataset, since mock data ignores sub-split slicing: each even sub-split is
+    # its own read, and together they hold every example once.
+    import tensorflow_datasets as tfds
+
+    class TinyTexts(tfds.core.GeneratorBasedBuilder):
+        VERSION = tfds.core.Version("1.0.0")
+
+        def _info(self):
+            return tfds.core.DatasetInfo(builder=self, features=tfds.features.FeaturesDict({"text": tfds.features.Text()}))
+
+        def _split_generators(self, dl_manager):
+            del dl_manager
+            return {"train": self._generate_examples()}
+
+        def _generate_examples(self):
+            for index, document in enumerate(_documents(CORPUS)[:40]):
+                yield index, {"text": "\n".join(document)}
+
+    data_dir = str(tmp_path / "tfds")
+    TinyTexts(data_dir=data_dir).download_and_prepare()
+    common = ["--tfds_data_dir", data_dir, "--num_shards", "2", "--chunk_length", "64"]
+    whole = _run(tmp_path / "whole", "tfds:tiny_texts:train", extra=common)
+    parts = _run(tmp_path / "parts", "tfds:tiny_texts:train", extra=common + ["--tfds-read-shards", "3"])
+    assert whole.manifest["documents"]["read"] == parts.manifest["documents"]["read"] == 40
+    assert _shard_bytes(tmp_path / "parts") == _shard_bytes(tmp_path / "whole")
+    sub_splits = pretraining_data._resolve_tfds("tfds:tiny_texts:train", "text", data_dir, False, 3)
+    assert len(sub_splits) == 3

@@ -141,6 +141,16 @@ def test_ids_match_the_original_eagerly_and_in_graph(vocab, options, comma_vocab
     normalized = [normalize_text(s, lowercase=lower, keep_accents=keep) for s in STRINGS]
     split = tokenizer.digit_comma_split()
     assert split.encode(sp, normalized) == expected
+    # Its batched form: lines normalized together, the rule on one flat id array.
+    from xlnet_tf.text_normalization import normalize_lines
+
+    lines = [s.replace("\n", " ") for s in STRINGS]
+    batch = sp.encode(normalize_lines(lines, lowercase=lower, keep_accents=keep))
+    flat, lengths = split.split_flat(np.concatenate([np.array(x, np.int32) for x in batch]),
+                                     np.array([len(x) for x in batch]))
+    assert flat.dtype == np.int32 and lengths.sum() == flat.size
+    assert [row.tolist() for row in np.split(flat, np.cumsum(lengths)[:-1])] == [
+        reference_ids(sp, s, lower, keep) for s in lines]
 
 
 def test_dense_and_piece_outputs_match_the_original(comma_vocabulary):

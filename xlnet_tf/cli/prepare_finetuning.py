@@ -52,6 +52,12 @@ def _parser():
     parser.add_argument("--seed", type=int, default=0, help="decides the shard of each example")
     parser.add_renamed_argument("--encode-batch-size", type=int, default=256)
     parser.add_argument("--strict", action="store_true", help="fail on the first bad example instead of skipping")
+    parser.add_argument("--read-range-bytes", type=int, default=64 << 20,
+                        help="JSONL files larger than this are read as ranges of this many bytes, on "
+                        "several workers (default 67108864, 64 MiB)")
+    parser.add_argument("--shared-filesystem", action="store_true",
+                        help="local paths are on a filesystem every worker mounts at the same place "
+                        "(allows them with Dataflow, Flink, Spark)")
     parser.add_argument("--overwrite", action="store_true", help="replace records already in the output directory")
     return parser
 
@@ -67,6 +73,8 @@ def _resolve(args):
     if args.max_segments > 1 and args.task_type not in LONG_DOCUMENT_TASK_TYPES:
         raise PipelineInputError(f"--max-segments {args.max_segments} is only for --task-type "
                                  f"{' or '.join(LONG_DOCUMENT_TASK_TYPES)}, not {args.task_type}.")
+    if args.read_range_bytes < 1:
+        raise PipelineInputError(f"--read-range-bytes must be >= 1, got {args.read_range_bytes}.")
     if args.num_shards < 1:
         raise PipelineInputError(f"--num-shards must be >= 1, got {args.num_shards}.")
     if bool(args.input) == bool(args.tfds):
@@ -130,7 +138,8 @@ def _resolve(args):
         "seed": args.seed, "encode_batch_size": args.encode_batch_size, "strict": args.strict,
         "output_dir": args.output_dir, "tfds": args.tfds, "tfds_data_dir": args.tfds_data_dir,
         "tfds_text_fields": tfds_fields, "tfds_label_field": args.label_field if args.tfds else None,
-        "input": list(args.input),
+        "input": list(args.input), "read_range_bytes": args.read_range_bytes,
+        "shared_filesystem": args.shared_filesystem,
     }
     vocabulary = {"file": os.path.abspath(args.vocab) if "://" not in args.vocab else args.vocab,
                   "sha256": hashlib.sha256(proto).hexdigest(), "vocabulary_size": int(vocabulary_size)}

@@ -50,6 +50,12 @@ def _parser():
                                 help="download_and_prepare TFDS inputs first")
     parser.add_renamed_argument("--tfds-read-shards", type=int,
                                 help="read each TFDS split as this many even sub-splits, in parallel (default 1)")
+    parser.add_argument("--read-range-bytes", type=int,
+                        help="uncompressed input files larger than this are read as ranges of this many "
+                        "bytes, on several workers (default 67108864, 64 MiB)")
+    parser.add_argument("--shared-filesystem", action="store_true",
+                        help="local paths are on a filesystem every worker mounts at the same place "
+                        "(allows them with Dataflow, Flink, Spark)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace shards and manifest already in the output directory")
     return parser

@@ -52,9 +52,12 @@ IGNORE_LABEL = -100
 
 # Top-level keys of `manifest.json` (written with sorted keys).
 MANIFEST_KEYS = (
-    "format", "sequence_length", "max_segments", "task", "splits", "examples", "num_records", "vocabulary",
-    "settings",
+    "format", "sequence_length", "max_segments", "task", "splits", "examples", "inputs", "num_records",
+    "vocabulary", "settings",
 )
+# Keys of one entry of `manifest["inputs"]` (one per input file): `ranges` read in parallel, or
+# `read_whole` giving why the file cannot be split (None when it was split or small enough).
+INPUT_ENTRY_KEYS = ("split", "file", "ranges", "read_whole")
 # Task types whose records may hold several segments (`max_segments` > 1).
 LONG_DOCUMENT_TASK_TYPES = (CLASSIFICATION, REGRESSION)
 # Keys of `manifest["task"]`.

@@ -77,6 +77,9 @@ def _packed_varints(values):
         raise ValueError("token and sentence ids must be in [0, 2**32).")
     v = values.astype(np.uint32)  # [N]
     top = int(v.max()) if v.size else 0
+    if top < 0x80:
+        # One byte per value (sentence ids are 0/1): the value is its own varint.
+        return v.astype(np.uint8), np.arange(v.size + 1, dtype=np.int64)
     width = 1  # bytes of the largest value
     while top >= 1 << (7 * width):
         width += 1

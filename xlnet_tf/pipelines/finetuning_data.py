@@ -26,15 +26,24 @@ Inputs (columns renamed with `--text-fields` / `--label-field`):
 - span: SQuAD-format JSON (one record per window; document stride for long passages);
 - TFDS by name (`--tfds glue/mrpc`), using the column layout of `xlnet_tf.data.finetuning_tasks`.
 
+Reading: a JSONL file larger than `--read-range-bytes` is read as byte ranges on several workers (each
+range owns the lines that start in it, `xlnet_tf.pipelines.line_ranges`); a first pass counts each
+range's examples so ids keep their position in the file. CSV/TSV (a quoted field may hold a newline,
+so no byte offset is a safe cut) and SQuAD JSON (one JSON document) are read whole; the manifest's
+`inputs` says how every file was read.
+
 Skipped examples are counted by reason (Beam counters and the manifest), never silently dropped:
 `undecodable` (a line that is not UTF-8 / not JSON), `missing_field`, `empty` (no text),
-`bad_label` (not a known class, not a number). `--strict` turns any skip into an error.
+`bad_label` (not a known class, not a number). `--strict` turns any skip into an error. The manifest's
+counts are computed from the data (summed side outputs), not from Beam's metrics, so they hold on
+runners without committed metrics; the job fails if read != written + skipped.
 
 Determinism: an example's id is `{split}-{index:09d}` (index = position in its input, files in the
 order given); its shard is SHA-256(seed, id) mod `num_shards`, and each shard is written by one
 DoFn call, sorted by id. Same inputs and settings give byte-identical files on any runner.
 """
 
+import collections
 import csv
 import hashlib
 import io
@@ -43,12 +52,11 @@ import os
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
-from apache_beam.metrics.metric import MetricsFilter
-from apache_beam.options.pipeline_options import PipelineOptions
 
 from xlnet_tf.formats.finetuning_records import EXAMPLE_ID_KEY
 from xlnet_tf.formats.finetuning_records import FEATURE_KEYS
 from xlnet_tf.formats.finetuning_records import FORMAT
+from xlnet_tf.formats.finetuning_records import INPUT_ENTRY_KEYS
 from xlnet_tf.formats.finetuning_records import LABEL_KEY
 from xlnet_tf.formats.finetuning_records import LABELS_KEY
 from xlnet_tf.formats.finetuning_records import MANIFEST_FILE as MANIFEST
@@ -58,10 +66,18 @@ from xlnet_tf.formats.finetuning_records import SPAN_LABEL_KEYS
 from xlnet_tf.formats.finetuning_records import TRUNCATED_KEY
 from xlnet_tf.formats.finetuning_records import WINDOW_INDEX_KEY
 from xlnet_tf.formats.finetuning_records import shard_file_name
+from xlnet_tf.pipelines import line_ranges
 from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
+from xlnet_tf.pipelines.runner_options import beam_options
+from xlnet_tf.pipelines.runner_options import check_paths_for_runner
 
 SKIP_REASONS = ("undecodable", "missing_field", "empty", "bad_label")
 _NAMESPACE = "xlnet_finetuning"
+# JSONL files larger than this are read in ranges of this size, in parallel.
+DEFAULT_READ_RANGE_BYTES = 64 << 20
+
+# A skipped example, in place of its canonical dict; counted by reason.
+Skipped = collections.namedtuple("Skipped", ["reason"])
 
 
 def _shard_of(example_id, seed, num_shards):
@@ -73,9 +89,11 @@ def _shard_of(example_id, seed, num_shards):
 
 
 def _skip(reason, settings, where):
+    """`Skipped(reason)`, counted; with `--strict` an error naming `where` instead."""
     if settings["strict"]:
         raise ValueError(f"{where}: {reason.replace('_', ' ')} (drop --strict to skip and count such examples).")
     Metrics.counter(_NAMESPACE, f"skipped_{reason}").inc()
+    return Skipped(reason)
 
 
 def _is_int(value):
@@ -105,25 +123,21 @@ def _label(value, settings):
     return int(value)
 
 
-def _rows(path):
-    """(line number, dict | None) of a JSONL / CSV / TSV file; None = undecodable line."""
-    import tensorflow as tf
+def _is_csv(path):
+    return path.lower().endswith((".csv", ".tsv"))
 
-    lower = path.lower()
-    with tf.io.gfile.GFile(path, "rb") as f:
-        data = f.read()
-    if lower.endswith((".csv", ".tsv")):
-        try:
-            text, repaired = data.decode("utf-8"), False
-        except UnicodeDecodeError:
-            # Only rows that hold a replaced byte are undecodable; the rest are kept.
-            text, repaired = data.decode("utf-8", errors="replace"), True
-        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter="\t" if lower.endswith(".tsv") else ",")
-        for number, row in enumerate(reader, start=2):
-            bad = repaired and any("\ufffd" in v for v in row.values() if isinstance(v, str))
-            yield number, None if bad else row
+
+def _rows(path, start=0, end=None, first_line=1):
+    """(line number, dict | None) of a JSONL / CSV / TSV file; None = undecodable line.
+
+    JSONL is streamed line by line, and only the lines that start in the byte
+    range `[start, end)` are read (`first_line` is the number of the range's
+    first line). CSV/TSV is read whole (`start` must be 0).
+    """
+    if _is_csv(path):
+        yield from _csv_rows(path)
         return
-    for number, line in enumerate(data.split(b"\n"), start=1):
+    for number, (_, line) in enumerate(line_ranges.lines_in_range(path, start, end), start=first_line):
         if not line.strip():
             continue
         try:
@@ -134,21 +148,34 @@ def _rows(path):
         yield number, row if isinstance(row, dict) else None
 
 
+def _csv_rows(path):
+    import tensorflow as tf
+
+    with tf.io.gfile.GFile(path, "rb") as f:
+        data = f.read()
+    try:
+        text, repaired = data.decode("utf-8"), False
+    except UnicodeDecodeError:
+        # Only rows that hold a replaced byte are undecodable; the rest are kept.
+        text, repaired = data.decode("utf-8", errors="replace"), True
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter="\t" if path.lower().endswith(".tsv") else ",")
+    for number, row in enumerate(reader, start=2):
+        bad = repaired and any("\ufffd" in v for v in row.values() if isinstance(v, str))
+        yield number, None if bad else row
+
+
 def _canonical_text_example(row, settings, where):
-    """Canonical `{"text", "text_pair"?, "label"}` of one row, or None after counting a skip."""
+    """Canonical `{"text", "text_pair"?, "label"}` of one row, or `Skipped(reason)`."""
     fields = settings["text_fields"]
     if any(row.get(name) is None for name in fields[:1] + [settings["label_field"]]):
-        _skip("missing_field", settings, where)
-        return None
+        return _skip("missing_field", settings, where)
     text = str(row[fields[0]])
     pair = None if len(fields) < 2 or row.get(fields[1]) is None else str(row[fields[1]])
     if not text.strip() and not (pair or "").strip():
-        _skip("empty", settings, where)
-        return None
+        return _skip("empty", settings, where)
     label = _label(row[settings["label_field"]], settings)
     if label is None:
-        _skip("bad_label", settings, where)
-        return None
+        return _skip("bad_label", settings, where)
     example = {"text": text, "label": label}
     if len(fields) > 1:
         example["text_pair"] = pair or ""
@@ -158,19 +185,17 @@ def _canonical_text_example(row, settings, where):
 def _canonical_token_example(row, settings, where):
     tokens, tags = row.get("tokens"), row.get(settings["label_field"] or "tags")
     if not isinstance(tokens, list) or not isinstance(tags, list):
-        _skip("missing_field", settings, where)
-        return None
+        return _skip("missing_field", settings, where)
     if not tokens:
-        _skip("empty", settings, where)
-        return None
+        return _skip("empty", settings, where)
     ids = [_label(tag, settings) for tag in tags]
     if len(ids) != len(tokens) or any(i is None for i in ids):
-        _skip("bad_label", settings, where)
-        return None
+        return _skip("bad_label", settings, where)
     return {"tokens": [str(t) for t in tokens], "tags": ids}
 
 
-def _squad_examples(path, settings):
+def _squad_questions(path):
+    """`(context, qa)` of every question of a SQuAD-format JSON file."""
     import tensorflow as tf
 
     with tf.io.gfile.GFile(path, "rb") as f:
@@ -180,55 +205,116 @@ def _squad_examples(path, settings):
             raise ValueError(f"{path}: not a SQuAD-format JSON file ({e}).") from None
     for article in data.get("data", []):
         for paragraph in article.get("paragraphs", []):
-            context = paragraph.get("context")
             for qa in paragraph.get("qas", []):
-                where = f"{path}: question {qa.get('id')!r}"
-                if not context or not qa.get("question"):
-                    _skip("empty" if context == "" else "missing_field", settings, where)
-                    yield None
-                    continue
-                answers = qa.get("answers") or []
-                impossible = bool(qa.get("is_impossible", False)) or not answers
-                first = answers[0] if answers else {"text": "", "answer_start": 0}
-                yield {"context": context, "question": qa["question"], "answer_text": "" if impossible else first["text"],
-                       "answer_start": 0 if impossible else int(first["answer_start"]), "is_impossible": impossible}
+                yield paragraph.get("context"), qa
+
+
+def _squad_examples(path, settings):
+    for context, qa in _squad_questions(path):
+        where = f"{path}: question {qa.get('id')!r}"
+        if not context or not qa.get("question"):
+            yield _skip("empty" if context == "" else "missing_field", settings, where)
+            continue
+        answers = qa.get("answers") or []
+        impossible = bool(qa.get("is_impossible", False)) or not answers
+        first = answers[0] if answers else {"text": "", "answer_start": 0}
+        yield {"context": context, "question": qa["question"], "answer_text": "" if impossible else first["text"],
+               "answer_start": 0 if impossible else int(first["answer_start"]), "is_impossible": impossible}
+
+
+# A unit of reading: `(split, order, "file", (path, start, end))` or `(split, 0, "tfds", (name, tfds_split))`;
+# `order` is its place among its split's units, whose examples are numbered in that order.
+def read_units(sources, settings):
+    """The job's units of reading and the manifest's `inputs` entries (how each file is read).
+
+    A JSONL file larger than `read_range_bytes` becomes several byte ranges;
+    CSV/TSV (quoted fields may hold newlines), SQuAD JSON (one JSON document)
+    and compressed files are one unit each.
+    """
+    units, inputs = [], []
+    range_bytes = settings.get("read_range_bytes", DEFAULT_READ_RANGE_BYTES)
+    for split, kind, location in sources:
+        if kind == "tfds":
+            units.append((split, 0, "tfds", tuple(location)))
+            continue
+        for path in location:
+            if settings["task_type"] == "span":
+                ranges, whole = [(0, None)], "SQuAD JSON is one JSON document"
+            elif _is_csv(path):
+                ranges, whole = [(0, None)], "CSV/TSV fields may hold quoted newlines: no byte offset is a safe cut"
+            elif not line_ranges.is_splittable(path):
+                ranges, whole = [(0, None)], "compressed"
+            else:
+                ranges, whole = line_ranges.byte_ranges(path, range_bytes), None
+            order = sum(1 for unit in units if unit[0] == split)
+            units.extend((split, order + i, "file", (path, start, end)) for i, (start, end) in enumerate(ranges))
+            inputs.append(dict(zip(INPUT_ENTRY_KEYS, (split, path, len(ranges), whole))))
+    return units, inputs
+
+
+def _count_unit(unit):
+    """`(examples, lines)` a file unit holds: what the units after it must number their examples from."""
+    split, order, _, (path, start, end) = unit
+    if _is_csv(path):
+        examples, lines = sum(1 for _ in _csv_rows(path)), 0
+    elif path.lower().endswith(".json"):
+        examples, lines = sum(1 for _ in _squad_questions(path)), 0
+    else:
+        examples = lines = 0
+        for _, line in line_ranges.lines_in_range(path, start, end):
+            lines += 1
+            examples += bool(line.strip())
+    return (split, order), (examples, lines)
 
 
 class ReadSource(beam.DoFn):
-    """(split, source) -> (example_id, canonical example); counts reads and skips."""
+    """A unit of reading -> (example_id, canonical example); its counts go to the "stats" output.
 
-    def __init__(self, settings):
+    Example ids number the examples of a split in input order: a unit starts
+    from the example count of its split's earlier units (`unit_sizes`, a side
+    input; empty when every split is one unit).
+    """
+
+    def __init__(self, settings, units):
         self._settings = settings
+        self._units = units
 
-    def process(self, element):
-        split, kind, location = element
+    def process(self, unit, unit_sizes):
+        split, order, kind, location = unit
         settings = self._settings
+        earlier = [u for u in self._units if u[0] == split and u[1] < order]
+        index = sum(unit_sizes[(split, u[1])][0] for u in earlier)
+        # Line numbers (for messages) count from the start of the same file.
+        first_line = 1 + sum(unit_sizes[(split, u[1])][1] for u in earlier if u[3][0] == location[0])
+        counts = collections.Counter()
         read = Metrics.counter(_NAMESPACE, "read")
-        index = 0
-        for example in self._examples(kind, location, settings):
+        for example in self._examples(kind, location, settings, first_line):
             read.inc()
+            counts["read"] += 1
             index += 1
-            if example is not None:
+            if isinstance(example, Skipped):
+                counts[f"skipped_{example.reason}"] += 1
+            else:
                 yield f"{split}-{index - 1:09d}", example
+        for key, value in counts.items():
+            yield beam.pvalue.TaggedOutput("stats", (key, value))
 
-    def _examples(self, kind, location, settings):
+    def _examples(self, kind, location, settings, first_line):
         if kind == "tfds":
             yield from _tfds_examples(location, settings)
             return
-        paths = location
-        for path in paths:
-            if settings["task_type"] == "span":
-                yield from _squad_examples(path, settings)
-                continue
-            for number, row in _rows(path):
-                where = f"{path}:{number}"
-                if row is None:
-                    _skip("undecodable", settings, where)
-                    yield None
-                elif settings["task_type"] == "token_classification":
-                    yield _canonical_token_example(row, settings, where)
-                else:
-                    yield _canonical_text_example(row, settings, where)
+        path, start, end = location
+        if settings["task_type"] == "span":
+            yield from _squad_examples(path, settings)
+            return
+        for number, row in _rows(path, start, end, first_line):
+            where = f"{path}:{number}"
+            if row is None:
+                yield _skip("undecodable", settings, where)
+            elif settings["task_type"] == "token_classification":
+                yield _canonical_token_example(row, settings, where)
+            else:
+                yield _canonical_text_example(row, settings, where)
 
 
 def _tfds_examples(location, settings):
@@ -338,6 +424,7 @@ class EncodeExamples(beam.DoFn):
                               impossible: [w["is_impossible"][i]]}
                     yield self._record(example_id, features, labels, window=i)
                 self._written.inc()
+            yield beam.pvalue.TaggedOutput("stats", ("written", len(batch)))
             return
         if kind == "token_classification":
             words = tf.ragged.constant([ex["tokens"] for ex in examples], dtype=tf.string)
@@ -362,6 +449,7 @@ class EncodeExamples(beam.DoFn):
                 row_features[TRUNCATED_KEY] = [int(truncated[row])]
             yield self._record(example_id, row_features, label)
             self._written.inc()
+        yield beam.pvalue.TaggedOutput("stats", ("written", len(batch)))
 
     def _record(self, example_id, features, labels, window=None):
         tf = self._tf
@@ -383,7 +471,10 @@ class EncodeExamples(beam.DoFn):
         split = example_id.rsplit("-", 1)[0]
         shard = _shard_of(example_id, s["seed"], s["num_shards"])
         key = example_id if window is None else f"{example_id}-{window:05d}"
-        return (split, shard), (key, tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+        example = tf.train.Example(features=tf.train.Features(feature=feature))
+        # Deterministic: a protobuf map's entries are otherwise serialized in an order that can differ
+        # between processes, and the same example would give other bytes on another worker.
+        return (split, shard), (key, example.SerializeToString(deterministic=True))
 
 
 class WriteShard(beam.DoFn):
@@ -408,33 +499,69 @@ class WriteShard(beam.DoFn):
 
 
 class _WriteCounts(beam.DoFn):
-    """All shards' `(file, count)` JSON lines -> one file at `path`, written atomically through gfile."""
+    """Shard counts + summed example counts -> one JSON-lines file at `path`, written atomically through gfile.
+
+    Fails the job when the examples do not add up (read != written + skipped):
+    the manifest never records counts that contradict each other.
+    """
 
     def __init__(self, path):
         self._path = path
 
-    def process(self, lines):
+    def process(self, lines, stats):
         from xlnet_tf.storage import atomic_files
 
-        atomic_files.write_text(self._path, "".join(line + "\n" for line in sorted(lines)))
+        stats = dict(stats)
+        examples = {"read": int(stats.get("read", 0)), "written": int(stats.get("written", 0)),
+                    "skipped": {reason: int(stats.get(f"skipped_{reason}", 0)) for reason in SKIP_REASONS}}
+        if examples["read"] != examples["written"] + sum(examples["skipped"].values()):
+            raise RuntimeError(
+                f"Example accounting does not add up: read {examples['read']}, written {examples['written']}, "
+                f"skipped {examples['skipped']}."
+            )
+        body = "".join(line + "\n" for line in sorted(lines)) + json.dumps({"examples": examples}) + "\n"
+        atomic_files.write_text(self._path, body)
         yield self._path
 
 
 def build_pipeline(pipeline, settings, sources, vocab_proto):
     """Adds the job's transforms to `pipeline` (sources: list of (split, kind, location))."""
     counts_prefix = os.path.join(settings["output_dir"], SHARD_COUNTS_FILE)
-    return (
+    units, _ = read_units(sources, settings)
+    # Only splits read as several units need the first pass that numbers their examples.
+    multi = {split for split, order, _, _ in units if order > 0}
+    unit_sizes = (
         pipeline
-        | "Sources" >> beam.Create(sources)
-        | "Read" >> beam.ParDo(ReadSource(settings))
+        | "UnitsToCount" >> beam.Create([u for u in units if u[0] in multi and u[2] == "file"])
+        | "SpreadCounting" >> beam.Reshuffle()
+        | "CountUnits" >> beam.Map(_count_unit)
+    )
+    read = (
+        pipeline
+        | "Sources" >> beam.Create(units)
+        # One element per unit: without a shuffle a runner may read every range in one bundle.
+        | "SpreadSources" >> beam.Reshuffle()
+        | "Read" >> beam.ParDo(ReadSource(settings, units), unit_sizes=beam.pvalue.AsDict(unit_sizes)).with_outputs(
+            "stats", main="examples")
+    )
+    encoded = (
+        read.examples
         | "Spread" >> beam.Reshuffle()
         | "Batch" >> beam.BatchElements(min_batch_size=8, max_batch_size=settings["encode_batch_size"])
-        | "Encode" >> beam.ParDo(EncodeExamples(settings, vocab_proto))
+        | "Encode" >> beam.ParDo(EncodeExamples(settings, vocab_proto)).with_outputs("stats", main="records")
+    )
+    stats = (
+        (read.stats, encoded.stats)
+        | "MergeStats" >> beam.Flatten()
+        | "SumStats" >> beam.CombinePerKey(sum)
+    )
+    return (
+        encoded.records
         | "GroupByShard" >> beam.GroupByKey()
         | "Write" >> beam.ParDo(WriteShard(settings["output_dir"], settings["num_shards"]))
         # Not beam.io.WriteToText: Beam's filesystems do not know every tf.io.gfile scheme (ram://).
         | "CollectCounts" >> beam.combiners.ToList()
-        | "Counts" >> beam.ParDo(_WriteCounts(counts_prefix))
+        | "Counts" >> beam.ParDo(_WriteCounts(counts_prefix), stats=beam.pvalue.AsList(stats))
     )
 
 
@@ -490,11 +617,6 @@ def _prepare_output_dir(output_dir, overwrite):
     tf.io.gfile.makedirs(output_dir)
 
 
-def _counter(result, name):
-    found = result.metrics().query(MetricsFilter().with_namespace(_NAMESPACE).with_name(name))["counters"]
-    return int(sum(c.committed or 0 for c in found))
-
-
 def prepare_finetuning_data(settings, sources, vocab_proto, vocabulary, *, overwrite=False, beam_args=()):
     """Runs the job on resolved settings, writes and returns the manifest.
 
@@ -507,8 +629,11 @@ def prepare_finetuning_data(settings, sources, vocab_proto, vocabulary, *, overw
             `label_field`, `label_names`, `truncate`, `lowercase`,
             `max_query_length`, `doc_stride`, `num_shards`, `seed`,
             `encode_batch_size`, `strict`, `output_dir`, `tfds`, `tfds_data_dir`,
-            `tfds_text_fields`, `tfds_label_field` and `input`; recorded in the
-            manifest (all but `output_dir`).
+            `tfds_text_fields`, `tfds_label_field`, `input`, and optionally
+            `read_range_bytes` (JSONL files larger than this are read in
+            ranges of this many bytes; default 64 MiB) and `shared_filesystem`
+            (local paths are on a filesystem every worker mounts); recorded
+            in the manifest (all but `output_dir`).
         sources: `(split, "files", [paths])` or `(split, "tfds", (name, tfds_split))` tuples.
         vocab_proto: the bytes of `spiece.model`.
         vocabulary: the manifest's vocabulary entry (`file`, `sha256`, `vocabulary_size`).
@@ -519,7 +644,9 @@ def prepare_finetuning_data(settings, sources, vocab_proto, vocabulary, *, overw
         The manifest dict (also written to `output_dir/manifest.json`).
 
     Raises:
-        PipelineInputError: the output directory already holds records and `overwrite` is False.
+        PipelineInputError: the output directory already holds records and
+            `overwrite` is False, or a path is local and the runner's workers
+            are other machines (unless `settings["shared_filesystem"]`).
 
     Example:
     >>> manifest = prepare_finetuning_data(settings, [("train", "files", ["train.jsonl"])],
@@ -528,22 +655,33 @@ def prepare_finetuning_data(settings, sources, vocab_proto, vocabulary, *, overw
     import tensorflow as tf
 
     output_dir, num_shards = settings["output_dir"], settings["num_shards"]
-    _prepare_output_dir(output_dir, overwrite)
     beam_args = list(beam_args)
-    if not any(a.startswith("--runner") for a in beam_args):
-        beam_args.append("--runner=DirectRunner")
-    pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
+    options = beam_options(beam_args)
+    paths = [("--input", path) for _, kind, location in sources if kind == "files" for path in location]
+    if any(kind == "tfds" for _, kind, _ in sources):
+        import tensorflow_datasets as tfds
+
+        paths.append(("--tfds-data-dir", settings.get("tfds_data_dir") or tfds.core.constants.DATA_DIR))
+    # Before anything is created: a job that cannot work is refused before it is submitted.
+    check_paths_for_runner(options, paths + [("--output-dir", output_dir)],
+                           shared_filesystem=settings.get("shared_filesystem", False))
+    _prepare_output_dir(output_dir, overwrite)
+    _, inputs = read_units(sources, settings)
+    pipeline = beam.Pipeline(options=options)
     build_pipeline(pipeline, settings, sources, vocab_proto)
     result = pipeline.run()
     result.wait_until_finish()
 
     counts_path = os.path.join(output_dir, SHARD_COUNTS_FILE)
-    counts = {}
+    counts, examples = {}, None
     with tf.io.gfile.GFile(counts_path) as f:
         for line in f:
             if line.strip():
                 entry = json.loads(line)
-                counts[(entry["split"], entry["shard"])] = entry["num_records"]
+                if "examples" in entry:
+                    examples = entry["examples"]
+                else:
+                    counts[(entry["split"], entry["shard"])] = entry["num_records"]
     tf.io.gfile.remove(counts_path)
     splits = {}
     for split, _, _ in sources:
@@ -564,8 +702,8 @@ def prepare_finetuning_data(settings, sources, vocab_proto, vocabulary, *, overw
                  "label_names": settings["label_names"],
                  "has_text_pair": settings["task_type"] == "span" or len(settings["text_fields"]) > 1},
         "splits": splits,
-        "examples": {"read": _counter(result, "read"), "written": _counter(result, "written"),
-                     "skipped": {reason: _counter(result, f"skipped_{reason}") for reason in SKIP_REASONS}},
+        "examples": examples,
+        "inputs": inputs,
         "num_records": sum(s["num_records"] for s in splits.values()),
         "vocabulary": vocabulary,
         "settings": {**{k: v for k, v in settings.items() if k != "output_dir"}, "beam_args": beam_args},

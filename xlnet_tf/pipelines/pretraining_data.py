@@ -40,7 +40,6 @@ written (about 4 bytes per token); pick `--num-shards` so a shard fits
 """
 
 import collections
-import gzip
 import hashlib
 import itertools
 import json
@@ -50,7 +49,6 @@ import time
 import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
-from apache_beam.options.pipeline_options import PipelineOptions
 
 from xlnet_tf.formats.pretraining_records import FORMAT
 from xlnet_tf.formats.pretraining_records import MANIFEST_FILE as MANIFEST
@@ -61,11 +59,16 @@ from xlnet_tf.formats.pretraining_records import shard_file_name
 from xlnet_tf.formats.special_tokens import EOD_TOKEN_ID
 from xlnet_tf.formats.special_tokens import SPECIAL_PIECES
 from xlnet_tf.formats.special_tokens import SPECIAL_TOKEN_IDS
+from xlnet_tf.pipelines import line_ranges
 from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
+from xlnet_tf.pipelines.runner_options import beam_options
+from xlnet_tf.pipelines.runner_options import check_paths_for_runner
 
 SKIP_REASONS = ("empty", "undecodable")
 _NAMESPACE = "xlnet_pretraining"
 TFDS_PREFIX = "tfds:"
+# Uncompressed input files larger than this are read in ranges of this size, in parallel.
+DEFAULT_READ_RANGE_BYTES = 64 << 20
 
 
 JobResult = collections.namedtuple("JobResult", ["manifest", "pipeline_result"])
@@ -84,7 +87,7 @@ def _parse_tfds_spec(spec):
 
 
 def resolve_sources(inputs, *, tfds_text_feature="text", tfds_data_dir=None, tfds_download=False,
-                    tfds_read_shards=1):
+                    tfds_read_shards=1, read_range_bytes=DEFAULT_READ_RANGE_BYTES):
     """Checks every input before the pipeline starts and lists what to read.
 
     Args:
@@ -94,9 +97,12 @@ def resolve_sources(inputs, *, tfds_text_feature="text", tfds_data_dir=None, tfd
         tfds_data_dir: TFDS data directory (default: TFDS's own).
         tfds_download: run `download_and_prepare` for datasets not prepared yet.
         tfds_read_shards: read each TFDS split as this many even sub-splits.
+        read_range_bytes: uncompressed files larger than this are read as
+            ranges of this many bytes, each on its own (`line_ranges`).
 
     Returns:
-        A sorted list of source tuples: `("file", path)` or
+        A sorted list of source tuples: `("file", path, start, end)` (a byte
+        range; `end` None = to the end of the file) or
         `("tfds", name, split, feature, data_dir)`.
 
     Raises:
@@ -119,8 +125,10 @@ def resolve_sources(inputs, *, tfds_text_feature="text", tfds_data_dir=None, tfd
         matched = [path for path in matched if not tf.io.gfile.isdir(path)]
         if not matched:
             raise PipelineInputError(f"Input {spec!r} matches no file.")
-        sources.update(("file", path) for path in matched)
-    return sorted(sources)
+        for path in matched:
+            sources.update(("file", path, start, end) for start, end in line_ranges.byte_ranges(path, read_range_bytes))
+    # By repr: TFDS even sub-splits are objects without an order of their own.
+    return sorted(sources, key=repr)
 
 
 def _resolve_tfds(spec, feature, data_dir, download, read_shards):
@@ -155,87 +163,50 @@ def _resolve_tfds(spec, feature, data_dir, download, read_shards):
 # --------------------------------------------------------------------------- reading
 
 
-def _read_lines(path):
-    """Yields the raw byte lines of a local or remote (`tf.io.gfile` scheme) file; `.gz` is decompressed."""
-    if "://" in path:
-        import tensorflow as tf
-
-        raw = tf.io.gfile.GFile(path, "rb")
-    else:
-        # Python's own buffered reader splits lines several times faster than GFile.
-        raw = open(path, "rb", buffering=1 << 20)
-    with raw:
-        if path.endswith(".gz"):
-            with gzip.GzipFile(fileobj=raw, mode="rb") as f:
-                yield from f
-        else:
-            yield from raw
-
-
 class _ReadDocuments(beam.DoFn):
-    """One source -> batches of documents (each a list of decoded lines); counts what it reads.
+    """One source (a file's byte range, a TFDS sub-split) -> batches of documents, each its raw bytes.
 
-    Documents travel in batches of about `batch_chars` characters: fewer, larger
-    elements make the shuffle cheaper and let SentencePiece encode many lines per
-    call. Batch boundaries never reach the output (shards depend on content only).
+    A document travels as one `bytes` (its lines joined by `\n`), undecoded: a
+    batch pickles through the shuffle at memcpy cost, and decoding, like
+    normalization, happens once per batch in `_TokenizeDocuments`. Batches
+    of about `batch_bytes` make the shuffle cheaper and let SentencePiece
+    encode many lines per call; their boundaries never reach the output
+    (shards depend on content only).
+
+    Counts go out as data on the "stats" output (`(name, n)`) and, per file, on
+    the "files" output (`(path, documents)`), so the manifest's counts hold on
+    runners without committed metrics; Beam counters mirror them for monitoring.
     """
 
-    def __init__(self, on_undecodable, batch_chars=1 << 20):
-        self._on_undecodable = on_undecodable
-        self._batch_chars = int(batch_chars)
+    def __init__(self, batch_bytes=1 << 20):
+        self._batch_bytes = int(batch_bytes)
         self._read = Metrics.counter(_NAMESPACE, "documents_read")
-        self._undecodable = Metrics.counter(_NAMESPACE, "documents_skipped_undecodable")
-        self._repaired = Metrics.counter(_NAMESPACE, "documents_repaired")
-        self._files = Metrics.counter(_NAMESPACE, "files_read")
-        self._empty_files = Metrics.counter(_NAMESPACE, "files_empty")
 
     def process(self, source):
-        counts = {"documents_read": 0, "skipped:undecodable": 0, "documents_repaired": 0}
         if source[0] == "file":
-            documents = self._file_documents(source[1])
-            counts["files_read"] = 1
+            documents = line_ranges.documents_in_range(*source[1:])
         else:
             documents = self._tfds_documents(*source[1:])
-        batch, batch_chars = [], 0
+        num_documents = 0
+        batch, batch_bytes = [], 0
         for raw_lines in documents:
-            counts["documents_read"] += 1
-            try:
-                lines = [line.decode("utf-8") for line in raw_lines]
-            except UnicodeDecodeError:
-                if self._on_undecodable == "skip":
-                    counts["skipped:undecodable"] += 1
-                    continue
-                lines = [line.decode("utf-8", errors="replace") for line in raw_lines]
-                counts["documents_repaired"] += 1
-            batch.append(lines)
-            batch_chars += sum(len(line) for line in lines)
-            if batch_chars >= self._batch_chars:
+            num_documents += 1
+            document = b"".join(raw_lines)
+            if document.endswith(b"\n"):
+                document = document[:-1]
+            batch.append(document)
+            batch_bytes += len(document)
+            if batch_bytes >= self._batch_bytes:
                 yield batch
-                batch, batch_chars = [], 0
+                batch, batch_bytes = [], 0
         if batch:
             yield batch
-        if source[0] == "file" and counts["documents_read"] == 0:
-            counts["files_empty"] = 1
-        self._read.inc(counts["documents_read"])
-        self._undecodable.inc(counts["skipped:undecodable"])
-        self._repaired.inc(counts["documents_repaired"])
-        self._files.inc(counts.get("files_read", 0))
-        self._empty_files.inc(counts.get("files_empty", 0))
-        for key, value in counts.items():
-            if value:
-                yield beam.pvalue.TaggedOutput("stats", (key, value))
-
-    @staticmethod
-    def _file_documents(path):
-        document = []
-        for raw in _read_lines(path):
-            if raw.strip():
-                document.append(raw)
-            elif document:
-                yield document
-                document = []
-        if document:
-            yield document
+        self._read.inc(num_documents)
+        if source[0] == "file":
+            # A file's ranges each report; `_FileStats` sums them per file.
+            yield beam.pvalue.TaggedOutput("files", (source[1], num_documents))
+        if num_documents:
+            yield beam.pvalue.TaggedOutput("stats", ("documents_read", num_documents))
 
     @staticmethod
     def _tfds_documents(name, split, feature, data_dir):
@@ -250,7 +221,23 @@ class _ReadDocuments(beam.DoFn):
             if not isinstance(text, bytes):
                 raise ValueError(f"TFDS {name}:{split}: feature {feature!r} holds {type(text).__name__}, not text.")
             # Blank lines inside one example are paragraph gaps, not document breaks.
-            yield [line for line in text.split(b"\n") if line.strip()]
+            yield [line + b"\n" for line in text.split(b"\n") if line.strip()]
+
+
+class _FileStats(beam.DoFn):
+    """`(path, documents read from all its ranges)` -> `files_read` / `files_empty` stats."""
+
+    def __init__(self):
+        self._files = Metrics.counter(_NAMESPACE, "files_read")
+        self._empty_files = Metrics.counter(_NAMESPACE, "files_empty")
+
+    def process(self, element):
+        _, documents = element
+        self._files.inc()
+        yield "files_read", 1
+        if not documents:
+            self._empty_files.inc()
+            yield "files_empty", 1
 
 
 # --------------------------------------------------------------------------- tokenizing
@@ -262,15 +249,26 @@ def token_dtype(vocabulary_size):
 
 
 class _TokenizeDocuments(beam.DoFn):
-    """A batch of documents -> (shard, (order key, token ids, sentence lengths)) per document."""
+    """A batch of raw documents -> (shard, (order key, token ids, sentence lengths)) per document.
 
-    def __init__(self, vocab_proto, *, seed, num_shards, lowercase, keep_accents, max_sentence_chars):
+    The whole batch goes through each step at once: one decode per document,
+    the character steps of normalization over the batch's text
+    (`normalize_lines`), one SentencePiece call for all its sentences, the
+    digit-comma rule on one flat id array (`DigitCommaSplit.split_flat`); per
+    document only its hash and slices of those arrays are made.
+    """
+
+    def __init__(self, vocab_proto, *, seed, num_shards, lowercase, keep_accents, max_sentence_chars,
+                 on_undecodable):
         self._vocab_proto = vocab_proto
         self._seed = int(seed)
         self._num_shards = int(num_shards)
         self._normalize_options = dict(lowercase=lowercase, keep_accents=keep_accents)
         self._max_sentence_chars = int(max_sentence_chars)
+        self._on_undecodable = on_undecodable
         self._empty = Metrics.counter(_NAMESPACE, "documents_skipped_empty")
+        self._undecodable = Metrics.counter(_NAMESPACE, "documents_skipped_undecodable")
+        self._repaired = Metrics.counter(_NAMESPACE, "documents_repaired")
         self._split = Metrics.counter(_NAMESPACE, "lines_split")
         self._tokens = Metrics.counter(_NAMESPACE, "tokens_encoded")
 
@@ -283,56 +281,83 @@ class _TokenizeDocuments(beam.DoFn):
         # The original data pipeline split pieces like `▁1990,` (`XLNetTokenizer` does the same).
         self._digit_comma = DigitCommaSplit(self._processor)
         self._token_dtype = token_dtype(self._processor.vocab_size())
+        self._seed_bytes = self._seed.to_bytes(8, "little", signed=True)
 
-    def _sentences(self, lines):
-        from xlnet_tf.text_normalization import normalize_text
+    def _decoded(self, documents, counts):
+        texts = []
+        for raw in documents:
+            try:
+                texts.append(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                if self._on_undecodable == "skip":
+                    counts["skipped:undecodable"] += 1
+                    continue
+                texts.append(raw.decode("utf-8", errors="replace"))
+                counts["documents_repaired"] += 1
+        return texts
+
+    def _sentences(self, texts, counts):
+        """Per document, its normalized non-empty sentences (long lines split)."""
+        from xlnet_tf.text_normalization import normalize_lines
         from xlnet_tf.text_normalization import split_long_line
 
-        sentences, num_split = [], 0
-        for line in lines:
-            line = normalize_text(line, **self._normalize_options)
-            if len(line) > self._max_sentence_chars:
-                sentences.extend(split_long_line(line, self._max_sentence_chars))
-                num_split += 1
-            elif line:
-                sentences.append(line)
-        return sentences, num_split
+        lines = "\n".join(texts).split("\n")
+        lines = normalize_lines(lines, **self._normalize_options)
+        per_document, start = [], 0
+        limit = self._max_sentence_chars
+        for text in texts:
+            stop = start + text.count("\n") + 1
+            sentences = [line for line in lines[start:stop] if line]
+            start = stop
+            if sentences and max(map(len, sentences)) > limit:
+                pieces = []
+                for line in sentences:
+                    if len(line) > limit:
+                        pieces.extend(split_long_line(line, limit))
+                        counts["lines_split"] += 1
+                    else:
+                        pieces.append(line)
+                sentences = pieces
+            per_document.append(sentences)
+        return per_document
 
     def process(self, documents):
-        per_document, flat = [], []
-        num_split = 0
-        for lines in documents:
-            sentences, split = self._sentences(lines)
-            num_split += split
-            per_document.append(sentences)
-            flat.extend(sentences)
+        counts = collections.Counter()
+        per_document = self._sentences(self._decoded(documents, counts), counts)
+        flat = [sentence for sentences in per_document for sentence in sentences]
         # One call for the whole batch: SentencePiece's per-call cost is paid once. One thread:
         # parallelism comes from Beam workers, not from inside a DoFn.
-        ids = self._digit_comma.encode(self._processor, flat, num_threads=1) if flat else []
-        position, empty, num_tokens = 0, 0, 0
+        ids = self._processor.encode(flat, num_threads=1) if flat else []
+        lengths = np.fromiter(map(len, ids), np.int64, len(ids))  # [S]
+        tokens = np.fromiter(itertools.chain.from_iterable(ids), np.int32, int(lengths.sum()))  # [T]
+        del ids
+        tokens, lengths = self._digit_comma.split_flat(tokens, lengths)
+        tokens = tokens.astype(self._token_dtype)
+        token_ends = np.cumsum(lengths)  # [S]
+        sentence, token = 0, 0
         for sentences in per_document:
-            document_ids = [x for x in ids[position:position + len(sentences)] if x]
-            position += len(sentences)
-            if not document_ids:
-                empty += 1
+            count = len(sentences)
+            document_lengths = lengths[sentence:sentence + count]
+            end = int(token_ends[sentence + count - 1]) if count else token
+            sentence += count
+            if end == token:
+                counts["skipped:empty"] += 1
                 continue
-            digest = hashlib.sha256(
-                self._seed.to_bytes(8, "little", signed=True) + "\n".join(sentences).encode("utf-8")
-            ).digest()
+            digest = hashlib.sha256(self._seed_bytes + "\n".join(sentences).encode("utf-8")).digest()
             shard = int.from_bytes(digest[:8], "little") % self._num_shards
-            lengths = np.array([len(x) for x in document_ids], dtype=np.int32)  # [S]
-            tokens = np.fromiter(
-                itertools.chain.from_iterable(document_ids), self._token_dtype, int(lengths.sum())
-            )  # [T]
-            num_tokens += tokens.size
-            yield shard, (digest[8:], tokens.tobytes(), lengths.tobytes())
-        self._empty.inc(empty)
-        self._split.inc(num_split)
-        self._tokens.inc(num_tokens)
-        if empty:
-            yield beam.pvalue.TaggedOutput("stats", ("skipped:empty", empty))
-        if num_split:
-            yield beam.pvalue.TaggedOutput("stats", ("lines_split", num_split))
+            # Sentences SentencePiece encoded to nothing are not sentences of the stream.
+            kept = document_lengths[document_lengths > 0].astype(np.int32)  # [S']
+            yield shard, (digest[8:], tokens[token:end].tobytes(), kept.tobytes())
+            counts["tokens"] += end - token
+            token = end
+        self._empty.inc(counts["skipped:empty"])
+        self._undecodable.inc(counts["skipped:undecodable"])
+        self._repaired.inc(counts["documents_repaired"])
+        self._split.inc(counts["lines_split"])
+        self._tokens.inc(counts.pop("tokens", 0))
+        for key, value in counts.items():
+            if value:
+                yield beam.pvalue.TaggedOutput("stats", (key, value))
 
 
 # --------------------------------------------------------------------------- writing
@@ -403,6 +428,8 @@ class _WriteShard(beam.DoFn):
 
 
 class _WriteManifest(beam.DoFn):
+    """Shard entries + summed stats -> `manifest.json`; fails the job when the documents do not add up."""
+
     def __init__(self, output_dir, vocabulary, settings):
         self._output_dir = output_dir
         self._vocabulary = vocabulary
@@ -475,11 +502,18 @@ def build_pipeline(pipeline, settings, sources, vocab_proto, vocabulary_entry):
         | "Sources" >> beam.Create(sources)
         # One element per file: without a shuffle a runner may read every file in one bundle.
         | "SpreadSources" >> beam.Reshuffle()
-        | "Read" >> beam.ParDo(_ReadDocuments(settings["on_undecodable"])).with_outputs("stats", main="documents")
+        | "Read" >> beam.ParDo(_ReadDocuments()).with_outputs(
+            "stats", "files", main="documents")
+    )
+    file_stats = (
+        read.files
+        | "SumPerFile" >> beam.CombinePerKey(sum)
+        | "FileStats" >> beam.ParDo(_FileStats())
     )
     tokenized = (
+        # Fused with the read: text never crosses a shuffle. Work spreads by source (files, byte
+        # ranges, TFDS sub-splits), which `SpreadSources` hands out one by one.
         read.documents
-        | "SpreadDocuments" >> beam.Reshuffle()
         | "Tokenize" >> beam.ParDo(_TokenizeDocuments(
             vocab_proto,
             seed=settings["seed"],
@@ -487,6 +521,7 @@ def build_pipeline(pipeline, settings, sources, vocab_proto, vocabulary_entry):
             lowercase=settings["lowercase"],
             keep_accents=settings["keep_accents"],
             max_sentence_chars=settings["max_sentence_chars"],
+            on_undecodable=settings["on_undecodable"],
         )).with_outputs("stats", main="documents")
     )
     # Every shard id gets an element, so a shard that receives no document is still written (empty).
@@ -498,7 +533,7 @@ def build_pipeline(pipeline, settings, sources, vocab_proto, vocabulary_entry):
             output_dir, num_shards, settings["chunk_length"], vocabulary_entry["vocabulary_size"]))
     )
     stats = (
-        (read.stats, tokenized.stats)
+        (read.stats, file_stats, tokenized.stats)
         | "MergeStats" >> beam.Flatten()
         | "SumStats" >> beam.CombinePerKey(sum)
     )
@@ -514,7 +549,7 @@ def build_pipeline(pipeline, settings, sources, vocab_proto, vocabulary_entry):
 
 
 def _check_settings(settings):
-    for key in ("num_shards", "chunk_length", "max_sentence_chars", "tfds_read_shards"):
+    for key in ("num_shards", "chunk_length", "max_sentence_chars", "tfds_read_shards", "read_range_bytes"):
         if settings[key] < 1:
             raise PipelineInputError(f"--{key.replace('_', '-')} must be >= 1, got {settings[key]}.")
     if settings["on_undecodable"] not in ("skip", "replace"):
@@ -539,21 +574,11 @@ def _prepare_output_dir(output_dir, overwrite):
     tf.io.gfile.makedirs(output_dir)
 
 
-def _beam_options(beam_args):
-    beam_args = list(beam_args)
-    flags = {arg.split("=")[0] for arg in beam_args if arg.startswith("--")}
-    if "--runner" not in flags:
-        beam_args.append("--runner=DirectRunner")
-    if "--direct_num_workers" in flags and "--direct_running_mode" not in flags:
-        # Several workers are pointless in one process: the default in_memory mode holds the GIL.
-        beam_args.append("--direct_running_mode=multi_processing")
-    return PipelineOptions(beam_args)
-
-
 def prepare_pretraining_data(inputs, output_dir, vocab, *, num_shards=16, chunk_length=512, seed=0,
                              lowercase=False, keep_accents=False, max_sentence_chars=4096,
                              on_undecodable="skip", tfds_text_feature="text", tfds_data_dir=None,
-                             tfds_download=False, tfds_read_shards=1, overwrite=False, beam_args=()):
+                             tfds_download=False, tfds_read_shards=1, read_range_bytes=DEFAULT_READ_RANGE_BYTES,
+                             shared_filesystem=False, overwrite=False, beam_args=()):
     """Validates inputs, runs the job and waits for it (what `xlnet-tf prepare-pretraining` runs).
 
     Args:
@@ -575,6 +600,11 @@ def prepare_pretraining_data(inputs, output_dir, vocab, *, num_shards=16, chunk_
         tfds_data_dir: TFDS data directory (default: TFDS's own).
         tfds_download: run `download_and_prepare` for TFDS inputs first.
         tfds_read_shards: read each TFDS split as this many even sub-splits.
+        read_range_bytes: uncompressed input files larger than this are read
+            as ranges of this many bytes, on several workers (each range owns
+            the documents whose first line starts in it).
+        shared_filesystem: local paths are on a filesystem every worker
+            mounts (allows them with a runner whose workers are other machines).
         overwrite: replace shards and manifest already in `output_dir`.
         beam_args: Beam pipeline options (`--runner DataflowRunner ...`);
             DirectRunner by default.
@@ -584,7 +614,9 @@ def prepare_pretraining_data(inputs, output_dir, vocab, *, num_shards=16, chunk_
         `output_dir/manifest.json` and Beam's result (for `.metrics()`).
 
     Raises:
-        PipelineInputError: on a bad input, vocabulary or setting, before the pipeline starts.
+        PipelineInputError: on a bad input, vocabulary or setting, before the
+            pipeline starts; also a local path with a runner whose workers are
+            other machines (unless `shared_filesystem`).
 
     Example:
     >>> job = prepare_pretraining_data(["corpus/*.txt"], "records", "spiece.model",
@@ -597,9 +629,17 @@ def prepare_pretraining_data(inputs, output_dir, vocab, *, num_shards=16, chunk_
         "chunk_length": chunk_length, "seed": seed, "lowercase": lowercase, "keep_accents": keep_accents,
         "max_sentence_chars": max_sentence_chars, "on_undecodable": on_undecodable,
         "tfds_text_feature": tfds_text_feature, "tfds_data_dir": tfds_data_dir,
-        "tfds_download": tfds_download, "tfds_read_shards": tfds_read_shards,
+        "tfds_download": tfds_download, "tfds_read_shards": tfds_read_shards, "read_range_bytes": read_range_bytes,
+        "shared_filesystem": shared_filesystem,
     }.items()))
     _check_settings(settings)
+    options = beam_options(beam_args)
+    local_inputs = [("--input", spec) for spec in settings["input"] if not spec.startswith(TFDS_PREFIX)]
+    if len(local_inputs) < len(settings["input"]):
+        local_inputs.append(("--tfds-data-dir", tfds_data_dir or _default_tfds_data_dir()))
+    # Before anything is read or created: a job that cannot work is refused before it is submitted.
+    check_paths_for_runner(options, local_inputs + [("--output-dir", output_dir)],
+                           shared_filesystem=shared_filesystem)
     vocab_proto, vocabulary_entry = load_vocabulary(vocab)
     sources = resolve_sources(
         settings["input"],
@@ -607,15 +647,21 @@ def prepare_pretraining_data(inputs, output_dir, vocab, *, num_shards=16, chunk_
         tfds_data_dir=tfds_data_dir,
         tfds_download=tfds_download,
         tfds_read_shards=tfds_read_shards,
+        read_range_bytes=read_range_bytes,
     )
     _prepare_output_dir(output_dir, overwrite)
     settings["beam_args"] = list(beam_args)
-    options = _beam_options(beam_args)
     pipeline = beam.Pipeline(options=options)
     build_pipeline(pipeline, settings, sources, vocab_proto, vocabulary_entry)
     result = pipeline.run()
     result.wait_until_finish()
     return JobResult(read_manifest(output_dir), result)
+
+
+def _default_tfds_data_dir():
+    import tensorflow_datasets as tfds
+
+    return tfds.core.constants.DATA_DIR
 
 
 def read_manifest(output_dir):
