@@ -77,7 +77,9 @@ def failure_reason(message):
     if found:
         return f"no wheel of {found.group(1)} for this Python"
     lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
-    return (lines[-1] if lines else "unknown error")[:300]
+    # The last "SomethingError: ..." line names the failure; a bare last line may be a detail of it.
+    errors = [line for line in lines if re.match(r"[\w.]*(Error|Exception): ", line)]
+    return (errors[-1] if errors else lines[-1] if lines else "unknown error")[:300]
 
 
 def _write_atomically(path, write):
@@ -324,8 +326,11 @@ def runtime_venv(cache_dir, runtime, python_version, log):
         return None, f"no Python {python_version} on this machine"
     shutil.rmtree(venv, ignore_errors=True)
     os.makedirs(cache_dir, exist_ok=True)
-    steps = [base + ["-m", "venv", venv],
-             [python, "-m", "pip", "install", "--quiet", f"tensorflow=={runtime}.*", f"tensorflow-text=={runtime}.*"]]
+    packages = [f"tensorflow=={runtime}.*", f"tensorflow-text=={runtime}.*"]
+    if [int(part) for part in runtime.split(".")] < [2, 18]:
+        # Built against NumPy 1; before 2.12 TensorFlow does not say so, and pip would bring NumPy 2.
+        packages.append("numpy<2")
+    steps = [base + ["-m", "venv", venv], [python, "-m", "pip", "install", "--quiet", *packages]]
     for step in steps:
         log(f"  $ {' '.join(step)}")
         try:
@@ -336,7 +341,7 @@ def runtime_venv(cache_dir, runtime, python_version, log):
             shutil.rmtree(venv, ignore_errors=True)
             return None, failure_reason(result.stderr + result.stdout)
     with open(os.path.join(venv, INSTALLED_MARKER), "w") as f:
-        f.write(f"tensorflow=={runtime}.* tensorflow-text=={runtime}.*\n")
+        f.write(" ".join(packages) + "\n")
     return python, None
 
 

@@ -41,6 +41,8 @@ def test_failure_reason_names_the_missing_op_attribute_or_wheel():
         "2.12.0, 2.12.1)\nERROR: No matching distribution found for tensorflow-text==2.13.*\n"
     ) == "no wheel of tensorflow-text==2.13.* for this Python"
     assert tool.failure_reason("Traceback ...\n  File x\nRuntimeError: boom\n") == "RuntimeError: boom"
+    assert tool.failure_reason("Traceback ...\nImportError: numpy.core.umath failed to import\n() -> handle\n") == (
+        "ImportError: numpy.core.umath failed to import")
 
 
 def test_compare_outputs_floats_within_tolerance_ints_and_strings_exactly():
