@@ -363,11 +363,16 @@ def check_runtime(python, cases_dir, cases, work_dir):
     except subprocess.TimeoutExpired:
         row["error"] = f"timed out after {LOAD_TIMEOUT} s"
         return row
-    results_file = os.path.join(work_dir, "results.json")
-    if result.returncode != 0 or not os.path.exists(results_file):
+    if result.returncode != 0 or not os.path.exists(os.path.join(work_dir, "results.json")):
         row["error"] = failure_reason(result.stderr or result.stdout)
         return row
-    with open(results_file) as f:
+    return runtime_row(cases_dir, cases, work_dir)
+
+
+def runtime_row(cases_dir, cases, work_dir):
+    """The row of a runtime from what its `--load` run left in `work_dir` (see `check_runtime`)."""
+    row = {"loaded": 0, "equal": 0, "max_diff": 0.0, "problems": [], "error": None, "models": len(cases)}
+    with open(os.path.join(work_dir, "results.json")) as f:
         results = json.load(f)
     row.update({k: results.get(k) for k in ("tensorflow", "tensorflow_text", "python")})
     if results.get("error"):
@@ -415,9 +420,19 @@ def table_rows(rows, cases):
         total = row["models"]
         loads = "yes" if row["loaded"] == total else f"{row['loaded']}/{total}"
         equal = "yes" if row["equal"] == total else f"{row['equal']}/{total}"
-        what = _describe(cases) + ("; " + "; ".join(row["problems"]) if row["problems"] else "")
-        lines.append([runtime, row["python"], loads, equal, f"{row['max_diff']:.1e}", what])
+        what = _describe(cases) + "".join(f"; {problem}" for problem in _grouped(row["problems"]))
+        difference = f"{row['max_diff']:.1e}" if row["loaded"] else "-"
+        lines.append([runtime, row["python"], loads, equal, difference, what])
     return lines
+
+
+def _grouped(problems):
+    """`["a: r", "b: r", "c: s"]` -> `["r (a, b)", "s (c)"]`: one entry per reason, in first-seen order."""
+    where = {}
+    for problem in problems:
+        place, _, reason = problem.partition(": ")
+        where.setdefault(reason, []).append(place)
+    return [f"{reason} ({', '.join(places)})" for reason, places in where.items()]
 
 
 def markdown_table(lines):

@@ -71,6 +71,11 @@ def test_a_runtime_without_its_python_is_a_row_with_the_reason(tmp_path):
         "no Python 3.99 on this machine |")
 
 
+def test_problems_are_grouped_by_reason():
+    assert tool._grouped(["a: op X not registered", "b/serving_default: op X not registered", "c: boom"]) == [
+        "op X not registered (a, b/serving_default)", "boom (c)"]
+
+
 def test_a_made_venv_is_reused(tmp_path):
     venv = tmp_path / "tf-2.15-py3.11"
     venv.mkdir()
@@ -117,7 +122,9 @@ def test_a_runtime_without_tensorflow_text_reports_the_missing_op(classifier_cas
     assert len(row["problems"]) == 1
     assert row["problems"][0].startswith("classifier: op ") and row["problems"][0].endswith(" not registered")
     lines = tool.table_rows([{**row, "runtime": "x", "python_version": "3.11"}], cases)
-    assert lines[1][2:4] == ["0/1", "0/1"] and "classifier: op " in lines[1][5]
+    reason = row["problems"][0].split(": ", 1)[1]
+    assert lines[1][2:5] == ["0/1", "0/1", "-"]
+    assert lines[1][5] == f"classifier: serving_default + serve_token_ids; {reason} (classifier)"
 
 
 @pytest.mark.subprocess
