@@ -363,6 +363,9 @@ def check_runtime(python, cases_dir, cases, work_dir):
     except subprocess.TimeoutExpired:
         row["error"] = f"timed out after {LOAD_TIMEOUT} s"
         return row
+    except OSError as e:
+        row["error"] = f"cannot run {python}: {e.strerror}"
+        return row
     if result.returncode != 0 or not os.path.exists(os.path.join(work_dir, "results.json")):
         row["error"] = failure_reason(result.stderr or result.stdout)
         return row

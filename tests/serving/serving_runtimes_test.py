@@ -83,6 +83,12 @@ def test_a_made_venv_is_reused(tmp_path):
     assert tool.runtime_venv(str(tmp_path), "2.15", "3.11", log=None) == (str(venv / "bin" / "python"), None)
 
 
+def test_a_runtime_python_that_does_not_run_is_a_row_with_the_reason(tmp_path):
+    row = tool.check_runtime(str(tmp_path / "no-python"), str(tmp_path), {"classifier": {}}, str(tmp_path / "run"))
+    assert row["error"] == f"cannot run {tmp_path / 'no-python'}: No such file or directory"
+    assert (row["loaded"], row["equal"]) == (0, 0)
+
+
 def test_usage_errors_name_the_option(capsys):
     assert tool.main(["--runtimes", "2"]) == 2
     assert "runtime '2' is not MAJOR.MINOR[@PYTHON_MAJOR.MINOR]" in capsys.readouterr().err
@@ -137,7 +143,8 @@ def test_an_older_runtime_loads_every_export_with_equal_outputs(tmp_path):
     assert sorted(cases) == sorted(tool.MODELS)
     row = tool.check_runtime(RUNTIME_PYTHON, str(tmp_path / "cases"), cases, str(tmp_path / "run"))
     print(tool.markdown_table(tool.table_rows([{**row, "runtime": RUNTIME_PYTHON, "python_version": "?"}], cases)))
-    assert row["error"] is None and row["problems"] == []
+    assert row["error"] is None, row["error"]
+    assert row["problems"] == []
     assert row["loaded"] == row["equal"] == len(tool.MODELS)
     assert row["max_diff"] <= tool.TOLERANCE
     older = [int(part) for part in row["tensorflow"].split(".")[:2]]
