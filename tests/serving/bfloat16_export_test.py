@@ -15,8 +15,8 @@ from xlnet_tf.serving.export_task_model import (BFLOAT16_TOLERANCE, METADATA_FIL
                                                 model_in_dtype)
 
 
-def _xlnet_classifier():
-    config = XLNetConfig(vocabulary_size=64, num_layers=2, num_heads=2, head_dim=8, hidden_dim=16,
+def _xlnet_classifier(vocabulary_size=64):
+    config = XLNetConfig(vocabulary_size=vocabulary_size, num_layers=2, num_heads=2, head_dim=8, hidden_dim=16,
                          intermediate_dim=32, dropout=0.0, attention_dropout=0.0, initializer_range=0.1)
     model = XLNetClassifier(XLNetBackbone(config), num_classes=3)
     model.build_with_dummy_inputs()
@@ -98,3 +98,25 @@ def test_cli_dtype_needs_a_fine_tuning_workdir(tmp_path, capsys):
                         "--dtype", "bfloat16"])
     assert code == 2
     assert "--dtype bfloat16 needs --workdir" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_task_preset_with_its_preprocessor_exports_in_bfloat16(tmp_path):
+    # `xlnet-tf finetune` saves the preprocessor with the task: its tokenizer's int32 policy must stay.
+    from tests.serving.conftest import SPIECE
+    from xlnet_tf.models.xlnet_task import load_task_preset
+    from xlnet_tf.serving.export_task_workdir import export_task_workdir
+
+    _xlnet_classifier(vocabulary_size=200).save_to_preset(str(tmp_path / "preset"), vocabulary_file=SPIECE, preprocessing={
+        "task_type": "classification", "sequence_length": SEQUENCE_LENGTH, "text_fields": ["text"]})
+    model = load_task_preset(str(tmp_path / "preset"), load_weights=True, dtype="float32")
+    assert model.preprocessor is not None
+    copy = model_in_dtype(model, "bfloat16")
+    assert copy.backbone.dtype_policy.name == "bfloat16"
+    assert copy.preprocessor.tokenizer.dtype_policy.name == model.preprocessor.tokenizer.dtype_policy.name
+    path = export_task_workdir(str(tmp_path / "preset"), str(tmp_path / "export"), dtype="bfloat16")
+    loaded = tf.saved_model.load(path)
+    text = tf.constant(["the lazy dog", ""])
+    probabilities = loaded.signatures["serving_default"](text=text)["probabilities"].numpy()
+    expected = tf.nn.softmax(model(model.preprocessor(text), training=False)).numpy()
+    np.testing.assert_allclose(probabilities, expected, atol=BFLOAT16_TOLERANCE)

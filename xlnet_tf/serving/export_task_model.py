@@ -55,7 +55,10 @@ def _with_dtype_policy(config, dtype):
     """`config` (a serialized Keras object) with every layer's dtype policy set to `dtype`."""
     if isinstance(config, dict):
         if config.get("class_name") in ("DTypePolicy", "FloatDTypePolicy"):
-            return {**config, "config": {**config.get("config", {}), "name": dtype}}
+            # Only float policies: a preprocessor's tokenizer keeps its int32 (or string) policy.
+            name = config.get("config", {}).get("name")
+            return {**config, "config": {**config.get("config", {}), "name": dtype}} if name in _FLOAT_POLICIES \
+                else config
         return {k: dtype if k == "dtype" and v in _FLOAT_POLICIES else _with_dtype_policy(v, dtype)
                 for k, v in config.items()}
     if isinstance(config, list):
