@@ -194,3 +194,22 @@ def real_span_export(tmp_path_factory):
     return export_task(tmp_path_factory.mktemp("span"), XLNetSpanLabeler(tiny_backbone(), start_n_top=3, end_n_top=3),
                        {"task_type": "span", "sequence_length": LENGTH, "text_fields": ["context", "question"],
                         **SQUAD}, through_workdir=False)
+
+
+@pytest.fixture(scope="session")
+def finetuned_workdir(tmp_path_factory):
+    """`finetuned_workdir(task)`: the work directory of a one-step `xlnet-tf finetune` of `task`
+    (a name of `tests.serving.tiny_finetuning_runs.TASKS`), run at most once per session."""
+    from tests.serving.tiny_finetuning_runs import run_tiny_finetuning, write_backbone_preset
+
+    root = tmp_path_factory.mktemp("finetuned")
+    runs = {}
+
+    def workdir(task):
+        if task not in runs:
+            if "preset" not in runs:
+                runs["preset"] = write_backbone_preset(root / "preset")
+            runs[task] = run_tiny_finetuning(root, runs["preset"], task)
+        return runs[task]
+
+    return workdir

@@ -49,14 +49,26 @@ def model_in_dtype(model, dtype):
 
 
 _FLOAT_POLICIES = ("float32", "float16", "bfloat16", "mixed_float16", "mixed_bfloat16")
+# Entries of a task's config that do no float compute of the model: the attached
+# preprocessor turns text into ids, and the compile settings (metrics) are not served.
+_NOT_MODEL_COMPUTE = ("preprocessor", "compile_config")
 
 
 def _with_dtype_policy(config, dtype):
-    """`config` (a serialized Keras object) with every layer's dtype policy set to `dtype`."""
+    """`config` (a serialized Keras object) with the dtype policy of every float layer set to `dtype`.
+
+    A policy that is not a float one stays: a tokenizer's `int32` (or `string`)
+    policy is the type of the ids it emits, not a precision to lower. The task's
+    preprocessor and compile settings keep theirs.
+    """
     if isinstance(config, dict):
         if config.get("class_name") in ("DTypePolicy", "FloatDTypePolicy"):
-            return {**config, "config": {**config.get("config", {}), "name": dtype}}
-        return {k: dtype if k == "dtype" and v in _FLOAT_POLICIES else _with_dtype_policy(v, dtype)
+            if (config.get("config") or {}).get("name") not in _FLOAT_POLICIES:
+                return config
+            return {**config, "config": {**config["config"], "name": dtype}}
+        return {k: v if k in _NOT_MODEL_COMPUTE
+                else dtype if k == "dtype" and v in _FLOAT_POLICIES
+                else _with_dtype_policy(v, dtype)
                 for k, v in config.items()}
     if isinstance(config, list):
         return [_with_dtype_policy(v, dtype) for v in config]
