@@ -1,0 +1,75 @@
+"""`OutputExistsError` and `check_output_directory`: where an export or conversion may write its directory."""
+
+import os
+
+from xlnet_tf.storage import atomic_files
+
+
+class OutputExistsError(FileExistsError):
+    """The output directory already holds files, and replacing it was not asked for.
+
+    Writers never mix their files with what a directory held before (a new
+    preset beside an old tokenizer, a SavedModel beside an old variables
+    folder): they refuse, or, asked to overwrite, build the new directory aside
+    and rename it into place (`atomic_files.replace_directory`).
+
+    Args:
+        path: the directory.
+        what: what it is, for the message (e.g. `"Export directory"`).
+
+    Example:
+    >>> error = OutputExistsError("exports/sst2", "Export directory")
+    >>> error.message("--overwrite")
+    'Export directory exports/sst2 already exists and is not empty; pass --overwrite to replace it.'
+    """
+
+    def __init__(self, path, what="Output directory"):
+        self.path, self.what = str(path), what
+        super().__init__(self.message("overwrite=True"))
+
+    def message(self, option):
+        """The one-line message naming the directory and `option`, the way to replace it."""
+        return f"{self.what} {self.path} already exists and is not empty; pass {option} to replace it."
+
+
+def _normalized(path):
+    path = str(path).rstrip("/")
+    return os.path.realpath(path) if atomic_files.is_local(path) else path
+
+
+def _contains(directory, path):
+    """Whether `path` is `directory` or lies inside it."""
+    directory, path = _normalized(directory), _normalized(path)
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def check_output_directory(path, *, overwrite=False, what="Output directory", sources=()):
+    """Refuses an output directory that writing (or replacing) would make wrong.
+
+    Allowed: a path that does not exist, an empty directory, and, with
+    `overwrite`, a directory holding files (the writer then replaces it whole).
+
+    Args:
+        path: the output directory (local or any `tf.io.gfile` scheme).
+        overwrite: whether a non-empty directory may be replaced.
+        what: what the directory is, for the messages.
+        sources: paths the writer reads from; an output that is one of them, or
+            holds one, is refused (replacing it would delete the source).
+
+    Raises:
+        OutputExistsError: `path` is a non-empty directory and `overwrite` is False.
+        ValueError: `path` is a file, or it is or holds one of `sources`.
+    """
+    import tensorflow as tf
+
+    path = str(path)
+    for source in sources:
+        if source and _contains(path, source):
+            raise ValueError(f"{what} {path} holds the source {source}: writing there would replace "
+                             "what is being read; choose another output directory.")
+    if not tf.io.gfile.exists(path):
+        return
+    if not tf.io.gfile.isdir(path):
+        raise ValueError(f"{what} {path} is a file; the output must be a directory.")
+    if tf.io.gfile.listdir(path) and not overwrite:
+        raise OutputExistsError(path, what)
