@@ -213,3 +213,15 @@ def finetuned_workdir(tmp_path_factory):
         return runs[task]
 
     return workdir
+
+
+@pytest.fixture(scope="session")
+def backbone_export(tmp_path_factory):
+    """`(preset, export)`: a tiny backbone preset and its `xlnet-tf export --preset` (preset/ + saved_model/)."""
+    from tests.serving.tiny_finetuning_runs import write_backbone_preset
+    from xlnet_tf.cli.main import main
+
+    root = tmp_path_factory.mktemp("backbone")
+    preset = write_backbone_preset(root / "preset")
+    assert main(["export", "--preset", preset, "--output", str(root / "export")]) == 0
+    return preset, str(root / "export")

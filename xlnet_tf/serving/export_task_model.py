@@ -9,6 +9,7 @@ from xlnet_tf.formats.serving_metadata import METADATA_FILE
 from xlnet_tf.formats.serving_metadata import METADATA_FORMAT
 from xlnet_tf.serving.signature_custom_ops import signature_custom_ops
 from xlnet_tf.storage import atomic_files
+from xlnet_tf.storage.output_directory import check_output_directory
 from xlnet_tf.serving.task_serving_module import TOKEN_INPUTS, TaskServingModule
 
 PARITY_TOLERANCE = 1e-5
@@ -127,9 +128,10 @@ def export_task_model(model, output, *, metadata=None, overwrite=False, verify=T
 
     Args:
         model: the fine-tuned task `keras.Model` (float32 weights).
-        output: directory to write; must not exist unless `overwrite`.
+        output: directory to write: new or empty, or, with `overwrite`, replaced whole.
         metadata: optional JSON-serializable dict stored under `"extra"`.
-        overwrite: replace an existing `output` directory.
+        overwrite: replace a non-empty `output` directory (the new one is built aside and
+            renamed into place; the old one is removed only once the new one is complete).
         verify: reload the SavedModel and check `serve_token_ids` against the
             in-memory model on a probe batch (max abs difference <= 1e-5).
         dtype: `"float32"` (default) or `"bfloat16"`: the variables and compute
@@ -158,7 +160,9 @@ def export_task_model(model, output, *, metadata=None, overwrite=False, verify=T
         The `output` path.
 
     Raises:
-        FileExistsError: `output` exists and `overwrite` is False.
+        OutputExistsError: (a `FileExistsError`) `output` is a non-empty directory and
+            `overwrite` is False.
+        ValueError: `output` is a file.
         RuntimeError: the reloaded SavedModel differs from the in-memory model.
 
     Example:
@@ -170,8 +174,7 @@ def export_task_model(model, output, *, metadata=None, overwrite=False, verify=T
     ```
     """
     output = os.fspath(output)
-    if tf.io.gfile.exists(output) and not overwrite:
-        raise FileExistsError(f"Export directory {output!r} already exists; pass overwrite=True.")
+    check_output_directory(output, overwrite=overwrite, what="Export directory")
     model = model_in_dtype(model, dtype)
     module = TaskServingModule(model, **serving_options)
     signatures = module.signatures()
