@@ -22,7 +22,8 @@ def _parser():
         prog="xlnet-tf export",
         description="Export a backbone preset and a SavedModel (serving signature on token ids).")
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--workdir", help="a pretraining or fine-tuning work directory")
+    source.add_argument("--workdir", help="a pretraining or fine-tuning work directory (or a fine-tuned task "
+                                          "preset, such as the run's final/)")
     source.add_argument("--checkpoint", help="a ckpt-*.weights.h5 file written by pretraining")
     source.add_argument("--preset", help="a preset directory")
     parser.add_argument("--config", help="run config of --checkpoint (default: the config.yaml "

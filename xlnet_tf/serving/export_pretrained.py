@@ -134,8 +134,14 @@ def _read_workdir_config(workdir):
     import tensorflow as tf
 
     path = os.path.join(workdir, "config.yaml")
+    if not tf.io.gfile.exists(workdir):
+        raise ExportError(f"Work directory {workdir} does not exist.")
+    if not tf.io.gfile.isdir(workdir):
+        raise ExportError(f"{workdir} is a file; --workdir takes the directory of an `xlnet-tf pretrain` or "
+                          "`xlnet-tf finetune` run.")
     if not tf.io.gfile.exists(path):
-        raise ExportError(f"{workdir} has no config.yaml (is it an `xlnet-tf pretrain` work directory?)")
+        raise ExportError(f"{workdir} has no config.yaml: it is not the work directory of an `xlnet-tf pretrain` "
+                          "or `xlnet-tf finetune` run (nor a fine-tuned task preset).")
     try:
         values = yaml.safe_load(atomic_files.read_text(path)) or {}
     except yaml.YAMLError as e:
@@ -179,7 +185,8 @@ def export_workdir(workdir, output_dir, dtype="float32", jit_compile=False, trim
     Uses the run's final preset when it has one, else its newest checkpoint that
     reads back completely: an unreadable newer one is skipped with a warning naming it.
     `dtype`, `jit_compile` and `trim_padding` are options of a task SavedModel
-    (`xlnet_tf.serving.export_task_workdir.export_task_workdir`). `output_dir` must be
+    (`xlnet_tf.serving.export_task_workdir.export_task_workdir`), which also takes a fine-tuned
+    task preset in place of a work directory (a run's `final/`). `output_dir` must be
     new or empty, or `overwrite` replaces it whole; it may not be or hold `workdir`.
     """
     import tensorflow as tf
@@ -187,7 +194,10 @@ def export_workdir(workdir, output_dir, dtype="float32", jit_compile=False, trim
     from xlnet_tf.training.callbacks import latest_readable_checkpoint, list_checkpoints
 
     check_output_directory(output_dir, overwrite=overwrite, what="Export directory", sources=(workdir,))
-    config_path, values = _read_workdir_config(workdir)
+    if _is_task_preset(workdir) and not tf.io.gfile.exists(os.path.join(workdir, "config.yaml")):
+        config_path, values = None, {"task": {}}  # a task preset itself (a run's final/)
+    else:
+        config_path, values = _read_workdir_config(workdir)
     if "task" in values:
         from xlnet_tf.serving.export_task_workdir import export_task_workdir
 
@@ -220,6 +230,15 @@ def export_workdir(workdir, output_dir, dtype="float32", jit_compile=False, trim
     return export_from_checkpoint(checkpoint, config_path, output_dir, overwrite=overwrite)
 
 
+def _is_task_preset(directory):
+    """Whether `directory` holds a fine-tuned task preset (`task.json`), e.g. a fine-tuning run's `final/`."""
+    import tensorflow as tf
+
+    from xlnet_tf.formats.preset_files import TASK_CONFIG_FILE
+
+    return tf.io.gfile.exists(os.path.join(directory, TASK_CONFIG_FILE))
+
+
 def _normalized(path):
     return os.path.abspath(path) if atomic_files.is_local(path) else path.rstrip("/")
 
@@ -231,6 +250,10 @@ def export_preset(preset_dir, output_dir, overwrite=False):
     from xlnet_tf.models import preset_io
 
     check_output_directory(output_dir, overwrite=overwrite, what="Export directory", sources=(preset_dir,))
+    if _is_task_preset(preset_dir):
+        # Its backbone alone would be exported, without the fine-tuned head: not what was meant.
+        raise ExportError(f"{preset_dir} is a fine-tuned task preset; --preset exports a pretrained backbone. "
+                          f"Export the task with `xlnet-tf export --workdir {preset_dir} --output DIR`.")
     pretrainer = XLNetPretrainer.from_preset(preset_dir)
     # Either layout: `spiece.model` or keras-hub's `assets/tokenizer/vocabulary.spm`.
     vocabulary = preset_io.vocabulary_path(preset_dir, required=False)

@@ -86,7 +86,12 @@ class SavedModelPredictor:
         import tensorflow as tf
         import tensorflow_text  # noqa: F401  (registers the SentencePiece ops of the strings-in signature)
 
-        self._loaded = tf.saved_model.load(model_dir)
+        try:
+            self._loaded = tf.saved_model.load(model_dir)
+        except (OSError, ValueError, tf.errors.OpError) as e:
+            reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise ValueError(f"{model_dir!r}: the SavedModel cannot be loaded ({reason}); export it again with "
+                             "`xlnet-tf export`.") from e
         self._signature = self._loaded.signatures.get("serving_default")
         names = (sorted(self._signature.structured_input_signature[1]) if self._signature is not None
                  else [])

@@ -43,6 +43,18 @@ def _contains(directory, path):
     return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
+def _nearest_existing_ancestor(path):
+    """The closest existing directory (or file) above `path`, or None (a filesystem root reached)."""
+    import tensorflow as tf
+
+    parent = os.path.dirname(str(path).rstrip("/"))
+    while parent and not parent.endswith("://") and parent != os.path.dirname(parent):
+        if tf.io.gfile.exists(parent):
+            return parent
+        parent = os.path.dirname(parent)
+    return None
+
+
 def check_output_directory(path, *, overwrite=False, what="Output directory", sources=()):
     """Refuses an output directory that writing (or replacing) would make wrong.
 
@@ -58,7 +70,8 @@ def check_output_directory(path, *, overwrite=False, what="Output directory", so
 
     Raises:
         OutputExistsError: `path` is a non-empty directory and `overwrite` is False.
-        ValueError: `path` is a file, or it is or holds one of `sources`.
+        ValueError: `path` (or the directory it would be created in) is a file, or it is or
+            holds one of `sources`.
     """
     import tensorflow as tf
 
@@ -68,6 +81,9 @@ def check_output_directory(path, *, overwrite=False, what="Output directory", so
             raise ValueError(f"{what} {path} holds the source {source}: writing there would replace "
                              "what is being read; choose another output directory.")
     if not tf.io.gfile.exists(path):
+        ancestor = _nearest_existing_ancestor(path)
+        if ancestor is not None and not tf.io.gfile.isdir(ancestor):
+            raise ValueError(f"{what} {path} cannot be created: {ancestor} is a file.")
         return
     if not tf.io.gfile.isdir(path):
         raise ValueError(f"{what} {path} is a file; the output must be a directory.")

@@ -1,0 +1,76 @@
+"""`xlnet-tf export` and `xlnet-tf predict` given the wrong thing: one line saying what is wrong, or the right export."""
+
+import os
+
+import pytest
+import tensorflow as tf
+
+from xlnet_tf.cli.main import main
+from xlnet_tf.formats.serving_metadata import METADATA_FILE
+
+
+def _error(argv, capsys):
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, (code, err)
+    return err
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("missing", "xlnet-tf export: Work directory {path} does not exist.\n"),
+    ("file", "xlnet-tf export: {path} is a file; --workdir takes the directory of an `xlnet-tf pretrain` or "
+             "`xlnet-tf finetune` run.\n"),
+    ("empty", "xlnet-tf export: {path} has no config.yaml: it is not the work directory of an `xlnet-tf pretrain` "
+              "or `xlnet-tf finetune` run (nor a fine-tuned task preset).\n"),
+])
+def test_a_workdir_that_is_not_one(tmp_path, capsys, kind, message):
+    path = tmp_path / "run"
+    if kind == "file":
+        path.write_text("x")
+    elif kind == "empty":
+        path.mkdir()
+    assert _error(["export", "--workdir", str(path), "--output", str(tmp_path / "out")], capsys) == \
+        message.format(path=path)
+
+
+def test_an_output_inside_a_file(tmp_path, capsys):
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "run").mkdir()
+    output = tmp_path / "file" / "export"
+    # Before: a FileExistsError traceback from makedirs.
+    assert _error(["export", "--workdir", str(tmp_path / "run"), "--output", str(output)], capsys) == (
+        f"xlnet-tf export: Export directory {output} cannot be created: {tmp_path / 'file'} is a file.\n")
+
+
+def test_a_task_preset_given_as_preset_is_refused_not_exported_as_a_backbone(finetuned_workdir, tmp_path, capsys):
+    final = os.path.join(finetuned_workdir("classification"), "final")
+    # Before: exit 0 with the backbone alone (no fine-tuned head) in the output.
+    assert _error(["export", "--preset", final, "--output", str(tmp_path / "out")], capsys) == (
+        f"xlnet-tf export: {final} is a fine-tuned task preset; --preset exports a pretrained backbone. "
+        f"Export the task with `xlnet-tf export --workdir {final} --output DIR`.\n")
+    assert not os.path.exists(tmp_path / "out")
+
+
+@pytest.mark.slow
+def test_a_task_preset_exports_as_its_run_does(finetuned_workdir, tmp_path, capsys):
+    final = os.path.join(finetuned_workdir("classification"), "final")
+    assert main(["export", "--workdir", final, "--output", str(tmp_path / "out")]) == 0, capsys.readouterr().err
+    assert os.path.exists(tmp_path / "out" / METADATA_FILE)
+    assert "serving_default" in tf.saved_model.load(str(tmp_path / "out")).signatures
+
+
+def test_predict_on_a_damaged_savedmodel(tmp_path, capsys):
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "saved_model.pb").write_bytes(b"garbage")
+    # Before: an OSError traceback from tf.saved_model.load.
+    err = _error(["predict", "--model", str(tmp_path / "model"), "text"], capsys)
+    assert err.startswith(f"xlnet-tf predict: {str(tmp_path / 'model')!r}: the SavedModel cannot be loaded (")
+    assert err.endswith("export it again with `xlnet-tf export`.\n")
+
+
+def test_convert_output_inside_a_file(tmp_path, capsys):
+    (tmp_path / "file").write_text("x")
+    output = tmp_path / "file" / "preset"
+    source = os.path.join(os.path.dirname(__file__), "..", "testdata", "hf_parity", "mems")
+    assert _error(["convert", "--source", "transformers", "--input", source, "--output", str(output)], capsys) == (
+        f"xlnet-tf convert: Preset directory {output} cannot be created: {tmp_path / 'file'} is a file.\n")
