@@ -74,3 +74,28 @@ def test_convert_output_inside_a_file(tmp_path, capsys):
     source = os.path.join(os.path.dirname(__file__), "..", "testdata", "hf_parity", "mems")
     assert _error(["convert", "--source", "transformers", "--input", source, "--output", str(output)], capsys) == (
         f"xlnet-tf convert: Preset directory {output} cannot be created: {tmp_path / 'file'} is a file.\n")
+
+
+@pytest.mark.parametrize("case", ["output is a directory", "output below a file", "negative top-k"])
+def test_predict_refuses_bad_options_before_running(tmp_path, capsys, case):
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "dir").mkdir()
+    # The model is never loaded: these are refused first (before, the first two failed with a
+    # traceback once every prediction was made; the third printed no top-k).
+    argv = ["predict", "--model", str(tmp_path / "no-model"), "text"]
+    tail, message = {
+        "output is a directory": (["--output", str(tmp_path / "dir")],
+                                  f"--output {tmp_path / 'dir'} is a directory; give a file name."),
+        "output below a file": (["--output", str(tmp_path / "file" / "x.jsonl")],
+                                f"--output {tmp_path / 'file' / 'x.jsonl'} cannot be created: "
+                                f"{tmp_path / 'file'} is a file."),
+        "negative top-k": (["--top-k", "-1"], "--top-k must be >= 0 (0: off)."),
+    }[case]
+    assert _error(argv + tail, capsys) == f"xlnet-tf predict: {message}\n"
+
+
+def test_predict_jsonl_that_is_a_directory(real_classifier_export, tmp_path, capsys):
+    _, path, _ = real_classifier_export
+    # Before: "no input" (the directory read as an empty file).
+    assert _error(["predict", "--model", path, "--jsonl", str(tmp_path)], capsys) == (
+        f"xlnet-tf predict: --jsonl {tmp_path} is a directory; give a JSON-lines file.\n")

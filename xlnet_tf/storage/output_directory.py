@@ -1,4 +1,4 @@
-"""`OutputExistsError` and `check_output_directory`: where an export or conversion may write its directory."""
+"""`OutputExistsError`, `check_output_directory`, `check_output_file`: where a command may write its output."""
 
 import os
 
@@ -89,3 +89,23 @@ def check_output_directory(path, *, overwrite=False, what="Output directory", so
         raise ValueError(f"{what} {path} is a file; the output must be a directory.")
     if tf.io.gfile.listdir(path) and not overwrite:
         raise OutputExistsError(path, what)
+
+
+def check_output_file(path, what="Output file"):
+    """Refuses an output file path that cannot be written, before any work is done.
+
+    Args:
+        path: the file to write (it may exist: it is then replaced atomically).
+        what: what it is, for the messages (e.g. `"--output"`).
+
+    Raises:
+        ValueError: `path` is a directory, or the directory it would be created in is a file.
+    """
+    import tensorflow as tf
+
+    path = str(path)
+    if tf.io.gfile.isdir(path):
+        raise ValueError(f"{what} {path} is a directory; give a file name.")
+    ancestor = _nearest_existing_ancestor(path)
+    if ancestor is not None and not tf.io.gfile.isdir(ancestor):
+        raise ValueError(f"{what} {path} cannot be created: {ancestor} is a file.")
