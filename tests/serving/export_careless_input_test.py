@@ -18,10 +18,10 @@ def _error(argv, capsys):
 
 @pytest.mark.parametrize("kind, message", [
     ("missing", "xlnet-tf export: Work directory {path} does not exist.\n"),
-    ("file", "xlnet-tf export: {path} is a file; --workdir takes the directory of an `xlnet-tf pretrain` or "
-             "`xlnet-tf finetune` run.\n"),
-    ("empty", "xlnet-tf export: {path} has no config.yaml: it is not the work directory of an `xlnet-tf pretrain` "
-              "or `xlnet-tf finetune` run (nor a fine-tuned task preset).\n"),
+    ("file", ("xlnet-tf export: {path} is a file; --workdir takes the directory of an `xlnet-tf pretrain` or "
+              "`xlnet-tf finetune` run.\n")),
+    ("empty", ("xlnet-tf export: {path} has no config.yaml: it is not the work directory of an `xlnet-tf pretrain` "
+               "or `xlnet-tf finetune` run (nor a fine-tuned task preset).\n")),
 ])
 def test_a_workdir_that_is_not_one(tmp_path, capsys, kind, message):
     path = tmp_path / "run"
@@ -87,8 +87,8 @@ def test_predict_refuses_bad_options_before_running(tmp_path, capsys, case):
         "output is a directory": (["--output", str(tmp_path / "dir")],
                                   f"--output {tmp_path / 'dir'} is a directory; give a file name."),
         "output below a file": (["--output", str(tmp_path / "file" / "x.jsonl")],
-                                f"--output {tmp_path / 'file' / 'x.jsonl'} cannot be created: "
-                                f"{tmp_path / 'file'} is a file."),
+                                (f"--output {tmp_path / 'file' / 'x.jsonl'} cannot be created: "
+                                 f"{tmp_path / 'file'} is a file.")),
         "negative top-k": (["--top-k", "-1"], "--top-k must be >= 0 (0: off)."),
     }[case]
     assert _error(argv + tail, capsys) == f"xlnet-tf predict: {message}\n"

@@ -78,6 +78,6 @@ def run_tiny_finetuning(root, preset, task):
                 "training.global_batch_size=2", "training.train_steps=1", "training.steps_per_epoch=1",
                 "training.verbose=0", "optimizer.warmup_steps=0", "evaluation.every_epoch=false",
                 "model.dropout=0.0", "model.attention_dropout=0.0", *TASKS[task]]
-    code = main(["finetune", "--init", preset, "--workdir", workdir, *sum((["--set", s] for s in settings), [])])
+    code = main(["finetune", "--init", preset, "--workdir", workdir, *[a for s in settings for a in ("--set", s)]])
     assert code == 0, f"xlnet-tf finetune of {task} exited with {code}"
     return workdir

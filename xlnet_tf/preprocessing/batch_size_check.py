@@ -52,20 +52,16 @@ def same_batch_size(owner, inputs):
     ...
     ValueError: demo: text_a and text_b must have the same batch size; got 2 and 1 rows.
     """
-    names = list(inputs)
-    sizes = {name: _rows(value) for name, value in inputs.items()}
-    first = names[0]
-    checks = []
-    for name in names[1:]:
+    def check(first, first_size, name, size):
         message = f"{owner}: {first} and {name} must have the same batch size; got"
-        known = _as_int(sizes[first]), _as_int(sizes[name])
+        known = _as_int(first_size), _as_int(size)
         if None not in known:
             if known[0] != known[1]:
                 raise ValueError(f"{message} {known[0]} and {known[1]} rows.")
-            continue
-        checks.append(tf.debugging.Assert(tf.equal(sizes[first], sizes[name]),
-                                          [message, sizes[first], "and", sizes[name], "rows"]))
-    return _gated(inputs, checks)
+            return None
+        return tf.debugging.Assert(tf.equal(first_size, size), [message, first_size, "and", size, "rows"])
+
+    return _each_against_the_first(inputs, _rows, check)
 
 
 def same_row_lengths(owner, inputs):
@@ -92,24 +88,29 @@ def same_row_lengths(owner, inputs):
     ...
     ValueError: demo: words and labels must have the same length in every row; row 0 has 2 and 1.
     """
-    inputs = same_batch_size(owner, inputs)
-    names = list(inputs)
-    lengths = {name: _row_lengths(value) for name, value in inputs.items()}
-    first = names[0]
-    checks = []
-    for name in names[1:]:
+    def check(first, first_lengths, name, lengths):
         message = f"{owner}: {first} and {name} must have the same length in every row;"
         if tf.executing_eagerly():
-            differ = (lengths[first] != lengths[name]).numpy().nonzero()[0]
+            differ = (first_lengths != lengths).numpy().nonzero()[0]
             if len(differ):
                 row = int(differ[0])
-                raise ValueError(f"{message} row {row} has {int(lengths[first][row])} and "
-                                 f"{int(lengths[name][row])}.")
-            continue
-        checks.append(tf.debugging.Assert(
-            tf.reduce_all(tf.equal(lengths[first], lengths[name])),
-            [message, "row lengths", lengths[first], "and", lengths[name]]))
-    return _gated(inputs, checks)
+                raise ValueError(f"{message} row {row} has {int(first_lengths[row])} and {int(lengths[row])}.")
+            return None
+        return tf.debugging.Assert(tf.reduce_all(tf.equal(first_lengths, lengths)),
+                                   [message, "row lengths", first_lengths, "and", lengths])
+
+    return _each_against_the_first(same_batch_size(owner, inputs), _row_lengths, check)
+
+
+def _each_against_the_first(inputs, measure, check):
+    """`inputs` gated by `check(first name, its measure, name, measure)` of every other input.
+
+    `check` raises at once (sizes known) or returns an `Assert` op, or None when nothing is left to check.
+    """
+    names = list(inputs)
+    measures = {name: measure(value) for name, value in inputs.items()}
+    checks = [check(names[0], measures[names[0]], name, measures[name]) for name in names[1:]]
+    return _gated(inputs, [c for c in checks if c is not None])
 
 
 def _row_lengths(value):
