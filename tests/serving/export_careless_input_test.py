@@ -3,10 +3,8 @@
 import os
 
 import pytest
-import tensorflow as tf
 
 from xlnet_tf.cli.main import main
-from xlnet_tf.formats.serving_metadata import METADATA_FILE
 
 
 def _error(argv, capsys):
@@ -49,14 +47,6 @@ def test_a_task_preset_given_as_preset_is_refused_not_exported_as_a_backbone(fin
         f"xlnet-tf export: {final} is a fine-tuned task preset; --preset exports a pretrained backbone. "
         f"Export the task with `xlnet-tf export --workdir {final} --output DIR`.\n")
     assert not os.path.exists(tmp_path / "out")
-
-
-@pytest.mark.slow
-def test_a_task_preset_exports_as_its_run_does(finetuned_workdir, tmp_path, capsys):
-    final = os.path.join(finetuned_workdir("classification"), "final")
-    assert main(["export", "--workdir", final, "--output", str(tmp_path / "out")]) == 0, capsys.readouterr().err
-    assert os.path.exists(tmp_path / "out" / METADATA_FILE)
-    assert "serving_default" in tf.saved_model.load(str(tmp_path / "out")).signatures
 
 
 def test_predict_on_a_damaged_savedmodel(tmp_path, capsys):

@@ -38,7 +38,9 @@ def test_a_non_empty_output_is_refused_in_one_line(source, finetuned_workdir, ba
 @pytest.mark.slow
 def test_overwrite_replaces_a_task_export_whole(finetuned_workdir, tmp_path, capsys):
     output = _stale_directory(tmp_path / "export")
-    code = main(["export", "--workdir", finetuned_workdir("classification"), "--output", str(output), "--overwrite"])
+    # The run's task preset (`final/`) exports as the run does (`--workdir RUN` itself: the bfloat16 tests).
+    final = os.path.join(finetuned_workdir("classification"), "final")
+    code = main(["export", "--workdir", final, "--output", str(output), "--overwrite"])
     assert code == 0, capsys.readouterr().err
     files = _files(output)
     assert "stale.txt" not in files and "saved_model.pb" in files and METADATA_FILE in files
