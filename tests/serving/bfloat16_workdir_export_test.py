@@ -66,6 +66,7 @@ def _served_and_float32(task, serve, model):
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess  # the fine-tuning runs of `finetuned_workdir`
 @pytest.mark.parametrize("task", TASKS)
 def test_bfloat16_export_of_a_finetuning_workdir_agrees_with_float32(task, finetuned_workdir, tmp_path, capsys):
     workdir = finetuned_workdir(task)

@@ -199,17 +199,15 @@ def real_span_export(tmp_path_factory):
 @pytest.fixture(scope="session")
 def finetuned_workdir(tmp_path_factory):
     """`finetuned_workdir(task)`: the work directory of a one-step `xlnet-tf finetune` of `task`
-    (a name of `tests.serving.tiny_finetuning_runs.TASKS`), run at most once per session."""
-    from tests.serving.tiny_finetuning_runs import run_tiny_finetuning, write_backbone_preset
+    (a name of `tests.serving.tiny_finetuning_runs.TASKS`); all are run once per session, in a
+    child process (see that module)."""
+    from tests.serving.tiny_finetuning_runs import run_all_in_a_child_process
 
-    root = tmp_path_factory.mktemp("finetuned")
     runs = {}
 
     def workdir(task):
-        if task not in runs:
-            if "preset" not in runs:
-                runs["preset"] = write_backbone_preset(root / "preset")
-            runs[task] = run_tiny_finetuning(root, runs["preset"], task)
+        if not runs:
+            runs.update(run_all_in_a_child_process(tmp_path_factory.mktemp("finetuned")))
         return runs[task]
 
     return workdir

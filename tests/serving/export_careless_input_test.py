@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from tests.serving.tiny_finetuning_runs import write_fake_finetuning_workdir
 from xlnet_tf.cli.main import main
 
 
@@ -40,8 +41,8 @@ def test_an_output_inside_a_file(tmp_path, capsys):
         f"xlnet-tf export: Export directory {output} cannot be created: {tmp_path / 'file'} is a file.\n")
 
 
-def test_a_task_preset_given_as_preset_is_refused_not_exported_as_a_backbone(finetuned_workdir, tmp_path, capsys):
-    final = os.path.join(finetuned_workdir("classification"), "final")
+def test_a_task_preset_given_as_preset_is_refused_not_exported_as_a_backbone(tmp_path, capsys):
+    final = os.path.join(write_fake_finetuning_workdir(tmp_path / "run"), "final")
     # Before: exit 0 with the backbone alone (no fine-tuned head) in the output.
     assert _error(["export", "--preset", final, "--output", str(tmp_path / "out")], capsys) == (
         f"xlnet-tf export: {final} is a fine-tuned task preset; --preset exports a pretrained backbone. "

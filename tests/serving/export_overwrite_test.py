@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from tests.serving.tiny_finetuning_runs import write_fake_finetuning_workdir
 from xlnet_tf.cli.main import main
 from xlnet_tf.formats.serving_metadata import METADATA_FILE
 
@@ -25,8 +26,9 @@ def _no_temporaries(parent):
 
 
 @pytest.mark.parametrize("source", ["--workdir", "--preset"])
-def test_a_non_empty_output_is_refused_in_one_line(source, finetuned_workdir, backbone_export, tmp_path, capsys):
-    directory = finetuned_workdir("classification") if source == "--workdir" else backbone_export[0]
+def test_a_non_empty_output_is_refused_in_one_line(source, backbone_export, tmp_path, capsys):
+    # Refused before anything is read: the work directory's files are never opened.
+    directory = write_fake_finetuning_workdir(tmp_path / "run") if source == "--workdir" else backbone_export[0]
     output = _stale_directory(tmp_path / "export")
     before = _files(output)
     assert main(["export", source, directory, "--output", str(output)]) == 2
@@ -36,6 +38,7 @@ def test_a_non_empty_output_is_refused_in_one_line(source, finetuned_workdir, ba
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess  # the fine-tuning run of `finetuned_workdir`
 def test_overwrite_replaces_a_task_export_whole(finetuned_workdir, tmp_path, capsys):
     output = _stale_directory(tmp_path / "export")
     # The run's task preset (`final/`) exports as the run does (`--workdir RUN` itself: the bfloat16 tests).
@@ -60,11 +63,9 @@ def test_overwrite_replaces_a_backbone_export_whole(backbone_export, tmp_path, c
 
 
 @pytest.mark.parametrize("where", ["same", "parent"])
-def test_an_output_holding_the_source_is_refused_even_with_overwrite(finetuned_workdir, tmp_path, capsys, where):
-    import shutil
-
+def test_an_output_holding_the_source_is_refused_even_with_overwrite(tmp_path, capsys, where):
     workdir = tmp_path / "runs" / "cls"
-    shutil.copytree(finetuned_workdir("classification"), workdir)
+    write_fake_finetuning_workdir(workdir)
     before = _files(workdir)
     output = workdir if where == "same" else tmp_path / "runs"
     assert main(["export", "--workdir", str(workdir), "--output", str(output), "--overwrite"]) == 2

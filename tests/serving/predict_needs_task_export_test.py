@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from tests.serving.tiny_finetuning_runs import write_fake_finetuning_workdir
 from xlnet_tf.cli.main import main
 
 HOW = ("`xlnet-tf predict` needs the SavedModel of a fine-tuned task: fine-tune one with `xlnet-tf finetune "
@@ -29,8 +30,8 @@ def test_the_backbone_export_directory_says_the_same(backbone_export, capsys):
     assert _predict(export, capsys) == f"xlnet-tf predict: {export!r} is the export of a pretrained backbone; {HOW}\n"
 
 
-def test_a_fine_tuning_workdir_is_to_be_exported_first(finetuned_workdir, capsys):
-    workdir = finetuned_workdir("classification")
+def test_a_fine_tuning_workdir_is_to_be_exported_first(tmp_path, capsys):
+    workdir = write_fake_finetuning_workdir(tmp_path / "run")
     assert f"export it first: `xlnet-tf export --workdir {workdir} --output DIR`" in _predict(workdir, capsys)
 
 

@@ -3,12 +3,17 @@
 Each run is real (the CLI, one training step on a handful of generated examples, no
 evaluation), so its work directory is exactly what a user has after `xlnet-tf finetune`:
 the resolved `config.yaml` and `final/` (keras-hub's layout, the preprocessor attached,
-`preprocessing.json`). The `finetuned_workdir` fixture of `conftest.py` runs each task
-type at most once per session.
+`preprocessing.json`). The runs happen in a child process (`python -m
+tests.serving.tiny_finetuning_runs ROOT`): fine-tuning seeds with
+`keras.utils.set_random_seed`, which clears TensorFlow's kernel cache and with it the
+SentencePiece resources of tokenizers other tests of the session built. The
+`finetuned_workdir` fixture of `conftest.py` runs them once per session.
 """
 
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 
@@ -81,3 +86,32 @@ def run_tiny_finetuning(root, preset, task):
     code = main(["finetune", "--init", preset, "--workdir", workdir, *[a for s in settings for a in ("--set", s)]])
     assert code == 0, f"xlnet-tf finetune of {task} exited with {code}"
     return workdir
+
+
+def run_all_in_a_child_process(root):
+    """Every task of `TASKS` fine-tuned under `root` by a child process; returns `{task: workdir}`."""
+    repository = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", KERAS_BACKEND="tensorflow",
+                       PYTHONPATH=repository)
+    done = subprocess.run([sys.executable, "-m", "tests.serving.tiny_finetuning_runs", str(root)], cwd=repository,
+                          env=environment, capture_output=True, text=True, timeout=1800, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    return {task: str(root / task) for task in TASKS}
+
+
+def write_fake_finetuning_workdir(path, task_class="XLNetClassifier"):
+    """The files that make `path` look like a fine-tuning run (config.yaml with a task, final/task.json)
+    to the checks that run before anything is loaded; nothing can be exported from it."""
+    (path / "final").mkdir(parents=True)
+    (path / "config.yaml").write_text("task:\n  task_type: classification\n")
+    (path / "final" / "task.json").write_text(json.dumps({"class_name": task_class}))
+    return str(path)
+
+
+if __name__ == "__main__":
+    import pathlib
+
+    output = pathlib.Path(sys.argv[1])
+    backbone = write_backbone_preset(output / "preset")
+    for name in TASKS:
+        run_tiny_finetuning(output, backbone, name)
