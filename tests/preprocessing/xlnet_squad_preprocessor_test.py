@@ -109,3 +109,21 @@ def test_windows_through_tf_data(tokenizer):
 def test_bad_settings_are_named(tokenizer):
     with pytest.raises(ValueError, match="max_query_length"):
         XLNetSquadPreprocessor(tokenizer, sequence_length=10, max_query_length=8)
+
+
+def test_an_empty_passage_packs_the_question_alone(tokenizer):
+    # A passage of no pieces used to fail in a gather ("indices[0,0] = 0 is not in [0, 0)").
+    from xlnet_tf import XLNetSpanLabelerPreprocessor
+
+    squad = XLNetSquadPreprocessor(tokenizer, sequence_length=16, max_query_length=4, doc_stride=8)
+    question = [int(i) for i in np.asarray(tokenizer.tokenize(tf.constant("Who?")))][:4]
+    for windows in (_np(squad("", "Who?", answer_start=0, answer_text="")),
+                    _np(tf.function(squad)(tf.constant(""), tf.constant("Who?")))):
+        assert windows["token_ids"].tolist() == [[5] * (13 - len(question)) + [4] + question + [4, 3]]
+        assert windows["answer_mask"].tolist() == [[0] * 15 + [1]]  # only <cls>: "no answer"
+        assert (windows["piece_start_bytes"] == -1).all() and (windows["token_is_max_context"] == 0).all()
+    labeled = _np(squad("", "Who?", answer_start=0, answer_text=""))
+    assert labeled["start_positions"].tolist() == labeled["end_positions"].tolist() == [15]
+    preprocessor = XLNetSpanLabelerPreprocessor(tokenizer, sequence_length=16, max_query_length=4, doc_stride=8)
+    packed = preprocessor({"context": ["", "The river."], "question": ["Who?", "Who?"]})
+    assert np.asarray(packed["token_ids"])[0].tolist() == windows["token_ids"][0].tolist()

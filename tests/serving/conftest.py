@@ -194,3 +194,32 @@ def real_span_export(tmp_path_factory):
     return export_task(tmp_path_factory.mktemp("span"), XLNetSpanLabeler(tiny_backbone(), start_n_top=3, end_n_top=3),
                        {"task_type": "span", "sequence_length": LENGTH, "text_fields": ["context", "question"],
                         **SQUAD}, through_workdir=False)
+
+
+@pytest.fixture(scope="session")
+def finetuned_workdir(tmp_path_factory):
+    """`finetuned_workdir(task)`: the work directory of a one-step `xlnet-tf finetune` of `task`
+    (a name of `tests.serving.tiny_finetuning_runs.TASKS`); all are run once per session, in a
+    child process (see that module)."""
+    from tests.serving.tiny_finetuning_runs import run_all_in_a_child_process
+
+    runs = {}
+
+    def workdir(task):
+        if not runs:
+            runs.update(run_all_in_a_child_process(tmp_path_factory.mktemp("finetuned")))
+        return runs[task]
+
+    return workdir
+
+
+@pytest.fixture(scope="session")
+def backbone_export(tmp_path_factory):
+    """`(preset, export)`: a tiny backbone preset and its `xlnet-tf export --preset` (preset/ + saved_model/)."""
+    from tests.serving.tiny_finetuning_runs import write_backbone_preset
+    from xlnet_tf.cli.main import main
+
+    root = tmp_path_factory.mktemp("backbone")
+    preset = write_backbone_preset(root / "preset")
+    assert main(["export", "--preset", preset, "--output", str(root / "export")]) == 0
+    return preset, str(root / "export")

@@ -5,6 +5,7 @@ import sys
 from xlnet_tf.cli.command_parser import CommandParser
 from xlnet_tf.convert.conversion_error import ConversionError
 from xlnet_tf.convert.write_preset import write_preset
+from xlnet_tf.storage.output_directory import OutputExistsError, check_output_directory
 
 VERIFY_TOLERANCE = 1e-4
 
@@ -21,7 +22,10 @@ def _parser():
                              "transformers: a Hugging Face save_pretrained directory (config.json + model.safetensors).")
     parser.add_argument("--input", required=True,
                         help="release/save_pretrained directory, or (tf1) a checkpoint prefix.")
-    parser.add_argument("--output", required=True, help="preset directory to write.")
+    parser.add_argument("--output", required=True, help="preset directory to write (new or empty; see --overwrite).")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace a non-empty --output: the new preset is built beside it and renamed into "
+                             "place, the old one removed only once the new one is complete (and verified).")
     parser.add_argument("--config", default=None,
                         help="tf1 only: path of xlnet_config.json when it is not next to the checkpoint.")
     parser.add_argument("--verify", action="store_true",
@@ -30,11 +34,37 @@ def _parser():
     return parser
 
 
+def _verification(args, pretrainer, mapping):
+    """`check(directory)` for `write_preset`: the conversion verified on the written preset before it is kept."""
+    from xlnet_tf.convert.verify import verify_conversion
+
+    def check(directory):
+        # The files reloaded here are the ones that become --output.
+        worst = verify_conversion(pretrainer, args.source, args.input, mapping, directory,
+                                  log=lambda line: print(line.replace(directory, args.output)))
+        if not worst <= VERIFY_TOLERANCE:
+            raise ConversionError(f"verification failed: max abs difference {worst:.3g} > {VERIFY_TOLERANCE:g}; "
+                                  f"nothing was written to {args.output}.")
+        print(f"verify: OK (max abs difference {worst:.3g} <= {VERIFY_TOLERANCE:g})")
+
+    return check
+
+
 def main(argv=None):
     """Entry point of `xlnet-tf convert`; returns the exit code."""
     args = _parser().parse_args(argv)
     if args.config and args.source != "tf1":
         print("xlnet-tf convert: --config applies to --source tf1 only.", file=sys.stderr)
+        return 2
+    try:
+        # Before the conversion: a refused output costs nothing.
+        check_output_directory(args.output, overwrite=args.overwrite, what="Preset directory",
+                               sources=(args.input, args.config))
+    except OutputExistsError as e:
+        print(f"xlnet-tf convert: {e.message('--overwrite')}", file=sys.stderr)
+        return 2
+    except ValueError as e:
+        print(f"xlnet-tf convert: {e}", file=sys.stderr)
         return 2
     try:
         if args.source == "tf1":
@@ -49,26 +79,24 @@ def main(argv=None):
         print(f"xlnet-tf convert: {e}", file=sys.stderr)
         return 1
     ignored = mapping.finish(pretrainer)
-    try:
-        write_preset(pretrainer, args.output, vocabulary)
-    except OSError as e:
-        print(f"xlnet-tf convert: cannot write the preset {args.output}: {e}", file=sys.stderr)
-        return 1
     config = pretrainer.backbone.config
     print(f"converted {len(mapping.assigned_values)} weights from {args.input} ({args.source}): "
           f"{config.num_layers} layers, hidden {config.hidden_dim}, vocabulary {config.vocabulary_size}")
     if ignored:
         print(f"ignored {len(ignored)} non-model variable(s) (optimizer slots, step counter)")
+    try:
+        write_preset(pretrainer, args.output, vocabulary, overwrite=args.overwrite,
+                     check=_verification(args, pretrainer, mapping) if args.verify else None)
+    except OutputExistsError as e:  # filled by someone else meanwhile
+        print(f"xlnet-tf convert: {e.message('--overwrite')}", file=sys.stderr)
+        return 2
+    except ValueError as e:  # a failed verification (ConversionError) included
+        print(f"xlnet-tf convert: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"xlnet-tf convert: cannot write the preset {args.output}: {e}", file=sys.stderr)
+        return 1
     print(f"wrote preset {args.output}" + (" (with spiece.model)" if vocabulary else " (no spiece.model found)"))
-    if args.verify:
-        from xlnet_tf.convert.verify import verify_conversion
-
-        worst = verify_conversion(pretrainer, args.source, args.input, mapping, args.output)
-        if not worst <= VERIFY_TOLERANCE:
-            print(f"xlnet-tf convert: verification failed: max abs difference {worst:.3g} > "
-                  f"{VERIFY_TOLERANCE:g}", file=sys.stderr)
-            return 1
-        print(f"verify: OK (max abs difference {worst:.3g} <= {VERIFY_TOLERANCE:g})")
     return 0
 
 

@@ -4,6 +4,7 @@ Example:
     xlnet-tf export --workdir runs/tiny --output runs/tiny/export
     xlnet-tf export --workdir runs/mrpc --output exports/mrpc/1 --dtype bfloat16
     xlnet-tf export --workdir runs/mrpc --output exports/mrpc/2 --jit-compile
+    xlnet-tf export --workdir runs/mrpc --output exports/mrpc/1 --overwrite   # replace an earlier export
 
 The export itself is `xlnet_tf.serving.export_pretrained` (fine-tuning work
 directories: `xlnet_tf.serving.export_task_workdir`); this module parses the
@@ -21,12 +22,16 @@ def _parser():
         prog="xlnet-tf export",
         description="Export a backbone preset and a SavedModel (serving signature on token ids).")
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--workdir", help="a pretraining or fine-tuning work directory")
+    source.add_argument("--workdir", help="a pretraining or fine-tuning work directory (or a fine-tuned task "
+                                          "preset, such as the run's final/)")
     source.add_argument("--checkpoint", help="a ckpt-*.weights.h5 file written by pretraining")
     source.add_argument("--preset", help="a preset directory")
     parser.add_argument("--config", help="run config of --checkpoint (default: the config.yaml "
                                          "of the work directory that holds it)")
-    parser.add_argument("--output", required=True, help="output directory")
+    parser.add_argument("--output", required=True, help="output directory (new or empty; see --overwrite)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace a non-empty --output: the new export is built beside it and renamed into "
+                             "place, the old one removed only once the new one is complete")
     parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
                         help="variables and compute of a fine-tuned task SavedModel (--workdir of "
                              "`xlnet-tf finetune`): bfloat16 is about 2x faster on CPUs with "
@@ -64,12 +69,14 @@ def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     from xlnet_tf.serving.export_pretrained import (ExportError, export_from_checkpoint, export_preset,
                                                     export_workdir)
+    from xlnet_tf.storage.output_directory import OutputExistsError
 
     try:
         trim_padding = False if args.no_trim_padding else None
         if args.workdir:
             result = export_workdir(args.workdir, args.output, dtype=args.dtype,
-                                    jit_compile=args.jit_compile, trim_padding=trim_padding)
+                                    jit_compile=args.jit_compile, trim_padding=trim_padding,
+                                    overwrite=args.overwrite)
         elif args.dtype != "float32":
             raise ExportError(f"--dtype {args.dtype} needs --workdir of a fine-tuning run (a task "
                               "SavedModel); backbone presets are exported in float32.")
@@ -77,10 +84,13 @@ def main(argv=None) -> int:
             raise ExportError("--jit-compile and --no-trim-padding need --workdir of a fine-tuning run "
                               "(a task SavedModel).")
         elif args.preset:
-            result = export_preset(args.preset, args.output)
+            result = export_preset(args.preset, args.output, overwrite=args.overwrite)
         else:
             config = _checkpoint_run_config(args.checkpoint, args.config)
-            result = export_from_checkpoint(args.checkpoint, config, args.output)
+            result = export_from_checkpoint(args.checkpoint, config, args.output, overwrite=args.overwrite)
+    except OutputExistsError as e:
+        print(f"xlnet-tf export: {e.message('--overwrite')}", file=sys.stderr)
+        return 2
     except (ExportError, FileNotFoundError, ValueError) as e:
         print(f"xlnet-tf export: {e}", file=sys.stderr)
         return 2

@@ -69,6 +69,8 @@ def _jsonl_lines(path, warnings):
     """(line number, text) of a JSONL file; invalid UTF-8 bytes become U+FFFD (and are reported)."""
     if not _gfile().exists(path):
         raise FileNotFoundError(f"--jsonl file not found: {path}")
+    if _gfile().isdir(path):
+        raise ValueError(f"--jsonl {path} is a directory; give a JSON-lines file.")
     with _gfile().GFile(path, "rb") as f:
         for number, raw in enumerate(f, 1):
             try:
@@ -151,6 +153,18 @@ def main(argv=None):
     if args.batch_size < 1:
         print("xlnet-tf predict: --batch-size must be >= 1.", file=sys.stderr)
         return 2
+    if args.top_k < 0:
+        print("xlnet-tf predict: --top-k must be >= 0 (0: off).", file=sys.stderr)
+        return 2
+    if args.output:
+        from xlnet_tf.storage.output_directory import check_output_file
+
+        try:
+            # Before the model runs: a path that cannot be written would fail only at the end.
+            check_output_file(args.output, what="--output")
+        except ValueError as e:
+            print(f"xlnet-tf predict: {e}", file=sys.stderr)
+            return 2
     from xlnet_tf.serving.saved_model_predictor import SavedModelPredictor
 
     try:

@@ -46,8 +46,9 @@ def main(argv=None) -> int:
 
         from xlnet_tf.serving.export_pretrained import export_pretrainer
 
+        # The run's own export: a resumed or repeated run replaces it.
         exported = export_pretrainer(summary["pretrainer"], os.path.join(args.workdir, "export"),
-                                     vocabulary=summary["vocabulary"])
+                                     vocabulary=summary["vocabulary"], overwrite=True)
         for key, path in exported.items():
             print(f"{key}: {path}")
     return 0

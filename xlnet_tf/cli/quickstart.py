@@ -157,7 +157,7 @@ def main(argv=None) -> int:
     from xlnet_tf.serving.export_pretrained import export_pretrainer
 
     summary["export"] = export_pretrainer(summary["pretrainer"], os.path.join(run_dir, "export"),
-                                          vocabulary=summary["vocabulary"])
+                                          vocabulary=summary["vocabulary"], overwrite=True)
     for key, path in summary["export"].items():
         print(f"{key}: {path}")
     if lines:

@@ -602,6 +602,20 @@ def local_file_label_names(task):
     return infer_label_names(task.train_file, task.label_field or "label")
 
 
+def local_file_num_choices(task):
+    """Options per question of a local multiple-choice training file (0 when there is none to read).
+
+    `check_local_files` makes sure every row has the same number; the export needs it
+    (`preprocessing.json`'s `num_classes`) to give its signatures a static choices axis.
+    """
+    if task.task_type != "multiple_choice" or not task.train_file or not tf.io.gfile.exists(task.train_file):
+        return 0
+    for _, row in _read_rows(task.train_file):
+        options = row.get("options")
+        return len(options) if isinstance(options, list) else 0
+    return 0
+
+
 def has_text_pair(task):
     """Whether classification inputs are pairs (two text fields)."""
     if task.records_dir and not (task.train_file or task.dataset):

@@ -192,6 +192,11 @@ def _run_finetuning(config, workdir, run_scope, *, strategy):
             if task.num_classes != len(names):
                 raise ConfigError(f"{task.train_file} has {len(names)} distinct labels {names} but "
                                   f"task.num_classes is {task.num_classes}.")
+    if task.task_type == "multiple_choice" and not task.num_classes and task.train_file:
+        try:
+            task = dataclasses.replace(task, num_classes=data.local_file_num_choices(task))
+        except (ValueError, FileNotFoundError) as e:
+            raise ConfigError(f"task.train_file: {e}") from e
     if task.records_dir and not (task.train_file or task.dataset):
         from xlnet_tf.data.finetuning_record_dataset import read_finetuning_manifest
 

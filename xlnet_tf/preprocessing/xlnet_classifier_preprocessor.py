@@ -3,6 +3,7 @@
 import keras
 from keras_hub.src.utils.tensor_utils import preprocessing_function
 
+from xlnet_tf.preprocessing.batch_size_check import same_batch_size
 from xlnet_tf.preprocessing.segment_layout import to_segments
 from xlnet_tf.preprocessing.xlnet_preprocessor import XLNetPreprocessor, is_packed
 
@@ -11,9 +12,9 @@ from xlnet_tf.preprocessing.xlnet_preprocessor import XLNetPreprocessor, is_pack
 class XLNetClassifierPreprocessor(XLNetPreprocessor):
     """Tokenizes and packs text for sequence classification and regression.
 
-    `x` is a batch of strings, or a tuple `(text_a, text_b)` of two batches
-    (pairs; call `preprocessor(x=(a, b))`, since a lone tuple argument reads as
-    `(x, y)` as everywhere in keras-hub), packed as `[pad..] A <sep> [B <sep>] <cls>` (`XLNetPacker`,
+    `x` is a batch of strings, or a tuple `(text_a, text_b)` of two batches of
+    the same size (pairs; call `preprocessor(x=(a, b))`, since a lone tuple argument reads as
+    `(x, y)` as everywhere in keras-hub; batches of different sizes are an error naming both), packed as `[pad..] A <sep> [B <sep>] <cls>` (`XLNetPacker`,
     original `longest_first` truncation). Labels (`y`, class ids or
     regression targets) and sample weights pass through unchanged; so does an
     `x` that is already a dict of packed ids.
@@ -70,6 +71,9 @@ class XLNetClassifierPreprocessor(XLNetPreprocessor):
             if not 1 <= len(segments) <= 2:
                 raise ValueError("XLNetClassifierPreprocessor takes one text or a pair (text_a, "
                                  f"text_b); got a tuple of {len(segments)}.")
+            if len(segments) == 2:
+                segments = tuple(same_batch_size(type(self).__name__, {
+                    "text_a": segments[0], "text_b": segments[1]}).values())
             packer = self.document_packer if self.max_segments > 1 else self.packer
             x = packer(tuple(self.tokenize(segment) for segment in segments))  # [B, S*L]
             x = to_segments(x, self.max_segments, self.sequence_length)  # [B, S, L] when S > 1

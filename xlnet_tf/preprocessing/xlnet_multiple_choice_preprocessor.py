@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 from keras_hub.src.utils.tensor_utils import preprocessing_function
 
+from xlnet_tf.preprocessing.batch_size_check import same_batch_size
 from xlnet_tf.preprocessing.xlnet_preprocessor import XLNetPreprocessor, is_packed
 
 
@@ -28,7 +29,8 @@ class XLNetMultipleChoicePreprocessor(XLNetPreprocessor):
 
     Call arguments:
         x: a dict `{"context": [B] str, "question": [B] str, "choices": [B, C] str}`
-            (C the same for the whole dataset), or a packed dict.
+            (C the same for the whole dataset; `context`, `question` and `choices` with
+            different batch sizes are an error naming them), or a packed dict.
         y: optional int `[B]`, the index of the right choice.
         sample_weight: optional `[B]`.
 
@@ -66,8 +68,14 @@ class XLNetMultipleChoicePreprocessor(XLNetPreprocessor):
                 raise ValueError("XLNetMultipleChoicePreprocessor: 'choices' must be [batch, num_choices] "
                                  f"strings, got shape {choices.shape}.")
             num_choices = choices.shape[1] if choices.shape[1] is not None else tf.shape(choices)[1]
-            contexts = tf.reshape(tf.convert_to_tensor(x["context"], tf.string), [-1, 1])  # [B, 1]
-            questions = tf.reshape(tf.convert_to_tensor(x["question"], tf.string), [-1, 1])
+            # One context and question per row of choices: a single context would broadcast.
+            inputs = same_batch_size(type(self).__name__, {
+                "context": tf.reshape(tf.convert_to_tensor(x["context"], tf.string), [-1]),
+                "question": tf.reshape(tf.convert_to_tensor(x["question"], tf.string), [-1]),
+                "choices": choices})
+            choices = inputs["choices"]
+            contexts = tf.reshape(inputs["context"], [-1, 1])  # [B, 1]
+            questions = tf.reshape(inputs["question"], [-1, 1])
             contexts = tf.reshape(tf.broadcast_to(contexts, tf.shape(choices)), [-1])  # [B*C]
             seconds = tf.reshape(tf.strings.join([tf.broadcast_to(questions, tf.shape(choices)), choices],
                                                  separator=" "), [-1])  # [B*C]

@@ -7,6 +7,7 @@ import tensorflow as tf
 from xlnet_tf.formats.special_tokens import CLS_TOKEN_ID
 from xlnet_tf.formats.special_tokens import PAD_TOKEN_ID
 from xlnet_tf.formats.special_tokens import SEP_TOKEN_ID
+from xlnet_tf.preprocessing.batch_size_check import same_batch_size
 
 # Segment ids of the original fine-tuning code (classifier_utils.py); the
 # model only compares segment ids for equality, so the values matter only for
@@ -108,6 +109,10 @@ class XLNetPacker(keras.layers.Layer):
         ranks = {s.shape.rank for s in segments}
         if ranks != {2}:
             raise ValueError(f"XLNetPacker: segments must all be rank 1 or all rank 2, got ranks {ranks}.")
+        if len(segments) == 2:
+            # B rows of a different count would broadcast against A's, packing garbage.
+            segments = list(same_batch_size("XLNetPacker", {"segment A": segments[0],
+                                                            "segment B": segments[1]}).values())
         outputs = self._pack(segments)
         if unbatched:
             outputs = {k: v[0] for k, v in outputs.items()}

@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 from keras_hub.src.utils.tensor_utils import preprocessing_function
 
+from xlnet_tf.preprocessing.batch_size_check import same_batch_size
 from xlnet_tf.preprocessing.xlnet_preprocessor import XLNetPreprocessor, is_packed
 from xlnet_tf.preprocessing.xlnet_squad_preprocessor import XLNetSquadPreprocessor
 
@@ -32,7 +33,8 @@ class XLNetSpanLabelerPreprocessor(XLNetPreprocessor):
     Call arguments:
         x: a dict `{"context": [B] str, "question": [B] str}`, or a packed dict.
         y: optional dict `{"answer_start": [B] int (character offset in context),
-            "answer_text": [B] str}` and optionally `"is_impossible"` `[B]`.
+            "answer_text": [B] str}` and optionally `"is_impossible"` `[B]` (inputs of
+            different batch sizes are an error naming them).
         sample_weight: optional `[B]`.
 
     Returns:
@@ -89,8 +91,12 @@ class XLNetSpanLabelerPreprocessor(XLNetPreprocessor):
             raise ValueError("XLNetSpanLabelerPreprocessor takes y = {'answer_start': ..., "
                              f"'answer_text': ...}}; got {sorted(y) if isinstance(y, dict) else type(y).__name__}.")
         squad = self.squad()
-        contexts = tf.reshape(tf.convert_to_tensor(x["context"], tf.string), [-1])  # [B]
-        questions = tf.reshape(tf.convert_to_tensor(x["question"], tf.string), [-1])
+        owner = type(self).__name__
+        # `tf.map_fn` walks the rows of its inputs together: each must have one per example.
+        inputs = same_batch_size(owner, {
+            "context": tf.reshape(tf.convert_to_tensor(x["context"], tf.string), [-1]),  # [B]
+            "question": tf.reshape(tf.convert_to_tensor(x["question"], tf.string), [-1])})
+        contexts, questions = inputs["context"], inputs["question"]
         length = self.sequence_length
         spec = {k: tf.TensorSpec([length], tf.int32) for k in WINDOW_KEYS}
         if y is None:
@@ -101,9 +107,15 @@ class XLNetSpanLabelerPreprocessor(XLNetPreprocessor):
             x = tf.map_fn(first_window, (contexts, questions), fn_output_signature=spec)
             return keras.utils.pack_x_y_sample_weight(x, None, sample_weight)
 
-        starts = tf.reshape(tf.cast(y["answer_start"], tf.int32), [-1])
-        texts = tf.reshape(tf.convert_to_tensor(y["answer_text"], tf.string), [-1])
-        impossible = tf.reshape(tf.cast(y.get("is_impossible", tf.zeros_like(starts)), tf.int32), [-1])
+        labels = {
+            "context": contexts,
+            "answer_start": tf.reshape(tf.cast(y["answer_start"], tf.int32), [-1]),
+            "answer_text": tf.reshape(tf.convert_to_tensor(y["answer_text"], tf.string), [-1])}
+        if y.get("is_impossible") is not None:
+            labels["is_impossible"] = tf.reshape(tf.cast(y["is_impossible"], tf.int32), [-1])
+        labels = same_batch_size(owner, labels)
+        starts, texts = labels["answer_start"], labels["answer_text"]
+        impossible = labels.get("is_impossible", tf.zeros_like(starts))
         label_keys = ("start_positions", "end_positions", "is_impossible")
         spec.update({k: tf.TensorSpec([], tf.int32) for k in label_keys})
 

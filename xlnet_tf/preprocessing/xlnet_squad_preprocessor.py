@@ -138,8 +138,8 @@ class XLNetSquadPreprocessor:
         is_cls = tf.tile(tf.one_hot(length - 1, length, dtype=tf.int32)[None, :],
                          tf.stack([num_windows, 1]))  # [W, L]
         features["answer_mask"] = tf.where(is_passage, 1, is_cls)
-        features["piece_start_bytes"] = tf.where(is_passage, tf.gather(byte_starts, safe_piece), -1)
-        features["piece_end_bytes"] = tf.where(is_passage, tf.gather(byte_ends, safe_piece), -1)
+        features["piece_start_bytes"] = tf.where(is_passage, _gather_or_minus_one(byte_starts, safe_piece), -1)
+        features["piece_end_bytes"] = tf.where(is_passage, _gather_or_minus_one(byte_ends, safe_piece), -1)
         features["token_is_max_context"] = self._max_context(
             window_starts, window_lengths, num_pieces, position_piece, is_passage)
         features["window_index"] = tf.range(num_windows)
@@ -161,7 +161,7 @@ class XLNetSquadPreprocessor:
         score = tf.where(inside, score, -1e9)
         best_window = tf.argmax(score, axis=0, output_type=tf.int32)  # [N]
         window_of_position = tf.range(tf.shape(position_piece)[0])[:, None]  # [W, 1]
-        best = tf.gather(best_window, tf.maximum(position_piece, 0))  # [W, L]
+        best = _gather_or_minus_one(best_window, tf.maximum(position_piece, 0))  # [W, L]
         if_passage = tf.logical_and(is_passage, tf.equal(best, window_of_position))
         return tf.cast(if_passage, tf.int32)
 
@@ -187,3 +187,12 @@ class XLNetSquadPreprocessor:
         end = tf.where(contains, first_passage_position + end_piece - window_starts, cls_position)
         return {"start_positions": start, "end_positions": end,
                 "is_impossible": tf.cast(tf.logical_not(contains), tf.int32)}
+
+
+def _gather_or_minus_one(values, indices):
+    """`tf.gather(values, indices)` that also runs when `values` is empty (a passage of no pieces).
+
+    The indices of non-passage positions are clamped to 0, which an empty `values` does
+    not have: -1 is appended, and every such position is masked by the caller anyway.
+    """
+    return tf.gather(tf.concat([values, tf.constant([-1], values.dtype)], axis=0), indices)

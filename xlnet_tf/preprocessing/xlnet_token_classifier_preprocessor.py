@@ -5,6 +5,7 @@ import tensorflow as tf
 from keras_hub.src.utils.tensor_utils import preprocessing_function
 
 from xlnet_tf.formats.finetuning_records import IGNORE_LABEL as IGNORED_LABEL
+from xlnet_tf.preprocessing.batch_size_check import same_row_lengths
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 from xlnet_tf.preprocessing.xlnet_preprocessor import XLNetPreprocessor, is_packed
 
@@ -26,7 +27,8 @@ class XLNetTokenClassifierPreprocessor(XLNetPreprocessor):
     Call arguments:
         x: words, a ragged (or dense) string tensor `[B, None]` or a list of word
             lists; or a packed dict.
-        y: optional word labels, int `[B, None]` aligned with the words.
+        y: optional word labels, int `[B, None]` aligned with the words (one per word:
+            other row lengths are an error naming the row).
         sample_weight: optional `[B]`.
 
     Returns:
@@ -63,6 +65,11 @@ class XLNetTokenClassifierPreprocessor(XLNetPreprocessor):
         if words.shape.rank != 2:
             raise ValueError("XLNetTokenClassifierPreprocessor takes a batch of word lists ([batch, "
                              f"words] strings), got rank {words.shape.rank}.")
+        if y is not None:
+            y = y if isinstance(y, tf.RaggedTensor) else tf.RaggedTensor.from_tensor(tf.convert_to_tensor(y))
+            # One label per word, row by row: otherwise labels land on other rows' words.
+            checked = same_row_lengths(type(self).__name__, {"words": words, "labels": y})
+            words, y = checked["words"], checked["labels"]
         pieces = self.tokenize(words.flat_values)  # [N_words, None]
         if not isinstance(pieces, tf.RaggedTensor):
             pieces = tf.RaggedTensor.from_tensor(pieces)
@@ -70,9 +77,7 @@ class XLNetTokenClassifierPreprocessor(XLNetPreprocessor):
         token_ids = words.with_flat_values(pieces).merge_dims(1, 2)  # [B, P]
         x = self.packer(token_ids)
         if y is not None:
-            labels = y if isinstance(y, tf.RaggedTensor) else tf.RaggedTensor.from_tensor(
-                tf.convert_to_tensor(y))
-            labels = tf.cast(labels.flat_values, tf.int32)  # [N_words]
+            labels = tf.cast(y.flat_values, tf.int32)  # [N_words]
             counts = tf.cast(pieces.row_lengths(), tf.int32)
             first = tf.equal(tf.ragged.range(counts).flat_values, 0)  # [N_pieces]
             flat_labels = tf.where(first, tf.repeat(labels, counts), IGNORED_LABEL)

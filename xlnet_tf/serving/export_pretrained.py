@@ -29,6 +29,7 @@ import yaml
 
 from xlnet_tf.formats.special_tokens import PAD_TOKEN_ID
 from xlnet_tf.storage import atomic_files
+from xlnet_tf.storage.output_directory import check_output_directory
 
 # The old spelling of `PAD_TOKEN_ID`, kept for one release.
 PAD_ID = PAD_TOKEN_ID
@@ -89,20 +90,26 @@ def export_saved_model(backbone, path, pad_token_id=PAD_TOKEN_ID):
                                           path)
 
 
-def export_pretrainer(pretrainer, output_dir, vocabulary=None):
+def export_pretrainer(pretrainer, output_dir, vocabulary=None, overwrite=False):
     """Writes `output_dir/preset` and `output_dir/saved_model` from a trained pretrainer.
 
     The SavedModel is built from the saved preset in float32, without memory and
     with forward positions only (no bi_data), so it does not depend on the
-    training dtype policy or batch size.
+    training dtype policy or batch size. Both are written under a temporary
+    sibling of `output_dir`, renamed into place once complete: an existing
+    directory is replaced whole (never a new preset beside old files).
 
     Args:
         pretrainer: the trained `XLNetPretrainer` (the `pretrainer` of `run_pretraining`'s summary).
-        output_dir: where `preset/` and `saved_model/` go (local or gs://).
-        vocabulary: the run's spiece.model, copied into the preset (None: none).
+        output_dir: the export directory (local or gs://): new or empty, or replaced with `overwrite`.
+        vocabulary: the SentencePiece model (bytes or a path) copied into the preset, or None.
+        overwrite: replace a non-empty `output_dir`.
 
     Returns:
         A dict with the two paths.
+
+    Raises:
+        OutputExistsError: `output_dir` is not empty and `overwrite` is False.
 
     Example:
     >>> summary = run_pretraining(config, "runs/base")  # doctest: +SKIP
@@ -112,23 +119,35 @@ def export_pretrainer(pretrainer, output_dir, vocabulary=None):
     """
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 
-    preset_dir = os.path.join(output_dir, PRESET_SUBDIR)
-    pretrainer.save_to_preset(preset_dir, vocabulary_file=vocabulary)
-    # bi_data (backward position streams for half of each batch) is a pretraining
-    # augmentation; serving encodes every row with forward positions.
-    backbone = XLNetBackbone.from_preset(preset_dir, dtype="float32", memory_length=0,
-                                         reuse_length=0, bi_data=False, dropout=0.0,
-                                         attention_dropout=0.0)
-    saved_model = export_saved_model(backbone, os.path.join(output_dir, SAVED_MODEL_SUBDIR))
-    return {"preset": preset_dir, "saved_model": saved_model}
+    check_output_directory(output_dir, overwrite=overwrite, what="Export directory")
+
+    def build(directory):
+        preset = os.path.join(directory, PRESET_SUBDIR)
+        pretrainer.save_to_preset(preset, vocabulary_file=vocabulary)
+        # bi_data (backward position streams for half of each batch) is a pretraining
+        # augmentation; serving encodes every row with forward positions.
+        backbone = XLNetBackbone.from_preset(preset, dtype="float32", memory_length=0,
+                                             reuse_length=0, bi_data=False, dropout=0.0,
+                                             attention_dropout=0.0)
+        export_saved_model(backbone, os.path.join(directory, SAVED_MODEL_SUBDIR))
+
+    atomic_files.replace_directory(build, output_dir)
+    return {"preset": os.path.join(output_dir, PRESET_SUBDIR),
+            "saved_model": os.path.join(output_dir, SAVED_MODEL_SUBDIR)}
 
 
 def _read_workdir_config(workdir):
     import tensorflow as tf
 
     path = os.path.join(workdir, "config.yaml")
+    if not tf.io.gfile.exists(workdir):
+        raise ExportError(f"Work directory {workdir} does not exist.")
+    if not tf.io.gfile.isdir(workdir):
+        raise ExportError(f"{workdir} is a file; --workdir takes the directory of an `xlnet-tf pretrain` or "
+                          "`xlnet-tf finetune` run.")
     if not tf.io.gfile.exists(path):
-        raise ExportError(f"{workdir} has no config.yaml (is it an `xlnet-tf pretrain` work directory?)")
+        raise ExportError(f"{workdir} has no config.yaml: it is not the work directory of an `xlnet-tf pretrain` "
+                          "or `xlnet-tf finetune` run (nor a fine-tuned task preset).")
     try:
         values = yaml.safe_load(atomic_files.read_text(path)) or {}
     except yaml.YAMLError as e:
@@ -138,14 +157,16 @@ def _read_workdir_config(workdir):
     return path, values
 
 
-def export_from_checkpoint(checkpoint, run_config_path, output_dir):
-    """Rebuilds the pretrainer of a run config, loads `checkpoint`, exports it."""
+def export_from_checkpoint(checkpoint, run_config_path, output_dir, overwrite=False):
+    """Rebuilds the pretrainer of a run config, loads `checkpoint`, exports it (`export_pretrainer`)."""
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
     import tensorflow as tf
 
     from xlnet_tf.pretraining.pretraining_config import load_run_config
 
+    check_output_directory(output_dir, overwrite=overwrite, what="Export directory",
+                           sources=(checkpoint, run_config_path))
     if not tf.io.gfile.exists(checkpoint) or tf.io.gfile.isdir(checkpoint):
         raise ExportError(f"Checkpoint not found: {checkpoint}")
     problem = atomic_files.weights_file_problem(checkpoint)
@@ -159,16 +180,20 @@ def export_from_checkpoint(checkpoint, run_config_path, output_dir):
         # Checkpoints also hold optimizer state; a model-only load of those is fine.
         if "optimizer" not in str(e).lower():
             raise ExportError(f"{checkpoint} does not match the model of {run_config_path}: {e}") from e
-    return export_pretrainer(pretrainer, output_dir, vocabulary=config.data.vocabulary or None)
+    return export_pretrainer(pretrainer, output_dir, vocabulary=config.data.vocabulary or None,
+                             overwrite=overwrite)
 
 
-def export_workdir(workdir, output_dir, dtype="float32", jit_compile=False, trim_padding=None):
+def export_workdir(workdir, output_dir, dtype="float32", jit_compile=False, trim_padding=None,
+                   overwrite=False):
     """Exports a pretraining (or, delegated, a fine-tuning) work directory.
 
     Uses the run's final preset when it has one, else its newest checkpoint that
     reads back completely: an unreadable newer one is skipped with a warning naming it.
     `dtype`, `jit_compile` and `trim_padding` are options of a task SavedModel
-    (`xlnet_tf.serving.export_task_workdir.export_task_workdir`).
+    (`xlnet_tf.serving.export_task_workdir.export_task_workdir`), which also takes a fine-tuned
+    task preset in place of a work directory (a run's `final/`). `output_dir` must be
+    new or empty, or `overwrite` replaces it whole; it may not be or hold `workdir`.
 
     Example:
     >>> export_workdir("runs/mrpc", "exports/mrpc/1")  # doctest: +SKIP
@@ -177,12 +202,16 @@ def export_workdir(workdir, output_dir, dtype="float32", jit_compile=False, trim
 
     from xlnet_tf.training.callbacks import latest_readable_checkpoint, list_checkpoints
 
-    config_path, values = _read_workdir_config(workdir)
+    check_output_directory(output_dir, overwrite=overwrite, what="Export directory", sources=(workdir,))
+    if _is_task_preset(workdir) and not tf.io.gfile.exists(os.path.join(workdir, "config.yaml")):
+        config_path, values = None, {"task": {}}  # a task preset itself (a run's final/)
+    else:
+        config_path, values = _read_workdir_config(workdir)
     if "task" in values:
         from xlnet_tf.serving.export_task_workdir import export_task_workdir
 
         return export_task_workdir(workdir, output_dir, dtype=dtype, jit_compile=jit_compile,
-                                   trim_padding=trim_padding)
+                                   trim_padding=trim_padding, overwrite=overwrite)
     if dtype != "float32":
         raise ExportError(f"--dtype {dtype}: only a fine-tuning work directory (a task SavedModel) "
                           "can be exported in another dtype than float32.")
@@ -192,7 +221,7 @@ def export_workdir(workdir, output_dir, dtype="float32", jit_compile=False, trim
     final = os.path.join(workdir, "export", PRESET_SUBDIR)
     if tf.io.gfile.isdir(final) and _normalized(final) != _normalized(
             os.path.join(output_dir, PRESET_SUBDIR)):
-        return export_preset(final, output_dir)
+        return export_preset(final, output_dir, overwrite=overwrite)
     directory = os.path.join(workdir, "checkpoints")
     checkpoints = list_checkpoints(directory)
     if not checkpoints:
@@ -207,22 +236,37 @@ def export_workdir(workdir, output_dir, dtype="float32", jit_compile=False, trim
         raise ExportError(f"No readable checkpoint in {directory}: "
                           f"{', '.join(os.path.basename(c) for c in checkpoints)} all fail the "
                           "HDF5 integrity check.")
-    return export_from_checkpoint(checkpoint, config_path, output_dir)
+    return export_from_checkpoint(checkpoint, config_path, output_dir, overwrite=overwrite)
+
+
+def _is_task_preset(directory):
+    """Whether `directory` holds a fine-tuned task preset (`task.json`), e.g. a fine-tuning run's `final/`."""
+    import tensorflow as tf
+
+    from xlnet_tf.formats.preset_files import TASK_CONFIG_FILE
+
+    return tf.io.gfile.exists(os.path.join(directory, TASK_CONFIG_FILE))
 
 
 def _normalized(path):
     return os.path.abspath(path) if atomic_files.is_local(path) else path.rstrip("/")
 
 
-def export_preset(preset_dir, output_dir):
-    """Re-exports a preset directory (copies it and writes the SavedModel)."""
+def export_preset(preset_dir, output_dir, overwrite=False):
+    """Re-exports a preset directory (copies it and writes the SavedModel; see `export_pretrainer`)."""
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 
     from xlnet_tf.models import preset_io
 
+    check_output_directory(output_dir, overwrite=overwrite, what="Export directory", sources=(preset_dir,))
+    if _is_task_preset(preset_dir):
+        # Its backbone alone would be exported, without the fine-tuned head: not what was meant.
+        raise ExportError(f"{preset_dir} is a fine-tuned task preset; --preset exports a pretrained backbone. "
+                          f"Export the task with `xlnet-tf export --workdir {preset_dir} --output DIR`.")
     pretrainer = XLNetPretrainer.from_preset(preset_dir)
     # Either layout: `spiece.model` or keras-hub's `assets/tokenizer/vocabulary.spm`.
     vocabulary = preset_io.vocabulary_path(preset_dir, required=False)
     return export_pretrainer(pretrainer, output_dir,
-                             vocabulary=preset_io.read_bytes(vocabulary) if vocabulary else None)
+                             vocabulary=preset_io.read_bytes(vocabulary) if vocabulary else None,
+                             overwrite=overwrite)
 

@@ -9,6 +9,7 @@ from xlnet_tf.formats.serving_metadata import METADATA_FILE
 from xlnet_tf.formats.serving_metadata import METADATA_FORMAT
 from xlnet_tf.serving.signature_custom_ops import signature_custom_ops
 from xlnet_tf.storage import atomic_files
+from xlnet_tf.storage.output_directory import check_output_directory
 from xlnet_tf.serving.task_serving_module import TOKEN_INPUTS, TaskServingModule
 
 PARITY_TOLERANCE = 1e-5
@@ -49,17 +50,26 @@ def model_in_dtype(model, dtype):
 
 
 _FLOAT_POLICIES = ("float32", "float16", "bfloat16", "mixed_float16", "mixed_bfloat16")
+# Entries of a task's config that do no float compute of the model: the attached
+# preprocessor turns text into ids, and the compile settings (metrics) are not served.
+_NOT_MODEL_COMPUTE = ("preprocessor", "compile_config")
 
 
 def _with_dtype_policy(config, dtype):
-    """`config` (a serialized Keras object) with every layer's dtype policy set to `dtype`."""
+    """`config` (a serialized Keras object) with the dtype policy of every float layer set to `dtype`.
+
+    A policy that is not a float one stays: a tokenizer's `int32` (or `string`)
+    policy is the type of the ids it emits, not a precision to lower. The task's
+    preprocessor and compile settings keep theirs.
+    """
     if isinstance(config, dict):
         if config.get("class_name") in ("DTypePolicy", "FloatDTypePolicy"):
-            # Only float policies: a preprocessor's tokenizer keeps its int32 (or string) policy.
-            name = config.get("config", {}).get("name")
-            return {**config, "config": {**config.get("config", {}), "name": dtype}} if name in _FLOAT_POLICIES \
-                else config
-        return {k: dtype if k == "dtype" and v in _FLOAT_POLICIES else _with_dtype_policy(v, dtype)
+            if (config.get("config") or {}).get("name") not in _FLOAT_POLICIES:
+                return config
+            return {**config, "config": {**config["config"], "name": dtype}}
+        return {k: v if k in _NOT_MODEL_COMPUTE
+                else dtype if k == "dtype" and v in _FLOAT_POLICIES
+                else _with_dtype_policy(v, dtype)
                 for k, v in config.items()}
     if isinstance(config, list):
         return [_with_dtype_policy(v, dtype) for v in config]
@@ -118,9 +128,10 @@ def export_task_model(model, output, *, metadata=None, overwrite=False, verify=T
 
     Args:
         model: the fine-tuned task `keras.Model` (float32 weights).
-        output: directory to write; must not exist unless `overwrite`.
+        output: directory to write: new or empty, or, with `overwrite`, replaced whole.
         metadata: optional JSON-serializable dict stored under `"extra"`.
-        overwrite: replace an existing `output` directory.
+        overwrite: replace a non-empty `output` directory (the new one is built aside and
+            renamed into place; the old one is removed only once the new one is complete).
         verify: reload the SavedModel and check `serve_token_ids` against the
             in-memory model on a probe batch (max abs difference <= 1e-5).
         dtype: `"float32"` (default) or `"bfloat16"`: the variables and compute
@@ -149,7 +160,9 @@ def export_task_model(model, output, *, metadata=None, overwrite=False, verify=T
         The `output` path.
 
     Raises:
-        FileExistsError: `output` exists and `overwrite` is False.
+        OutputExistsError: (a `FileExistsError`) `output` is a non-empty directory and
+            `overwrite` is False.
+        ValueError: `output` is a file.
         RuntimeError: the reloaded SavedModel differs from the in-memory model.
 
     Example:
@@ -161,8 +174,7 @@ def export_task_model(model, output, *, metadata=None, overwrite=False, verify=T
     ```
     """
     output = os.fspath(output)
-    if tf.io.gfile.exists(output) and not overwrite:
-        raise FileExistsError(f"Export directory {output!r} already exists; pass overwrite=True.")
+    check_output_directory(output, overwrite=overwrite, what="Export directory")
     model = model_in_dtype(model, dtype)
     module = TaskServingModule(model, **serving_options)
     signatures = module.signatures()

@@ -6,6 +6,7 @@ import os
 import tensorflow as tf
 
 from xlnet_tf.serving.export_task_model import export_task_model
+from xlnet_tf.storage.output_directory import check_output_directory
 from xlnet_tf.storage.renamed_keys import RENAMED_KEYS, renamed_keys
 
 from xlnet_tf.formats.preset_files import PREPROCESSING_FILE
@@ -90,8 +91,8 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
 
     Args:
         workdir: a `xlnet-tf finetune` work directory or a task preset directory.
-        output: SavedModel directory to create.
-        overwrite: replace `output` if it exists.
+        output: SavedModel directory to create (new or empty; it may not be or hold `workdir`).
+        overwrite: replace a non-empty `output` whole (built aside, then renamed into place).
         text_signature: False writes an ids-only SavedModel (core TensorFlow ops
             only: loads without tensorflow-text), whose `serving_default` is
             `serve_token_ids`.
@@ -106,6 +107,7 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
         The `output` path.
 
     Raises:
+        OutputExistsError: `output` is not empty and `overwrite` is False.
         FileNotFoundError: no task preset, or a file it needs is missing.
         ValueError: the task type is not exportable or `preprocessing.json` is malformed.
 
@@ -123,6 +125,7 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
 
     from xlnet_tf.models import preset_io
 
+    check_output_directory(output, overwrite=overwrite, what="Export directory", sources=(workdir,))
     preset = _task_preset_dir(os.fspath(workdir))
     preprocessing_file = os.path.join(preset, PREPROCESSING_FILE)
     task_config = _read_json(os.path.join(preset, TASK_FILE))

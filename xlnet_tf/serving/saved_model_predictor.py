@@ -30,6 +30,28 @@ def _read_metadata(model_dir):
     return renamed_keys(metadata, RENAMED_KEYS["serving_metadata"], source=path, warn=False)
 
 
+NEEDS_TASK_EXPORT = ("`xlnet-tf predict` needs the SavedModel of a fine-tuned task: fine-tune one with "
+                     "`xlnet-tf finetune --init PRESET --workdir RUN ...`, then export it with "
+                     "`xlnet-tf export --workdir RUN --output DIR` and pass --model DIR.")
+
+
+def _not_a_saved_model(model_dir):
+    """Why `model_dir` (no `saved_model.pb`) cannot be predicted with, and what to pass instead."""
+    files = _gfile()
+    if not files.exists(model_dir):
+        return f"{model_dir!r} does not exist."
+    if not files.isdir(model_dir):
+        return f"{model_dir!r} is a file; pass the SavedModel directory (the one holding saved_model.pb)."
+    if files.exists(os.path.join(model_dir, "saved_model", "saved_model.pb")):
+        # The `xlnet-tf export` layout of a pretraining run: preset/ + saved_model/ (a backbone).
+        return f"{model_dir!r} is the export of a pretrained backbone; {NEEDS_TASK_EXPORT}"
+    if files.exists(os.path.join(model_dir, "final", "task.json")) or files.exists(
+            os.path.join(model_dir, "task.json")):
+        return (f"{model_dir!r} is a fine-tuning run (or task preset), not a SavedModel; export it first: "
+                f"`xlnet-tf export --workdir {model_dir} --output DIR`, then pass --model DIR.")
+    return f"{model_dir!r} is not a SavedModel directory (no saved_model.pb)."
+
+
 class SavedModelPredictor:
     """An exported task SavedModel (`xlnet-tf export`) answering raw text, one JSON-ready dict per example.
 
@@ -59,18 +81,29 @@ class SavedModelPredictor:
 
     def __init__(self, model_dir):
         if not _gfile().exists(os.path.join(model_dir, "saved_model.pb")):
-            raise ValueError(f"{model_dir!r} is not a SavedModel directory (no saved_model.pb).")
+            raise ValueError(_not_a_saved_model(model_dir))
         metadata = _read_metadata(model_dir)
         import tensorflow as tf
         import tensorflow_text  # noqa: F401  (registers the SentencePiece ops of the strings-in signature)
 
-        self._loaded = tf.saved_model.load(model_dir)
+        try:
+            self._loaded = tf.saved_model.load(model_dir)
+        except (OSError, ValueError, tf.errors.OpError) as e:
+            reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise ValueError(f"{model_dir!r}: the SavedModel cannot be loaded ({reason}); export it again with "
+                             "`xlnet-tf export`.") from e
         self._signature = self._loaded.signatures.get("serving_default")
         names = (sorted(self._signature.structured_input_signature[1]) if self._signature is not None
                  else [])
         if self._signature is None or "token_ids" in names:
-            raise ValueError(f"{model_dir!r} has no strings-in `serving_default` signature (it was exported "
-                             "ids-only); re-export with the text signature.")
+            if not metadata.get("task_type"):
+                # No task metadata: the backbone SavedModel of a pretraining export.
+                raise ValueError(f"{model_dir!r} is a pretrained backbone (token ids in, hidden states out); "
+                                 f"{NEEDS_TASK_EXPORT}")
+            raise ValueError(f"{model_dir!r} is a {metadata['task_type']} model exported ids-only (no "
+                             "strings-in `serving_default`); export it again with the strings-in signature "
+                             "(`xlnet-tf export --workdir RUN --output DIR`, or `export_task_workdir` with "
+                             "text_signature=True, the default).")
         self.task = metadata.get("task_type") or ("span" if "context" in names else "classification")
         self.input_names = INPUT_NAMES.get(self.task, DEFAULT_INPUTS)
         self.has_pair = self.input_names[1] in names
