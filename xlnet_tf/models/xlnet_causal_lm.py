@@ -18,6 +18,9 @@ MODES = ("exact", "cached")
 # XLNet's own end markers: end of document and end of paragraph.
 DEFAULT_STOP_TOKEN_IDS = (EOD_TOKEN_ID, EOP_TOKEN_ID)
 GENERATION_TASK_TYPE = "generation"
+# A generation preset's `preprocessing.json` keys (besides `task_type`); `max_new_tokens` is the
+# largest request of an exported `generate` signature.
+GENERATION_SETTINGS = ("mode", "recompute_window", "sequence_length", "max_new_tokens")
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
@@ -388,14 +391,14 @@ class XLNetCausalLM(CausalLM):
 
 
 def generation_settings(preset):
-    """`mode`, `recompute_window`, `sequence_length` of a generation preset; `{}` for other presets."""
+    """The `GENERATION_SETTINGS` of a generation preset; `{}` for other presets."""
     path = preset_io.fetch(preset, PREPROCESSING_FILE, required=False)
     if path is None:
         return {}
     info = preset_io.read_json(path)
     if info.get("task_type") != GENERATION_TASK_TYPE:
         return {}
-    return {k: info[k] for k in ("mode", "recompute_window", "sequence_length") if k in info}
+    return {k: info[k] for k in GENERATION_SETTINGS if k in info}
 
 
 def _checked_mode(mode):

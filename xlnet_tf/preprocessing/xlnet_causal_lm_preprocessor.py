@@ -1,6 +1,7 @@
 """`XLNetCausalLMPreprocessor`: strings <-> the prompt ids of `XLNetCausalLM.generate`."""
 
 import keras
+from keras_hub.layers import StartEndPacker
 from keras_hub.models import CausalLMPreprocessor
 
 from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
@@ -38,6 +39,16 @@ class XLNetCausalLMPreprocessor(CausalLMPreprocessor):
     def __init__(self, tokenizer, sequence_length=128, add_start_token=False, add_end_token=False, **kwargs):
         super().__init__(tokenizer, sequence_length=sequence_length, add_start_token=add_start_token,
                          add_end_token=add_end_token, **kwargs)
+
+    def build(self, input_shape):
+        # keras-hub's packer would put `<s>` before every generation prompt whatever
+        # `add_start_token` says; XLNet's prompts are their text's ids alone.
+        self.packer = StartEndPacker(
+            start_value=self.tokenizer.start_token_id if self.add_start_token else None,
+            end_value=self.tokenizer.end_token_id if self.add_end_token else None,
+            pad_value=self.tokenizer.pad_token_id, sequence_length=self.sequence_length,
+            return_padding_mask=True)
+        self.built = True
 
     @classmethod
     def from_preset(cls, preset, sequence_length=128, **kwargs):
