@@ -176,3 +176,22 @@ def test_top_k_never_emits_a_token_outside_the_k_best(checkpoint):
     best = np.argsort(-logits, axis=-1)[:, :k]
     assert all(token in best[step] for step, token in enumerate(tokens))
     assert (tokens != best[:, 0]).any()  # Not greedy in disguise.
+
+
+def test_keras_file_round_trip_keeps_mode_window_bias_and_tokens(checkpoint, tmp_path):
+    _, preset = checkpoint
+    model = XLNetCausalLM.from_preset(preset, mode="cached", recompute_window=3)
+    assert float(np.abs(np.asarray(model.lm_bias)).max()) > 0  # The pretrainer's bias came along.
+    path = str(tmp_path / "generator.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert (loaded.mode, loaded.recompute_window) == ("cached", 3)
+    np.testing.assert_array_equal(generated(loaded, [PROMPT]), generated(model, [PROMPT]))
+
+
+def test_bad_settings_are_refused_by_name(checkpoint):
+    _, preset = checkpoint
+    with pytest.raises(ValueError, match=r"mode must be one of \['exact', 'cached'\], got 'fast'"):
+        XLNetCausalLM.from_preset(preset, mode="fast")
+    with pytest.raises(ValueError, match="recompute_window must be an int >= 1, got 0"):
+        XLNetCausalLM.from_preset(preset, mode="cached", recompute_window=0)

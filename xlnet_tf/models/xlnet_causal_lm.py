@@ -350,6 +350,9 @@ class XLNetCausalLM(CausalLM):
         """
         preset = preset_io.resolve(preset)
         settings = generation_settings(preset)
+        mode = _checked_mode(settings.get("mode", "exact") if mode is None else mode)
+        recompute_window = _checked_window(settings.get("recompute_window", 2) if recompute_window is None
+                                           else recompute_window)
         overrides = {"bi_data": False, "memory_length": 0, "reuse_length": 0, "dropout": 0.0,
                      "attention_dropout": 0.0, **config_overrides}
         pretrainer = XLNetPretrainer.from_preset(preset, dtype=dtype, load_weights=load_weights, **overrides)
@@ -359,10 +362,9 @@ class XLNetCausalLM(CausalLM):
                 from xlnet_tf.preprocessing.xlnet_causal_lm_preprocessor import XLNetCausalLMPreprocessor
 
                 preprocessor = XLNetCausalLMPreprocessor.from_preset(
-                    preset, sequence_length=sequence_length or settings.get("sequence_length", 128))
-        model = cls(pretrainer.backbone, preprocessor=preprocessor,
-                    mode=mode or settings.get("mode", "exact"),
-                    recompute_window=recompute_window or settings.get("recompute_window", 2))
+                    preset, sequence_length=(settings.get("sequence_length", 128) if sequence_length is None
+                                             else sequence_length))
+        model = cls(pretrainer.backbone, preprocessor=preprocessor, mode=mode, recompute_window=recompute_window)
         model.lm_bias.assign(pretrainer.lm_bias)
         return model
 
