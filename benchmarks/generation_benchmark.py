@@ -26,7 +26,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import interleaved_steps  # noqa: E402
+import interleaved_steps
 
 PROMPT, NEW_TOKENS = 128, 32
 BASE = dict(vocabulary_size=32000, num_layers=12, num_heads=12, head_dim=64, hidden_dim=768,

@@ -14,7 +14,9 @@ import tensorflow as tf
 from tests.serving.conftest import CONFIG, SPIECE
 from xlnet_tf.cli import main as cli
 from xlnet_tf.models.xlnet_causal_lm import XLNetCausalLM
-from xlnet_tf.preprocessing.xlnet_causal_lm_preprocessor import XLNetCausalLMPreprocessor
+from xlnet_tf.preprocessing.xlnet_causal_lm_preprocessor import (
+    XLNetCausalLMPreprocessor,
+)
 from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 from xlnet_tf.serving.export_pretrained import export_preset
 

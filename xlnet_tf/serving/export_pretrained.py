@@ -246,11 +246,9 @@ def _normalized(path):
 
 def export_preset(preset_dir, output_dir):
     """Re-exports a preset directory (copies it and writes the SavedModel)."""
-    from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
-
     from xlnet_tf.models import preset_io
-
     from xlnet_tf.models.xlnet_causal_lm import generation_settings
+    from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 
     pretrainer = XLNetPretrainer.from_preset(preset_dir)
     # Either layout: `spiece.model` or keras-hub's `assets/tokenizer/vocabulary.spm`.
