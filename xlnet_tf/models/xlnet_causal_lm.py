@@ -49,10 +49,12 @@ class XLNetCausalLM(CausalLM):
     prompts are wrong). XLNet's positions are relative: the padding changes
     nothing but the work.
 
-    The whole loop is one `tf.function` (`jit_compile` as the model's, XLA by
-    default) with a `tf.while_loop` over the static `max_length`; it ends when
-    every row has produced a stop token (`<eod>`, `<eop>`, or the ids given),
-    and each row's output stops at its first one.
+    The whole loop is one `tf.function` (XLA when `causal_lm.jit_compile =
+    True`; Keras leaves it off on CPU) with a `tf.while_loop` over the static
+    `max_length`, no host round trip per token; it ends when every row has
+    produced a stop token (`<eod>`, `<eop>`, or the ids given), and each row's
+    output stops at its first one. A row that stopped still runs with the
+    others until then (the batch's shapes are static).
 
     Args:
         backbone: an `XLNetBackbone` without `bi_data`.
@@ -268,6 +270,14 @@ class XLNetCausalLM(CausalLM):
             keep = ops.logical_and(keep, stops_before == 0)
         return _to_front(token_ids, keep, cache["first"])
 
+    def make_generate_function(self):
+        """keras-hub's compiled loop, rebuilt when `jit_compile`, `run_eagerly` or the mode changed."""
+        key = (self.jit_compile, self.run_eagerly, self.mode)
+        if getattr(self, "_generate_function_key", None) != key:
+            self.generate_function = None
+            self._generate_function_key = key
+        return super().make_generate_function()
+
     def generate(self, inputs, max_length=None, stop_token_ids="auto", strip_prompt=False, sampler=None,
                  mode=None):
         """Continues the prompts (keras-hub's `CausalLM.generate`, plus `sampler` and `mode`).
@@ -359,7 +369,9 @@ class XLNetCausalLM(CausalLM):
         if preprocessor == "auto":
             preprocessor = None
             if preset_io.vocabulary_path(preset, required=False):
-                from xlnet_tf.preprocessing.xlnet_causal_lm_preprocessor import XLNetCausalLMPreprocessor
+                from xlnet_tf.preprocessing.xlnet_causal_lm_preprocessor import (
+                    XLNetCausalLMPreprocessor,
+                )
 
                 preprocessor = XLNetCausalLMPreprocessor.from_preset(
                     preset, sequence_length=(settings.get("sequence_length", 128) if sequence_length is None
