@@ -35,6 +35,7 @@ KERAS_CLASSES = {
     "XLNetSpanLabeler": "xlnet_tf.models.xlnet_span_labeler",
     "XLNetMultipleChoice": "xlnet_tf.models.xlnet_multiple_choice",
     "XLNetTokenClassifier": "xlnet_tf.models.xlnet_token_classifier",
+    "XLNetCausalLM": "xlnet_tf.models.xlnet_causal_lm",
     "XLNetPacker": "xlnet_tf.preprocessing.xlnet_packer",
     "XLNetTokenizer": "xlnet_tf.preprocessing.xlnet_tokenizer",
     "XLNetPreprocessor": "xlnet_tf.preprocessing.xlnet_preprocessor",
@@ -42,6 +43,7 @@ KERAS_CLASSES = {
     "XLNetSpanLabelerPreprocessor": "xlnet_tf.preprocessing.xlnet_span_labeler_preprocessor",
     "XLNetMultipleChoicePreprocessor": "xlnet_tf.preprocessing.xlnet_multiple_choice_preprocessor",
     "XLNetTokenClassifierPreprocessor": "xlnet_tf.preprocessing.xlnet_token_classifier_preprocessor",
+    "XLNetCausalLMPreprocessor": "xlnet_tf.preprocessing.xlnet_causal_lm_preprocessor",
     # Optimizer and schedule, met in the compile config of a compiled model.
     "FusedAdamW": "xlnet_tf.optimizers.fused_adamw",
     "AllReducedAdamW": "xlnet_tf.optimizers.all_reduced_adamw",

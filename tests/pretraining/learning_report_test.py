@@ -58,3 +58,24 @@ def test_builtin_corpus_holds_out_whole_documents(tmp_path):
     assert held and documents > 0
     assert not train & held
     assert np.isclose(len(heldout.read_text().split("\n\n")) - 1, documents / 4, rtol=0.3)
+
+
+def test_sentence_continuations_continue_each_beginning_as_alone():
+    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+    from xlnet_tf.models.xlnet_causal_lm import XLNetCausalLM
+    from xlnet_tf.models.xlnet_config import XLNetConfig
+    from xlnet_tf.preprocessing.xlnet_causal_lm_preprocessor import XLNetCausalLMPreprocessor
+    from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
+    from xlnet_tf.pretraining.learning_report import format_continuations, sentence_continuations
+
+    tokenizer = XLNetTokenizer(os.path.join(TESTDATA, "tiny_spiece.model"))
+    config = XLNetConfig(vocabulary_size=tokenizer.vocabulary_size(), num_layers=1, num_heads=2, head_dim=4,
+                         hidden_dim=8, intermediate_dim=16, initializer_range=0.5)
+    causal_lm = XLNetCausalLM(XLNetBackbone(config), XLNetCausalLMPreprocessor(tokenizer))
+    sentences = ["the quick brown fox jumps over the lazy dog", "a fine day for a walk by the river"]
+    results = sentence_continuations(causal_lm, sentences, words=4, new_tokens=3)
+    assert [r[0] for r in results] == ["the quick brown fox", "a fine day for"]
+    assert [r[2] for r in results] == ["jumps over the lazy dog", "a walk by the river"]
+    alone = sentence_continuations(causal_lm, sentences[1:], words=4, new_tokens=3)
+    assert results[1][1] == alone[0][1]
+    assert format_continuations(results)[0] == "  the quick brown fox ..."

@@ -22,6 +22,7 @@ COMMANDS = {
     "prepare-finetuning": ("xlnet_tf.cli.prepare_finetuning:main", "Beam job: JSONL/CSV/TFDS -> fine-tuning TFRecords"),
     "export": ("xlnet_tf.cli.export:main", "export a SavedModel from a work directory or preset"),
     "predict": ("xlnet_tf.cli.predict:main", "run an exported SavedModel on text"),
+    "generate": ("xlnet_tf.cli.generate:main", "continue prompts with an exported SavedModel"),
     "configs": ("xlnet_tf.cli.configs:main", "list the shipped run configs (names for --config)"),
     "presets": ("xlnet_tf.cli.presets:main", "list the named presets; --download NAME fetches, checks and converts one"),
 }

@@ -10,7 +10,8 @@
    `prepare_pretraining_data` (DirectRunner);
 4. pretraining: the tiny model of `configs/pretrain/tiny.yaml` (`--config tiny`) for `--minutes`
    on this machine's CPU, printing the loss as it falls;
-5. export: a preset directory and a SavedModel.
+5. export: a preset directory and a SavedModel (with a `generate` signature); then what the
+   model learned: masked-word guesses and continuations of held-out sentence beginnings.
 
 Every stage is skipped when its output already exists, so running the command
 again after an interruption continues where it stopped.
@@ -174,14 +175,16 @@ def main(argv=None) -> int:
 
 def show_what_was_learned(loss, records, vocabulary, vocabulary_size, preset, heldout,
                           num_sentences=6):
-    """Prints the loss against the context-free and uniform figures, then masked-word guesses.
+    """Prints the loss against the context-free and uniform figures, masked-word guesses, continuations.
 
-    The guesses are for sentences of `heldout` (never trained on) when there is one.
+    The guesses and the continued beginnings are of sentences of `heldout` (never trained on)
+    when there is one.
     """
     import sentencepiece as spm
 
     from xlnet_tf.pretraining.learning_report import (context_free_entropy, describe_loss,
-                                          format_predictions, masked_word_predictions)
+                                                      format_continuations, format_predictions,
+                                                      masked_word_predictions, sentence_continuations)
 
     print(describe_loss(loss, context_free_entropy(records), vocabulary_size))
     if not preset or not heldout or not os.path.exists(heldout):
@@ -200,6 +203,12 @@ def show_what_was_learned(loss, records, vocabulary, vocabulary_size, preset, he
     if results:
         print("\nWhat it learned: one word of each held-out sentence masked, the model's top guesses:")
         print("\n".join(format_predictions(results)))
+    if sentences:
+        from xlnet_tf.models.xlnet_causal_lm import XLNetCausalLM
+
+        causal_lm = XLNetCausalLM.from_preset(preset, mode="exact")
+        print("\nAnd how it continues the beginnings of two held-out sentences (greedy, exact mode):")
+        print("\n".join(format_continuations(sentence_continuations(causal_lm, sentences[:2]))))
 
 
 def next_command(run_dir, records, vocabulary, vocabulary_size, overrides=()):

@@ -100,23 +100,8 @@ class XLNetPretrainer(keras.Model):
         outputs = dict(self.backbone({k: v for k, v in inputs.items() if k in BACKBONE_INPUTS},
                                      training=training, output_hidden_states=output_hidden_states,
                                      dropout_seed=dropout_seed))
-        hidden = _head_input(outputs)
-        # The head runs in the embedding variable's own dtype (float32 under mixed_bfloat16):
-        # casting the [V, H] table to bfloat16 and its [V, H] gradient back took longer (29 ms of
-        # a 4-layer bfloat16 step) than the P prediction rows' matmul saved, and the logits over
-        # the vocabulary are more accurate. `_value` is the variable itself, not Keras' autocast read.
-        embedding_variable = self.backbone.token_embedding.embeddings
-        embeddings = getattr(embedding_variable, "_value", embedding_variable)  # [V, H]
-        if self._defer_head_table_gradient:
-            embeddings = tf.stop_gradient(embeddings)
-        hidden = ops.cast(hidden, embeddings.dtype)
-        # One 2-D matmul: a batched [B, P, H] x [V, H] einsum lowers to a broadcast
-        # BatchMatMul whose embedding gradient is B [V, H] products summed (and transposed).
-        batch, predictions = ops.shape(hidden)[0], ops.shape(hidden)[1]
-        logits = tf.linalg.matmul(ops.reshape(hidden, (-1, ops.shape(hidden)[2])), embeddings,
-                                  transpose_b=True)  # [B*P, V]
-        logits = ops.reshape(logits, (batch, predictions, -1))  # [B, P, V]
-        outputs["logits"] = ops.cast(logits, "float32") + ops.cast(self.lm_bias, "float32")
+        outputs["logits"] = tied_lm_logits(_head_input(outputs), self.backbone.token_embedding.embeddings,
+                                           self.lm_bias, stop_table_gradient=self._defer_head_table_gradient)
         return outputs
 
     # ------------------------------------------------------------------ training
@@ -388,6 +373,36 @@ class XLNetPretrainer(keras.Model):
                                  f"{tuple(pretrainer.lm_bias.shape)}.")
             pretrainer.lm_bias.assign(bias)
         return pretrainer
+
+
+def tied_lm_logits(hidden, embedding_variable, bias, stop_table_gradient=False):
+    """XLNet's LM head: `hidden` times the word-embedding table, plus the output bias.
+
+    Args:
+        hidden: `[B, P, H]`, the stream the head reads.
+        embedding_variable: the `[V, H]` word-embedding variable (the tied weights).
+        bias: the `[V]` output bias.
+        stop_table_gradient: no gradient to the table through the head (the
+            pretrainer's train step forms that share itself).
+
+    Returns:
+        float32 logits `[B, P, V]`.
+    """
+    # The head runs in the embedding variable's own dtype (float32 under mixed_bfloat16):
+    # casting the [V, H] table to bfloat16 and its [V, H] gradient back took longer (29 ms of
+    # a 4-layer bfloat16 step) than the P prediction rows' matmul saved, and the logits over
+    # the vocabulary are more accurate. `_value` is the variable itself, not Keras' autocast read.
+    embeddings = getattr(embedding_variable, "_value", embedding_variable)  # [V, H]
+    if stop_table_gradient:
+        embeddings = tf.stop_gradient(embeddings)
+    hidden = ops.cast(hidden, embeddings.dtype)
+    # One 2-D matmul: a batched [B, P, H] x [V, H] einsum lowers to a broadcast
+    # BatchMatMul whose embedding gradient is B [V, H] products summed (and transposed).
+    batch, predictions = ops.shape(hidden)[0], ops.shape(hidden)[1]
+    logits = tf.linalg.matmul(ops.reshape(hidden, (-1, ops.shape(hidden)[2])), embeddings,
+                              transpose_b=True)  # [B*P, V]
+    logits = ops.reshape(logits, (batch, predictions, -1))  # [B, P, V]
+    return ops.cast(logits, "float32") + ops.cast(bias, "float32")
 
 
 def _head_input(outputs):

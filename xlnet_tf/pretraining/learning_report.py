@@ -2,7 +2,8 @@
 
 `context_free_entropy` is the loss of the best model that ignores context (the unigram
 entropy of the tokens it would predict), `masked_word_predictions` shows a trained
-pretrainer's top guesses for one masked word of each held-out sentence.
+pretrainer's top guesses for one masked word of each held-out sentence, and
+`sentence_continuations` how its `XLNetCausalLM` continues sentence beginnings.
 """
 
 import math
@@ -109,6 +110,42 @@ def format_predictions(results):
         lines.append(f"  {text}")
         lines.append(f"    true: {truth!r}; model: "
                      + ", ".join(f"{p!r} {q:.2f}" for p, q in guesses))
+    return lines
+
+
+def sentence_continuations(causal_lm, sentences, *, words=6, new_tokens=12):
+    """How the model continues the first `words` words of each sentence (greedy, one batch).
+
+    One `generate` call for all beginnings: a batch gives each the tokens it
+    gets alone, and the loop is traced once.
+
+    Args:
+        causal_lm: an `XLNetCausalLM` with its preprocessor.
+        sentences: held-out sentences.
+        words: words of each sentence given as its beginning.
+        new_tokens: tokens generated after the longest beginning.
+
+    Returns:
+        A list of `(beginning, continuation, the sentence's true rest)`.
+
+    Example:
+    >>> sentence_continuations(causal_lm, ["The file is opened for reading and closed."])  # doctest: +SKIP
+    [('The file is opened for reading', ' and writing the file', 'and closed.')]
+    """
+    beginnings = [" ".join(s.split()[:words]) for s in sentences]
+    rests = [" ".join(s.split()[words:]) for s in sentences]
+    longest = max(len(causal_lm.preprocessor.tokenizer.tokenize(b)) for b in beginnings)
+    continuations = causal_lm.generate(beginnings, max_length=longest + new_tokens, strip_prompt=True,
+                                       sampler="greedy")
+    return list(zip(beginnings, [str(c) for c in continuations], rests))
+
+
+def format_continuations(results):
+    """Lines for `sentence_continuations`' results."""
+    lines = []
+    for beginning, continuation, rest in results:
+        lines.append(f"  {beginning} ...")
+        lines.append(f"    true: {rest!r}; model: {continuation!r}")
     return lines
 
 

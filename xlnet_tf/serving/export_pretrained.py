@@ -15,7 +15,8 @@ Output layout:
                           vocabulary, tokenizer.json, assets/tokenizer/vocabulary.spm, spiece.model
     OUTPUT/saved_model/   signatures `serving_default(token_ids)` and
                           `encode(token_ids, segment_ids, padding_mask)`, both returning
-                          `sequence_output` float32 [B, L, hidden]
+                          `sequence_output` float32 [B, L, hidden]; with a vocabulary also
+                          `generate(prompt, max_new_tokens)` -> `continuation` (strings)
 
 Example:
     xlnet-tf export --workdir runs/tiny --output runs/tiny/export
@@ -41,13 +42,15 @@ class ExportError(ValueError):
     """The export source is missing or inconsistent."""
 
 
-def export_saved_model(backbone, path, pad_token_id=PAD_TOKEN_ID):
+def export_saved_model(backbone, path, pad_token_id=PAD_TOKEN_ID, generation=None):
     """Writes `backbone` (float32, inference mode) as a SavedModel.
 
     Args:
         backbone: an `XLNetBackbone`.
         path: output directory.
         pad_token_id: `serving_default` treats this id as padding (mask 0).
+        generation: optional `xlnet_tf.serving.generation_signature.GenerationModule`
+            (on the same backbone): adds its `generate` signature.
 
     Both signatures check their inputs in the graph first (rank 2, equal shapes,
     `token_ids` in `[0, vocabulary_size)`, `segment_ids` in `[0, 4]`,
@@ -85,17 +88,24 @@ def export_saved_model(backbone, path, pad_token_id=PAD_TOKEN_ID):
         tf.TensorSpec.from_spec(spec, name="token_ids"),
         tf.TensorSpec.from_spec(spec, name="segment_ids"),
         tf.TensorSpec.from_spec(spec, name="padding_mask")])
+    if generation is not None:
+        from xlnet_tf.serving.generation_signature import SIGNATURE_NAME
+
+        archive.track(generation)
+        archive.add_endpoint(SIGNATURE_NAME, generation.generate)
     # Written under a temporary sibling name, then renamed: never a partial SavedModel at `path`.
     return atomic_files.replace_directory(lambda directory: archive.write_out(directory, verbose=False),
                                           path)
 
 
-def export_pretrainer(pretrainer, output_dir, vocabulary=None, overwrite=False):
+def export_pretrainer(pretrainer, output_dir, vocabulary=None, generation=None, overwrite=False):
     """Writes `output_dir/preset` and `output_dir/saved_model` from a trained pretrainer.
 
     The SavedModel is built from the saved preset in float32, without memory and
     with forward positions only (no bi_data), so it does not depend on the
-    training dtype policy or batch size. Both are written under a temporary
+    training dtype policy or batch size. With a vocabulary it also gets the
+    `generate` signature (`xlnet_tf.serving.generation_signature`), in the
+    mode and limits of `generation`. Both are written under a temporary
     sibling of `output_dir`, renamed into place once complete: an existing
     directory is replaced whole (never a new preset beside old files).
 
@@ -103,6 +113,9 @@ def export_pretrainer(pretrainer, output_dir, vocabulary=None, overwrite=False):
         pretrainer: the trained `XLNetPretrainer` (the `pretrainer` of `run_pretraining`'s summary).
         output_dir: the export directory (local or gs://): new or empty, or replaced with `overwrite`.
         vocabulary: the SentencePiece model (bytes or a path) copied into the preset, or None.
+        generation: a generation preset's settings (`mode`, `recompute_window`,
+            `sequence_length` = the longest prompt, `max_new_tokens` = the
+            largest request); also written to the exported preset.
         overwrite: replace a non-empty `output_dir`.
 
     Returns:
@@ -122,18 +135,43 @@ def export_pretrainer(pretrainer, output_dir, vocabulary=None, overwrite=False):
     check_output_directory(output_dir, overwrite=overwrite, what="Export directory")
 
     def build(directory):
-        preset = os.path.join(directory, PRESET_SUBDIR)
-        pretrainer.save_to_preset(preset, vocabulary_file=vocabulary)
+        preset_dir = os.path.join(directory, PRESET_SUBDIR)
+        pretrainer.save_to_preset(preset_dir, vocabulary_file=vocabulary)
+        if generation:
+            from xlnet_tf.formats.preset_files import PREPROCESSING_FILE
+            from xlnet_tf.models import preset_io
+            from xlnet_tf.models.xlnet_causal_lm import GENERATION_TASK_TYPE
+
+            preset_io.write_json(os.path.join(preset_dir, PREPROCESSING_FILE),
+                                 {"task_type": GENERATION_TASK_TYPE, **generation})
         # bi_data (backward position streams for half of each batch) is a pretraining
         # augmentation; serving encodes every row with forward positions.
-        backbone = XLNetBackbone.from_preset(preset, dtype="float32", memory_length=0,
+        backbone = XLNetBackbone.from_preset(preset_dir, dtype="float32", memory_length=0,
                                              reuse_length=0, bi_data=False, dropout=0.0,
                                              attention_dropout=0.0)
-        export_saved_model(backbone, os.path.join(directory, SAVED_MODEL_SUBDIR))
+        module = None
+        if vocabulary is not None:
+            module = _generation_module(backbone, pretrainer, preset_dir, generation or {})
+        export_saved_model(backbone, os.path.join(directory, SAVED_MODEL_SUBDIR), generation=module)
 
     atomic_files.replace_directory(build, output_dir)
     return {"preset": os.path.join(output_dir, PRESET_SUBDIR),
             "saved_model": os.path.join(output_dir, SAVED_MODEL_SUBDIR)}
+
+
+def _generation_module(backbone, pretrainer, preset_dir, settings):
+    """The `generate` signature's module on `backbone`, with the pretrainer's LM bias."""
+    from xlnet_tf.models.xlnet_causal_lm import XLNetCausalLM
+    from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
+    from xlnet_tf.serving.generation_signature import (DEFAULT_MAX_NEW_TOKENS, DEFAULT_PROMPT_LENGTH,
+                                                       GenerationModule)
+
+    causal_lm = XLNetCausalLM(backbone, mode=settings.get("mode", "exact"),
+                              recompute_window=settings.get("recompute_window", 2))
+    causal_lm.lm_bias.assign(pretrainer.lm_bias)
+    return GenerationModule(causal_lm, XLNetTokenizer.from_preset(preset_dir),
+                            prompt_length=settings.get("sequence_length", DEFAULT_PROMPT_LENGTH),
+                            max_new_tokens_limit=settings.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS))
 
 
 def _read_workdir_config(workdir):
@@ -254,9 +292,9 @@ def _normalized(path):
 
 def export_preset(preset_dir, output_dir, overwrite=False):
     """Re-exports a preset directory (copies it and writes the SavedModel; see `export_pretrainer`)."""
-    from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
-
     from xlnet_tf.models import preset_io
+    from xlnet_tf.models.xlnet_causal_lm import generation_settings
+    from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 
     check_output_directory(output_dir, overwrite=overwrite, what="Export directory", sources=(preset_dir,))
     if _is_task_preset(preset_dir):
@@ -268,5 +306,5 @@ def export_preset(preset_dir, output_dir, overwrite=False):
     vocabulary = preset_io.vocabulary_path(preset_dir, required=False)
     return export_pretrainer(pretrainer, output_dir,
                              vocabulary=preset_io.read_bytes(vocabulary) if vocabulary else None,
-                             overwrite=overwrite)
+                             generation=generation_settings(preset_dir), overwrite=overwrite)
 

@@ -1,0 +1,146 @@
+"""Generation speed: `XLNetCausalLM.generate` next to Hugging Face's `XLNetLMHeadModel.generate`.
+
+XLNet-Base sizes with random weights (no download), a 128-token prompt, 32 new
+tokens (greedy, no stop token), batch 1 and 8, float32 and bfloat16, on CPU.
+Two pairs per configuration:
+
+- `cached` (memory, recompute window 2) next to Hugging Face's mems path
+  (`use_mems=True`, its `offset = 2`), the same computation;
+- `exact` (the whole sequence each step) next to `use_mems=False`.
+
+Each pair is two long-lived workers taking turns, one whole `generate` call
+each per round, started in both orders (`interleaved_steps.run_in_both_orders`);
+the figure is the balanced ratio of tokens/s (ours over Hugging Face's), which
+neither the machine's drift nor the start order can move. Ours runs the loop
+as one `tf.function`, with XLA (`--no-xla`: without).
+
+Example:
+    python benchmarks/generation_benchmark.py                  # every configuration
+    python benchmarks/generation_benchmark.py --batch 1 --dtype float32 --rounds 3
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import interleaved_steps
+
+PROMPT, NEW_TOKENS = 128, 32
+BASE = dict(vocabulary_size=32000, num_layers=12, num_heads=12, head_dim=64, hidden_dim=768,
+            intermediate_dim=3072)
+
+
+def prompts(batch):
+    import numpy as np
+
+    return np.random.default_rng(0).integers(9, BASE["vocabulary_size"], (batch, PROMPT)).astype("int32")
+
+
+def ours_step(mode, batch, dtype, xla):
+    """One `generate` call of ours, ready to time (built and warmed up)."""
+    import keras
+    import numpy as np
+
+    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+    from xlnet_tf.models.xlnet_causal_lm import XLNetCausalLM
+    from xlnet_tf.models.xlnet_config import XLNetConfig
+
+    keras.utils.set_random_seed(0)
+    backbone = XLNetBackbone(XLNetConfig(**BASE, dropout=0.0, attention_dropout=0.0), dtype=dtype)
+    model = XLNetCausalLM(backbone, mode=mode)
+    model.jit_compile = xla
+    ids = np.concatenate([prompts(batch), np.full((batch, NEW_TOKENS), 5, "int32")], axis=1)
+    mask = (np.arange(PROMPT + NEW_TOKENS) < PROMPT)[None].repeat(batch, 0).astype("int32")
+
+    def step():
+        out = model.generate({"token_ids": ids, "padding_mask": mask}, stop_token_ids=None)
+        assert out["padding_mask"].sum() == batch * (PROMPT + NEW_TOKENS)
+
+    return step
+
+
+def hugging_face_step(use_mems, batch, dtype):
+    """One `generate` call of Hugging Face's, ready to time."""
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.XLNetConfig(vocab_size=BASE["vocabulary_size"], d_model=768, n_layer=12, n_head=12,
+                                      d_inner=3072, dropout=0.0, mem_len=None)
+    model = transformers.XLNetLMHeadModel(config).eval().to(getattr(torch, dtype))
+    ids = torch.tensor(prompts(batch), dtype=torch.long)
+
+    def step():
+        with torch.no_grad():
+            out = model.generate(ids, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,
+                                 use_mems=use_mems, pad_token_id=5, eos_token_id=None)
+        assert out.shape == (batch, PROMPT + NEW_TOKENS)
+
+    return step
+
+
+def worker(args):
+    try:
+        if args.side == "ours":
+            step = ours_step(args.mode, args.batch, "bfloat16" if args.dtype == "bfloat16" else "float32",
+                             not args.no_xla)
+        else:
+            step = hugging_face_step(args.mode == "cached", args.batch, args.dtype)
+        for _ in range(2 if args.side == "ours" else 1):  # Ours: tracing / compiling, then one warm call.
+            step()
+    except Exception as error:  # The driver prints it in the table.
+        print("RESULT " + json.dumps({"error": f"{type(error).__name__}: {error}"}), flush=True)
+        return 1
+    interleaved_steps.serve(step)
+    return 0
+
+
+def start_worker(side, mode, batch, dtype, no_xla):
+    command = [sys.executable, os.path.abspath(__file__), "--worker", side, "--mode", mode, "--batch", str(batch),
+               "--dtype", dtype]
+    if no_xla:
+        command.append("--no-xla")
+    return interleaved_steps.spawn(command, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--worker", dest="side", choices=("ours", "hf"), help=argparse.SUPPRESS)
+    parser.add_argument("--mode", choices=("exact", "cached"), default=None)
+    parser.add_argument("--batch", type=int, nargs="*", default=None)
+    parser.add_argument("--dtype", nargs="*", choices=("float32", "bfloat16"), default=None)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-xla", action="store_true")
+    args = parser.parse_args(argv)
+    if args.side:
+        args.batch, args.dtype = args.batch[0], args.dtype[0]
+        return worker(args)
+    print(f"# {time.strftime('%Y-%m-%d %H:%M')} UTC, load average {os.getloadavg()[0]:.2f}, "
+          f"{os.cpu_count()} cores; XLNet-Base random weights, prompt {PROMPT}, {NEW_TOKENS} new tokens, greedy; "
+          f"ours {'without' if args.no_xla else 'with'} XLA; {args.rounds} rounds per order")
+    print("| mode (HF) | batch | dtype | ours tokens/s | HF tokens/s | ours / HF (balanced) |")
+    print("|---|---|---|---|---|---|")
+    for batch in args.batch or (1, 8):
+        for dtype in args.dtype or ("float32", "bfloat16"):
+            for mode in [args.mode] if args.mode else ("cached", "exact"):
+                def start(side, mode=mode, batch=batch, dtype=dtype):
+                    return start_worker(side, mode, batch, dtype, args.no_xla)
+
+                passes, failed = interleaved_steps.run_in_both_orders(start, ["ours", "hf"], args.rounds)
+                label = f"{mode} ({'mems' if mode == 'cached' else 'use_mems=False'})"
+                if failed:
+                    print(f"| {label} | {batch} | {dtype} | failed: {json.dumps(failed)} | | |", flush=True)
+                    continue
+                tokens = batch * NEW_TOKENS
+                ours = tokens / interleaved_steps.pooled_median(passes, "ours")
+                theirs = tokens / interleaved_steps.pooled_median(passes, "hf")
+                ratio = interleaved_steps.balanced_ratio(passes, "hf", "ours")  # time(HF) / time(ours)
+                print(f"| {label} | {batch} | {dtype} | {ours:.1f} | {theirs:.1f} | {ratio:.2f}x |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
