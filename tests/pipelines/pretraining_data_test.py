@@ -14,6 +14,7 @@ import tensorflow as tf
 from tests.pipelines.no_metrics import NoMetrics
 from xlnet_tf.formats import pretraining_records
 from xlnet_tf.cli import prepare_pretraining
+from xlnet_tf.pipelines import line_ranges
 from xlnet_tf.pipelines import pretraining_data
 from xlnet_tf.pipelines.pretraining_data import PipelineInputError
 from xlnet_tf.pipelines.runner_options import beam_options
@@ -216,6 +217,11 @@ def test_bad_inputs_are_counted_and_handled(tmp_path):
     assert manifest["documents"] == {"read": 7, "written": 5, "skipped": {"empty": 1, "undecodable": 1},
                                      "repaired": 0}
     assert manifest["files"] == {"read": 5, "empty": 2}
+    # How each file was read: the .gz one whole (it cannot be entered mid-stream), and why.
+    assert [sorted(entry) for entry in manifest["inputs"]] == [sorted(pretraining_records.INPUT_ENTRY_KEYS)] * 5
+    entries = {os.path.basename(entry["file"]): entry for entry in manifest["inputs"]}
+    assert entries["compressed.txt.gz"]["read_whole"] == line_ranges.COMPRESSED
+    assert entries["mixed.txt"] == {"file": str(inputs / "mixed.txt"), "ranges": 1, "read_whole": None}
     expected_pieces = split_long_line(long_line, 4096)
     assert manifest["lines_split"] == 1
     counters = {r.key.metric.name: r.committed for r in job.pipeline_result.metrics().query()["counters"]}
@@ -406,6 +412,9 @@ def test_byte_ranges_give_the_same_shards_and_counts(corpus_run, tmp_path):
     assert ranged.manifest["documents"] == job.manifest["documents"]
     assert ranged.manifest["files"] == {"read": 1, "empty": 0}
     assert ranged.manifest["settings"]["read_range_bytes"] == 1000
+    assert ranged.manifest["inputs"] == [{"file": CORPUS, "ranges": -(-os.path.getsize(CORPUS) // 1000),
+                                          "read_whole": None}]
+    assert job.manifest["inputs"] == [{"file": CORPUS, "ranges": 1, "read_whole": None}]
 
 
 def test_manifest_counts_hold_without_metrics(monkeypatch, tmp_path):
