@@ -5,6 +5,8 @@ import gzip
 import hashlib
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -475,3 +477,27 @@ def test_tfds_sub_splits_give_the_same_shards(tmp_path):
     assert _shard_bytes(tmp_path / "parts") == _shard_bytes(tmp_path / "whole")
     sub_splits = pretraining_data._resolve_tfds("tfds:tiny_texts:train", "text", data_dir, False, 3)
     assert len(sub_splits) == 3
+
+
+@pytest.mark.subprocess
+def test_worker_path_imports_no_tensorflow(tmp_path):
+    # What a worker process runs (read, tokenize, write a shard), in a fresh interpreter: TensorFlow and
+    # Keras cost every worker seconds of CPU to import, so none of it may load them.
+    code = (
+        "import sys\n"
+        "from xlnet_tf.pipelines import pretraining_data as job\n"
+        f"proto = open({VOCAB!r}, 'rb').read()\n"
+        f"batches = [b for b in job._ReadDocuments().process(('file', {CORPUS!r}, 0, None)) if isinstance(b, list)]\n"
+        "tokenize = job._TokenizeDocuments(proto, seed=0, num_shards=1, lowercase=False, keep_accents=False,\n"
+        "                                  max_sentence_chars=4096, on_undecodable='skip')\n"
+        "tokenize.setup()\n"
+        "documents = [d[1] for b in batches for d in tokenize.process(b) if isinstance(d, tuple) and d[0] == 0]\n"
+        f"(entry,) = job._WriteShard({str(tmp_path)!r}, 1, 64, 200).process((0, {{'documents': documents}}))\n"
+        "print(entry['num_documents'], sorted(m for m in ('tensorflow', 'keras', 'tensorflow_text') if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.split()[-1] == "[]", result.stdout + result.stderr
+    assert int(result.stdout.split()[0]) == len(_documents(CORPUS))
+    # The shard it wrote is a TFRecord file TensorFlow reads back.
+    (path,) = glob.glob(str(tmp_path / "*.tfrecord"))
+    assert sum(1 for _ in tf.data.TFRecordDataset(path)) == -(-sum(len(t) for t, _ in _read_shard(path)[0]) // 64)

@@ -4,25 +4,11 @@ Names are imported on first use: the Beam workers import `digit_comma_split` fro
 eager import of the packers here would load TensorFlow and Keras in every worker process (seconds of CPU).
 """
 
-import importlib as _importlib
+from xlnet_tf._lazy_exports import lazy_exports as _lazy_exports
 
-_EXPORTS = {
+__all__, __getattr__, __dir__ = _lazy_exports(__name__, {
     "squad_best_answer": "xlnet_tf.preprocessing.squad_postprocessing",
     "squad_predictions": "xlnet_tf.preprocessing.squad_postprocessing",
     "XLNetPacker": "xlnet_tf.preprocessing.xlnet_packer",
     "XLNetSquadPreprocessor": "xlnet_tf.preprocessing.xlnet_squad_preprocessor",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name):
-    if name in _EXPORTS:
-        value = getattr(_importlib.import_module(_EXPORTS[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'xlnet_tf.preprocessing' has no attribute {name!r}")
-
-
-def __dir__():
-    return __all__
+})
