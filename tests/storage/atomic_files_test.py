@@ -39,6 +39,7 @@ def test_write_records_bytes_equal_tfrecord_writer(root, tmp_path):
     with tf.io.TFRecordWriter(reference) as writer:
         for record in records:
             writer.write(record)
+    tf.io.gfile.makedirs(os.path.join(root, "shards"))
     path = os.path.join(root, "shards", "records.tfrecord")
     assert atomic_files.write_records(path, iter(records)) == len(records)
     with tf.io.gfile.GFile(path, "rb") as f, open(reference, "rb") as g:

@@ -226,12 +226,17 @@ def write_records(path, records):
 
     Local paths are written with plain file I/O (no TensorFlow import); other
     filesystems go through `tf.io.gfile`. The bytes equal `tf.io.TFRecordWriter`'s.
+    Unlike the other writers here it neither creates the directory nor lists it
+    for a killed writer's temporaries: a job writing a thousand shards into one
+    `gs://` directory would list it a thousand times. Such a temporary
+    (`.tmp-<uuid>-<name>`) matches no shard glob.
 
     Example:
+    >>> tf.io.gfile.makedirs("ram://doc")  # doctest: +SKIP
     >>> write_records("ram://doc/records.tfrecord", [b"a", b"bc"])
     2
     """
-    path = _prepare(path)
+    path = str(path)
     count = 0
     with _temporary_for(path) as temporary:
         with _files(temporary).GFile(temporary, "wb") as f:
