@@ -71,6 +71,7 @@ from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
 from xlnet_tf.pipelines.runner_options import beam_options
 from xlnet_tf.pipelines.runner_options import check_paths_for_runner
 from xlnet_tf.pipelines.tfds_sub_splits import tfds_sub_splits
+from xlnet_tf.storage import atomic_files
 
 SKIP_REASONS = ("undecodable", "missing_field", "empty", "bad_label")
 _NAMESPACE = "xlnet_finetuning"
@@ -491,8 +492,6 @@ class WriteShard(beam.DoFn):
         self._num_shards = num_shards
 
     def process(self, element):
-        from xlnet_tf.storage import atomic_files
-
         (split, shard), records = element
         records = sorted(records)
         path = os.path.join(self._output_dir, shard_file_name(split, shard, self._num_shards))
@@ -511,8 +510,6 @@ class _WriteCounts(beam.DoFn):
         self._path = path
 
     def process(self, lines, stats):
-        from xlnet_tf.storage import atomic_files
-
         stats = dict(stats)
         examples = {"read": int(stats.get("read", 0)), "written": int(stats.get("written", 0)),
                     "skipped": {reason: int(stats.get(f"skipped_{reason}", 0)) for reason in SKIP_REASONS}}
@@ -692,8 +689,7 @@ def prepare_finetuning_data(settings, sources, vocab_proto, vocabulary, *, overw
         for shard in range(num_shards):
             name = shard_file_name(split, shard, num_shards)
             if (split, shard) not in counts:  # every shard file exists, possibly empty
-                with tf.io.TFRecordWriter(os.path.join(output_dir, name)):
-                    pass
+                atomic_files.write_records(os.path.join(output_dir, name), [])
             files.append({"file": name, "num_records": counts.get((split, shard), 0)})
         splits[split] = {"files": files, "num_records": sum(f["num_records"] for f in files)}
     manifest = {
@@ -711,8 +707,6 @@ def prepare_finetuning_data(settings, sources, vocab_proto, vocabulary, *, overw
         "vocabulary": vocabulary,
         "settings": {**{k: v for k, v in settings.items() if k != "output_dir"}, "beam_args": beam_args},
     }
-    from xlnet_tf.storage import atomic_files
-
     # Atomic: a reader sees the whole manifest or none, on any gfile filesystem.
     atomic_files.write_json(os.path.join(output_dir, MANIFEST), manifest)
     return manifest
