@@ -1,18 +1,27 @@
 """Preprocessing throughput: the Beam pretraining job vs raw SentencePiece encode.
 
 Measures, in one run on the same text:
-- raw: `sentencepiece` encoding every line of the corpus in memory, one thread
-  (the ceiling for this stage: the job's real work is this encode);
+- raw: `sentencepiece` encoding every non-blank line of the corpus file in memory, one
+  thread, one call (the ceiling for this stage: the job's real work is this encode). Both
+  sides encode the same lines with the same vocabulary (SentencePiece's own normalization
+  runs in both); the job's extra work -- reading, XLNet's normalization (a no-op on this
+  ASCII text apart from whitespace handling), the digit-comma rule, hashing, shuffling,
+  serializing and writing -- all counts against it;
 - the Beam job (`xlnet_tf.pipelines.pretraining_data`) end to end on the FnApiRunner (named,
   so a new default of Beam's DirectRunner cannot change what is measured) with 1 worker
   (in-process) and 2 worker processes: read, normalize, encode, shuffle, sort, serialize, write.
   With 2 workers the corpus file is read in 4 byte ranges, so both workers tokenize.
 
-Tokens/s for the job = tokens written / wall time. End-to-end figures include
-fixed costs (pipeline construction, worker start-up: each worker process
-imports TensorFlow); the "marginal" rate divides the extra tokens of a larger
-corpus by the extra time, which is what a long job converges to. The target is
->= 0.8x the raw rate in CPU tokens/s (CPU time of every process of the run), at 1 and 2 workers.
+Tokens/s for the job = tokens SentencePiece produced (written tokens less one
+`<eod>` per document) / time. CPU time is the launching process's (all its
+threads) plus that of its reaped child processes (`RUSAGE_CHILDREN`: the Beam
+worker processes, waited for before reading it). End-to-end figures include
+fixed costs (pipeline construction, each worker process starting and importing
+Beam, NumPy and SentencePiece -- no TensorFlow: workers write TFRecords
+themselves); the "marginal" rate divides the extra tokens of the larger corpus
+by the extra time, which is what a long job converges to (at terabyte scale
+the fixed seconds per worker vanish). The target is >= 0.8x the raw rate in CPU
+tokens/s, at 1 and 2 workers.
 
 The corpus is synthetic (pseudo-words drawn with a Zipf law, sentences of
 5..30 words, documents of 10..60 sentences, roughly Wikipedia-article sized);

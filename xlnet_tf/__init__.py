@@ -19,10 +19,10 @@ still makes `keras.saving.load_model` find every XLNet class with no `custom_obj
 `xlnet_tf/_keras_registration.py`.
 """
 
-import importlib as _importlib
 import os as _os
 
 from xlnet_tf import _keras_registration
+from xlnet_tf._lazy_exports import lazy_exports as _lazy_exports
 
 # Keras 3 on TensorFlow; never tf_keras.
 _os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -54,19 +54,7 @@ _EXPORTS = {
        if not module.startswith(("xlnet_tf.layers.", "xlnet_tf.optimizers."))},
 }
 
-__all__ = sorted(_EXPORTS) + ["__version__"]
-
-
-def __getattr__(name):
-    if name in _EXPORTS:
-        value = getattr(_importlib.import_module(_EXPORTS[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'xlnet_tf' has no attribute {name!r}")
-
-
-def __dir__():
-    return __all__
+__all__, __getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS, extra=["__version__"])
 
 
 _keras_registration.install()

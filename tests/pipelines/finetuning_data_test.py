@@ -11,6 +11,7 @@ from tests.pipelines.no_metrics import NoMetrics
 from xlnet_tf.formats import finetuning_records
 from xlnet_tf.cli import prepare_finetuning
 from xlnet_tf.cli.prepare_finetuning import main
+from xlnet_tf.pipelines import finetuning_data
 from xlnet_tf.data.finetuning_record_dataset import finetuning_record_dataset, read_finetuning_manifest
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 from xlnet_tf.preprocessing.xlnet_squad_preprocessor import XLNetSquadPreprocessor
@@ -176,6 +177,48 @@ def test_tfds_mock_data(tmp_path):
         assert (features["segment_ids"] == 1).any()  # the second sentence is packed as segment B
 
 
+def test_tfds_sub_splits_give_the_same_ids_and_records(monkeypatch, tmp_path):
+    # A real (tiny, local) TFDS dataset, since mock data ignores sub-split slicing. Every 7th example is
+    # unlabeled (-1, dropped by the reader as GLUE test rows are), so a sub-split's size in TFDS's metadata
+    # is not the number of examples it numbers: the ids must still be those of reading the split whole.
+    import tensorflow_datasets as tfds
+
+    from xlnet_tf.data import finetuning_tasks
+
+    class TinyReviews(tfds.core.GeneratorBasedBuilder):
+        VERSION = tfds.core.Version("1.0.0")
+
+        def _info(self):
+            return tfds.core.DatasetInfo(builder=self, features=tfds.features.FeaturesDict(
+                {"text": tfds.features.Text(), "label": tfds.features.Scalar(dtype=np.int64)}))
+
+        def _split_generators(self, dl_manager):
+            del dl_manager
+            return {"train": self._generate_examples()}
+
+        def _generate_examples(self):
+            for index in range(23):
+                yield index, {"text": f"review number {index} says the film was {'good' if index % 2 else 'dull'}",
+                              "label": -1 if index % 7 == 3 else index % 2}
+
+    data_dir = str(tmp_path / "tfds")
+    TinyReviews(data_dir=data_dir).download_and_prepare()
+    monkeypatch.setitem(finetuning_tasks.DATASETS, "tiny_reviews", finetuning_tasks.DATASETS["imdb_reviews"])
+    argv = ["--task_type", "classification", "--tfds", "tiny_reviews", "--tfds_splits", "train",
+            "--tfds_data_dir", data_dir, "--vocab", SPIECE, "--sequence_length", str(LENGTH), "--num_shards", "2"]
+    whole = run(argv + ["--output_dir", str(tmp_path / "whole")])
+    parts = run(argv + ["--output_dir", str(tmp_path / "parts"), "--tfds-read-shards", "4"])
+    assert whole["examples"]["read"] == parts["examples"]["read"] == 23 - 3
+    assert parts["settings"]["tfds_read_shards"] == 4
+    units, _ = finetuning_data.read_units([("train", "tfds", ("tiny_reviews", "train"))], parts["settings"])
+    assert [unit[:3] for unit in units] == [("train", order, "tfds") for order in range(4)]
+    assert _shard_files(tmp_path / "parts") == _shard_files(tmp_path / "whole")
+    ids = sorted(features[finetuning_records.EXAMPLE_ID_KEY] for features, _ in _records(str(tmp_path / "parts"),
+                                                                                          "train"))
+    assert ids == [f"train-{i:09d}".encode() for i in range(20)]
+    assert main(argv + ["--output_dir", str(tmp_path / "bad"), "--tfds-read-shards", "0"]) == 2
+
+
 def test_reader_errors(tmp_path, classification_job):
     with pytest.raises(FileNotFoundError, match="manifest.json"):
         finetuning_record_dataset(str(tmp_path), "train")
@@ -260,8 +303,6 @@ def test_csv_with_quoted_newlines_is_read_whole(tmp_path):
 
 
 def test_manifest_counts_hold_without_metrics(classification_job, monkeypatch, tmp_path):
-    from xlnet_tf.pipelines import finetuning_data
-
     _, argv, manifest, _ = classification_job
     argv = list(argv)
     argv[argv.index("--output_dir") + 1] = str(tmp_path / "nometrics")

@@ -5,6 +5,8 @@ import gzip
 import hashlib
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -14,6 +16,7 @@ import tensorflow as tf
 from tests.pipelines.no_metrics import NoMetrics
 from xlnet_tf.formats import pretraining_records
 from xlnet_tf.cli import prepare_pretraining
+from xlnet_tf.pipelines import line_ranges
 from xlnet_tf.pipelines import pretraining_data
 from xlnet_tf.pipelines.pretraining_data import PipelineInputError
 from xlnet_tf.pipelines.runner_options import beam_options
@@ -216,6 +219,11 @@ def test_bad_inputs_are_counted_and_handled(tmp_path):
     assert manifest["documents"] == {"read": 7, "written": 5, "skipped": {"empty": 1, "undecodable": 1},
                                      "repaired": 0}
     assert manifest["files"] == {"read": 5, "empty": 2}
+    # How each file was read: the .gz one whole (it cannot be entered mid-stream), and why.
+    assert [sorted(entry) for entry in manifest["inputs"]] == [sorted(pretraining_records.INPUT_ENTRY_KEYS)] * 5
+    entries = {os.path.basename(entry["file"]): entry for entry in manifest["inputs"]}
+    assert entries["compressed.txt.gz"]["read_whole"] == line_ranges.COMPRESSED
+    assert entries["mixed.txt"] == {"file": str(inputs / "mixed.txt"), "ranges": 1, "read_whole": None}
     expected_pieces = split_long_line(long_line, 4096)
     assert manifest["lines_split"] == 1
     counters = {r.key.metric.name: r.committed for r in job.pipeline_result.metrics().query()["counters"]}
@@ -406,6 +414,9 @@ def test_byte_ranges_give_the_same_shards_and_counts(corpus_run, tmp_path):
     assert ranged.manifest["documents"] == job.manifest["documents"]
     assert ranged.manifest["files"] == {"read": 1, "empty": 0}
     assert ranged.manifest["settings"]["read_range_bytes"] == 1000
+    assert ranged.manifest["inputs"] == [{"file": CORPUS, "ranges": -(-os.path.getsize(CORPUS) // 1000),
+                                          "read_whole": None}]
+    assert job.manifest["inputs"] == [{"file": CORPUS, "ranges": 1, "read_whole": None}]
 
 
 def test_manifest_counts_hold_without_metrics(monkeypatch, tmp_path):
@@ -466,3 +477,27 @@ def test_tfds_sub_splits_give_the_same_shards(tmp_path):
     assert _shard_bytes(tmp_path / "parts") == _shard_bytes(tmp_path / "whole")
     sub_splits = pretraining_data._resolve_tfds("tfds:tiny_texts:train", "text", data_dir, False, 3)
     assert len(sub_splits) == 3
+
+
+@pytest.mark.subprocess
+def test_worker_path_imports_no_tensorflow(tmp_path):
+    # What a worker process runs (read, tokenize, write a shard), in a fresh interpreter: TensorFlow and
+    # Keras cost every worker seconds of CPU to import, so none of it may load them.
+    code = (
+        "import sys\n"
+        "from xlnet_tf.pipelines import pretraining_data as job\n"
+        f"proto = open({VOCAB!r}, 'rb').read()\n"
+        f"batches = [b for b in job._ReadDocuments().process(('file', {CORPUS!r}, 0, None)) if isinstance(b, list)]\n"
+        "tokenize = job._TokenizeDocuments(proto, seed=0, num_shards=1, lowercase=False, keep_accents=False,\n"
+        "                                  max_sentence_chars=4096, on_undecodable='skip')\n"
+        "tokenize.setup()\n"
+        "documents = [d[1] for b in batches for d in tokenize.process(b) if isinstance(d, tuple) and d[0] == 0]\n"
+        f"(entry,) = job._WriteShard({str(tmp_path)!r}, 1, 64, 200).process((0, {{'documents': documents}}))\n"
+        "print(entry['num_documents'], sorted(m for m in ('tensorflow', 'keras', 'tensorflow_text') if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.split()[-1] == "[]", result.stdout + result.stderr
+    assert int(result.stdout.split()[0]) == len(_documents(CORPUS))
+    # The shard it wrote is a TFRecord file TensorFlow reads back.
+    (path,) = glob.glob(str(tmp_path / "*.tfrecord"))
+    assert sum(1 for _ in tf.data.TFRecordDataset(path)) == -(-sum(len(t) for t, _ in _read_shard(path)[0]) // 64)

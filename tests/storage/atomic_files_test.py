@@ -32,6 +32,23 @@ def test_write_json_round_trip_and_no_temporaries(root):
     assert tf.io.gfile.listdir(os.path.join(root, "sub")) == ["eval_results.json"]
 
 
+def test_write_records_bytes_equal_tfrecord_writer(root, tmp_path):
+    # Lengths around the varint/CRC edge cases: empty, one byte, > 64 KiB; more than one 4 MiB write.
+    records = [b"", b"\x00", bytes(range(256)) * 300, os.urandom(3 << 20), os.urandom(2 << 20), b"tail"]
+    reference = str(tmp_path / "reference.tfrecord")
+    with tf.io.TFRecordWriter(reference) as writer:
+        for record in records:
+            writer.write(record)
+    tf.io.gfile.makedirs(os.path.join(root, "shards"))
+    path = os.path.join(root, "shards", "records.tfrecord")
+    assert atomic_files.write_records(path, iter(records)) == len(records)
+    with tf.io.gfile.GFile(path, "rb") as f, open(reference, "rb") as g:
+        assert f.read() == g.read()
+    assert list(tf.data.TFRecordDataset(path).as_numpy_iterator()) == records
+    assert tf.io.gfile.listdir(os.path.join(root, "shards")) == ["records.tfrecord"]
+    assert atomic_files.write_records(path, []) == 0 and tf.io.gfile.GFile(path, "rb").read() == b""
+
+
 def test_killed_writer_temporary_is_ignored_then_removed(root):
     path = os.path.join(root, "config.yaml")
     atomic_files.write_text(path, "old: 1\n")

@@ -34,6 +34,9 @@ def _parser():
     parser.add_argument("--tfds", default=None, help="TFDS dataset name, e.g. glue/mrpc, imdb_reviews, squad/v1.1")
     parser.add_renamed_argument("--tfds-splits", default="train", help="comma-separated TFDS splits (default train)")
     parser.add_renamed_argument("--tfds-data-dir", default=None)
+    parser.add_argument("--tfds-read-shards", type=int, default=1,
+                        help="read each TFDS split as this many even sub-splits, in parallel (default 1); "
+                        "example ids are those of reading it whole")
     parser.add_renamed_argument("--output-dir", required=True)
     parser.add_argument("--vocab", required=True, help="spiece.model with XLNet's special ids")
     parser.add_renamed_argument("--sequence-length", type=int, default=128)
@@ -77,6 +80,8 @@ def _resolve(args):
         raise PipelineInputError(f"--read-range-bytes must be >= 1, got {args.read_range_bytes}.")
     if args.num_shards < 1:
         raise PipelineInputError(f"--num-shards must be >= 1, got {args.num_shards}.")
+    if args.tfds_read_shards < 1:
+        raise PipelineInputError(f"--tfds-read-shards must be >= 1, got {args.tfds_read_shards}.")
     if bool(args.input) == bool(args.tfds):
         raise PipelineInputError("give either --input SPLIT=FILES (repeatable) or --tfds NAME, not both or neither.")
     import tensorflow as tf
@@ -137,6 +142,7 @@ def _resolve(args):
         "max_query_length": args.max_query_length, "doc_stride": args.doc_stride, "num_shards": args.num_shards,
         "seed": args.seed, "encode_batch_size": args.encode_batch_size, "strict": args.strict,
         "output_dir": args.output_dir, "tfds": args.tfds, "tfds_data_dir": args.tfds_data_dir,
+        "tfds_read_shards": args.tfds_read_shards,
         "tfds_text_fields": tfds_fields, "tfds_label_field": args.label_field if args.tfds else None,
         "input": list(args.input), "read_range_bytes": args.read_range_bytes,
         "shared_filesystem": args.shared_filesystem,

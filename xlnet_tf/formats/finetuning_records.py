@@ -12,6 +12,8 @@ Example:
     ('start_position', 'end_position', 'is_impossible')
 """
 
+from xlnet_tf.formats import pretraining_records as _pretraining_records
+
 FORMAT = "xlnet_tf.finetuning.v1"
 MANIFEST_FILE = "manifest.json"
 # The Beam job's shards report their record counts here; `run` folds them into the manifest
@@ -55,9 +57,9 @@ MANIFEST_KEYS = (
     "format", "sequence_length", "max_segments", "task", "splits", "examples", "inputs", "num_records",
     "vocabulary", "settings",
 )
-# Keys of one entry of `manifest["inputs"]` (one per input file): `ranges` read in parallel, or
-# `read_whole` giving why the file cannot be split (None when it was split or small enough).
-INPUT_ENTRY_KEYS = ("split", "file", "ranges", "read_whole")
+# Keys of one entry of `manifest["inputs"]` (one per input file): its split, then how the file was
+# read, as in the pretraining manifest (`pretraining_records.INPUT_ENTRY_KEYS`).
+INPUT_ENTRY_KEYS = ("split",) + _pretraining_records.INPUT_ENTRY_KEYS
 # Task types whose records may hold several segments (`max_segments` > 1).
 LONG_DOCUMENT_TASK_TYPES = (CLASSIFICATION, REGRESSION)
 # Keys of `manifest["task"]`.

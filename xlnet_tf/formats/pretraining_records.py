@@ -16,6 +16,8 @@ Example:
     (2, 'pretrain-00003-of-00016.tfrecord')
 """
 
+import functools
+
 FORMAT = "xlnet_tf.pretraining.v1"
 MANIFEST_FILE = "manifest.json"
 
@@ -32,8 +34,12 @@ SHARD_GLOB = f"{SHARD_PREFIX}-*{SHARD_SUFFIX}"
 # Top-level keys of `manifest.json` (written with sorted keys).
 MANIFEST_KEYS = (
     "format", "chunk_length", "num_shards", "shards", "num_tokens", "num_records", "documents", "files",
-    "lines_split", "vocabulary", "settings",
+    "lines_split", "inputs", "vocabulary", "settings",
 )
+# Keys of one entry of `manifest["inputs"]` (one per input file): `ranges` read in parallel, or
+# `read_whole` giving why the file cannot be split (None when it was split or small enough).
+# The fine-tuning manifest's entries are these plus the split.
+INPUT_ENTRY_KEYS = ("file", "ranges", "read_whole")
 # Keys of one entry of `manifest["shards"]`.
 SHARD_ENTRY_KEYS = ("file", "num_records", "num_tokens", "num_documents")
 # Keys of `manifest["vocabulary"]`; its `special_ids` is `special_tokens.SPECIAL_TOKEN_IDS`
@@ -58,12 +64,12 @@ def _varint_bytes(value):
             return bytes(out)
 
 
-# Record framing needs varints of lengths; small ones come from a table.
-_SMALL_VARINTS = tuple(_varint_bytes(n) for n in range(1 << 14))
-
-
+# Record framing needs varints of lengths, the same few over and over. A cache, not a module-level
+# table: Beam's type inference walks the globals the job's functions read, and a 16384-entry tuple
+# cost it ~0.1 s per visit (seconds per pipeline construction).
+@functools.lru_cache(maxsize=1 << 14)
 def _varint(value):
-    return _SMALL_VARINTS[value] if value < len(_SMALL_VARINTS) else _varint_bytes(value)
+    return _varint_bytes(value)
 
 
 def _packed_varints(values):

@@ -70,6 +70,8 @@ from xlnet_tf.pipelines import line_ranges
 from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
 from xlnet_tf.pipelines.runner_options import beam_options
 from xlnet_tf.pipelines.runner_options import check_paths_for_runner
+from xlnet_tf.pipelines.tfds_sub_splits import tfds_sub_splits
+from xlnet_tf.storage import atomic_files
 
 SKIP_REASONS = ("undecodable", "missing_field", "empty", "bad_label")
 _NAMESPACE = "xlnet_finetuning"
@@ -222,39 +224,44 @@ def _squad_examples(path, settings):
                "answer_start": 0 if impossible else int(first["answer_start"]), "is_impossible": impossible}
 
 
-# A unit of reading: `(split, order, "file", (path, start, end))` or `(split, 0, "tfds", (name, tfds_split))`;
+# A unit of reading: `(split, order, "file", (path, start, end))` or `(split, order, "tfds", (name, tfds_split))`;
 # `order` is its place among its split's units, whose examples are numbered in that order.
 def read_units(sources, settings):
     """The job's units of reading and the manifest's `inputs` entries (how each file is read).
 
     A JSONL file larger than `read_range_bytes` becomes several byte ranges;
     CSV/TSV (quoted fields may hold newlines), SQuAD JSON (one JSON document)
-    and compressed files are one unit each.
+    and compressed files are one unit each. A TFDS split becomes
+    `tfds_read_shards` even sub-splits (default 1).
     """
     units, inputs = [], []
     range_bytes = settings.get("read_range_bytes", DEFAULT_READ_RANGE_BYTES)
     for split, kind, location in sources:
         if kind == "tfds":
-            units.append((split, 0, "tfds", tuple(location)))
+            name, tfds_split = location
+            sub_splits = tfds_sub_splits(tfds_split, settings.get("tfds_read_shards", 1))
+            units.extend((split, order, "tfds", (name, sub)) for order, sub in enumerate(sub_splits))
             continue
         for path in location:
+            whole = None
             if settings["task_type"] == "span":
-                ranges, whole = [(0, None)], "SQuAD JSON is one JSON document"
+                whole = "SQuAD JSON is one JSON document"
             elif _is_csv(path):
-                ranges, whole = [(0, None)], "CSV/TSV fields may hold quoted newlines: no byte offset is a safe cut"
-            elif not line_ranges.is_splittable(path):
-                ranges, whole = [(0, None)], "compressed"
-            else:
-                ranges, whole = line_ranges.byte_ranges(path, range_bytes), None
+                whole = "CSV/TSV fields may hold quoted newlines: no byte offset is a safe cut"
+            ranges, entry = line_ranges.reading_plan(path, range_bytes, whole)
             order = sum(1 for unit in units if unit[0] == split)
             units.extend((split, order + i, "file", (path, start, end)) for i, (start, end) in enumerate(ranges))
-            inputs.append(dict(zip(INPUT_ENTRY_KEYS, (split, path, len(ranges), whole))))
+            inputs.append({INPUT_ENTRY_KEYS[0]: split, **entry})
     return units, inputs
 
 
-def _count_unit(unit):
-    """`(examples, lines)` a file unit holds: what the units after it must number their examples from."""
-    split, order, _, (path, start, end) = unit
+def _count_unit(unit, settings):
+    """`(examples, lines)` a unit holds: what the units after it must number their examples from."""
+    split, order, kind, location = unit
+    if kind == "tfds":
+        # Counted through the same reader that numbers them (it drops e.g. GLUE's unlabeled rows).
+        return (split, order), (sum(1 for _ in _tfds_examples(location, settings)), 0)
+    path, start, end = location
     if _is_csv(path):
         examples, lines = sum(1 for _ in _csv_rows(path)), 0
     elif path.lower().endswith(".json"):
@@ -485,16 +492,10 @@ class WriteShard(beam.DoFn):
         self._num_shards = num_shards
 
     def process(self, element):
-        import tensorflow as tf
-
         (split, shard), records = element
         records = sorted(records)
         path = os.path.join(self._output_dir, shard_file_name(split, shard, self._num_shards))
-        temporary = path + ".tmp"
-        with tf.io.TFRecordWriter(temporary) as writer:
-            for _, record in records:
-                writer.write(record)
-        tf.io.gfile.rename(temporary, path, overwrite=True)
+        atomic_files.write_records(path, (record for _, record in records))
         yield json.dumps({"split": split, "shard": shard, "num_records": len(records)})
 
 
@@ -509,8 +510,6 @@ class _WriteCounts(beam.DoFn):
         self._path = path
 
     def process(self, lines, stats):
-        from xlnet_tf.storage import atomic_files
-
         stats = dict(stats)
         examples = {"read": int(stats.get("read", 0)), "written": int(stats.get("written", 0)),
                     "skipped": {reason: int(stats.get(f"skipped_{reason}", 0)) for reason in SKIP_REASONS}}
@@ -532,9 +531,9 @@ def build_pipeline(pipeline, settings, sources, vocab_proto):
     multi = {split for split, order, _, _ in units if order > 0}
     unit_sizes = (
         pipeline
-        | "UnitsToCount" >> beam.Create([u for u in units if u[0] in multi and u[2] == "file"])
+        | "UnitsToCount" >> beam.Create([u for u in units if u[0] in multi])
         | "SpreadCounting" >> beam.Reshuffle()
-        | "CountUnits" >> beam.Map(_count_unit)
+        | "CountUnits" >> beam.Map(_count_unit, settings)
     )
     read = (
         pipeline
@@ -631,7 +630,8 @@ def prepare_finetuning_data(settings, sources, vocab_proto, vocabulary, *, overw
             `encode_batch_size`, `strict`, `output_dir`, `tfds`, `tfds_data_dir`,
             `tfds_text_fields`, `tfds_label_field`, `input`, and optionally
             `read_range_bytes` (JSONL files larger than this are read in
-            ranges of this many bytes; default 64 MiB) and `shared_filesystem`
+            ranges of this many bytes; default 64 MiB), `tfds_read_shards`
+            (TFDS splits are read as this many even sub-splits; default 1) and `shared_filesystem`
             (local paths are on a filesystem every worker mounts); recorded
             in the manifest (all but `output_dir`).
         sources: `(split, "files", [paths])` or `(split, "tfds", (name, tfds_split))` tuples.
@@ -689,8 +689,7 @@ def prepare_finetuning_data(settings, sources, vocab_proto, vocabulary, *, overw
         for shard in range(num_shards):
             name = shard_file_name(split, shard, num_shards)
             if (split, shard) not in counts:  # every shard file exists, possibly empty
-                with tf.io.TFRecordWriter(os.path.join(output_dir, name)):
-                    pass
+                atomic_files.write_records(os.path.join(output_dir, name), [])
             files.append({"file": name, "num_records": counts.get((split, shard), 0)})
         splits[split] = {"files": files, "num_records": sum(f["num_records"] for f in files)}
     manifest = {
@@ -708,8 +707,6 @@ def prepare_finetuning_data(settings, sources, vocab_proto, vocabulary, *, overw
         "vocabulary": vocabulary,
         "settings": {**{k: v for k, v in settings.items() if k != "output_dir"}, "beam_args": beam_args},
     }
-    from xlnet_tf.storage import atomic_files
-
     # Atomic: a reader sees the whole manifest or none, on any gfile filesystem.
     atomic_files.write_json(os.path.join(output_dir, MANIFEST), manifest)
     return manifest

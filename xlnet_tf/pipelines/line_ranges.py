@@ -19,11 +19,37 @@ import itertools
 # ASCII whitespace: what `bytes.strip()` removes, so "blank line" means the same here and in the readers.
 _WHITESPACE = frozenset(b" \t\n\r\x0b\x0c")
 _BACKWARD_CHUNK = 4096
+COMPRESSED = "compressed: a .gz stream cannot be entered in the middle"
 
 
 def is_splittable(path):
     """Whether `path` can be read in byte ranges (not compressed)."""
     return not str(path).endswith(".gz")
+
+
+def reading_plan(path, range_bytes, whole_reason=None):
+    """How one input file is read: its byte ranges and its manifest `inputs` entry (both jobs').
+
+    Args:
+        path: a local or `tf.io.gfile` path.
+        range_bytes: bytes per range (> 0).
+        whole_reason: why the caller's format cannot be split (CSV, one JSON
+            document), or None; compressed files are read whole in any case.
+
+    Returns:
+        `(ranges, entry)`: `byte_ranges`'s list, and a dict with the keys
+        `pretraining_records.INPUT_ENTRY_KEYS` (`read_whole` None unless read whole for a reason).
+
+    Example:
+    >>> reading_plan("corpus.txt.gz", 64 << 20)  # doctest: +SKIP
+    ([(0, None)], {'file': 'corpus.txt.gz', 'ranges': 1, 'read_whole': 'compressed: ...'})
+    """
+    from xlnet_tf.formats.pretraining_records import INPUT_ENTRY_KEYS
+
+    if whole_reason is None and not is_splittable(path):
+        whole_reason = COMPRESSED
+    ranges = [(0, None)] if whole_reason else byte_ranges(path, range_bytes)
+    return ranges, dict(zip(INPUT_ENTRY_KEYS, (path, len(ranges), whole_reason)))
 
 
 def file_size(path):

@@ -44,7 +44,6 @@ import hashlib
 import itertools
 import json
 import os
-import time
 
 import apache_beam as beam
 import numpy as np
@@ -63,6 +62,7 @@ from xlnet_tf.pipelines import line_ranges
 from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
 from xlnet_tf.pipelines.runner_options import beam_options
 from xlnet_tf.pipelines.runner_options import check_paths_for_runner
+from xlnet_tf.pipelines.tfds_sub_splits import tfds_sub_splits
 
 SKIP_REASONS = ("empty", "undecodable")
 _NAMESPACE = "xlnet_pretraining"
@@ -101,9 +101,11 @@ def resolve_sources(inputs, *, tfds_text_feature="text", tfds_data_dir=None, tfd
             ranges of this many bytes, each on its own (`line_ranges`).
 
     Returns:
-        A sorted list of source tuples: `("file", path, start, end)` (a byte
-        range; `end` None = to the end of the file) or
-        `("tfds", name, split, feature, data_dir)`.
+        `(sources, inputs)`: a sorted list of source tuples, `("file", path,
+        start, end)` (a byte range; `end` None = to the end of the file) or
+        `("tfds", name, split, feature, data_dir)`; and the manifest's
+        `inputs` entries, one per file, sorted by path (how it is read:
+        `line_ranges.reading_plan`).
 
     Raises:
         PipelineInputError: naming the first pattern that matches nothing, an
@@ -113,7 +115,7 @@ def resolve_sources(inputs, *, tfds_text_feature="text", tfds_data_dir=None, tfd
 
     if not inputs:
         raise PipelineInputError("No --input given.")
-    sources = set()
+    sources, entries = set(), {}
     for spec in inputs:
         if spec.startswith(TFDS_PREFIX):
             sources.update(_resolve_tfds(spec, tfds_text_feature, tfds_data_dir, tfds_download, tfds_read_shards))
@@ -126,9 +128,10 @@ def resolve_sources(inputs, *, tfds_text_feature="text", tfds_data_dir=None, tfd
         if not matched:
             raise PipelineInputError(f"Input {spec!r} matches no file.")
         for path in matched:
-            sources.update(("file", path, start, end) for start, end in line_ranges.byte_ranges(path, read_range_bytes))
+            ranges, entries[path] = line_ranges.reading_plan(path, read_range_bytes)
+            sources.update(("file", path, start, end) for start, end in ranges)
     # By repr: TFDS even sub-splits are objects without an order of their own.
-    return sorted(sources, key=repr)
+    return sorted(sources, key=repr), [entries[path] for path in sorted(entries)]
 
 
 def _resolve_tfds(spec, feature, data_dir, download, read_shards):
@@ -156,8 +159,7 @@ def _resolve_tfds(spec, feature, data_dir, download, read_shards):
     base_split = split.split("[")[0]
     if known_splits and base_split not in known_splits:
         raise PipelineInputError(f"Input {spec!r}: no split {base_split!r} (splits: {sorted(known_splits)}).")
-    sub_splits = [split] if read_shards <= 1 else tfds.even_splits(split, n=read_shards)
-    return {("tfds", name, sub, feature, data_dir) for sub in sub_splits}
+    return {("tfds", name, sub, feature, data_dir) for sub in tfds_sub_splits(split, read_shards)}
 
 
 # --------------------------------------------------------------------------- reading
@@ -401,7 +403,7 @@ class _WriteShard(beam.DoFn):
         self._tokens = Metrics.counter(_NAMESPACE, "tokens_written")
 
     def process(self, element):
-        import tensorflow as tf
+        from xlnet_tf.storage import atomic_files
 
         shard, grouped = element
         documents = sorted(grouped["documents"], key=lambda doc: doc[0])
@@ -410,16 +412,11 @@ class _WriteShard(beam.DoFn):
             for _, tokens, lengths in documents
         )
         name = shard_file_name(shard, self._num_shards)
-        path = os.path.join(self._output_dir, name)
-        # Written under a temporary name first so a retried or crashed bundle never leaves a
-        # half shard under the final name.
-        temp_path = f"{path}.tmp-{os.getpid()}-{time.monotonic_ns()}"
-        num_records = 0
-        with tf.io.TFRecordWriter(temp_path) as writer:
-            for record in serialize_records(token_ids, sentence_ids, self._chunk_length):
-                writer.write(record)
-                num_records += 1
-        tf.io.gfile.rename(temp_path, path, overwrite=True)
+        # Atomic (temporary name, then rename): a retried or crashed bundle never leaves a half shard
+        # under the final name. No TensorFlow import for local paths: it costs each worker seconds of CPU.
+        num_records = atomic_files.write_records(
+            os.path.join(self._output_dir, name),
+            serialize_records(token_ids, sentence_ids, self._chunk_length))
         self._written.inc(len(documents))
         self._records.inc(num_records)
         self._tokens.inc(int(token_ids.size))
@@ -430,10 +427,11 @@ class _WriteShard(beam.DoFn):
 class _WriteManifest(beam.DoFn):
     """Shard entries + summed stats -> `manifest.json`; fails the job when the documents do not add up."""
 
-    def __init__(self, output_dir, vocabulary, settings):
+    def __init__(self, output_dir, vocabulary, settings, inputs):
         self._output_dir = output_dir
         self._vocabulary = vocabulary
         self._settings = settings
+        self._inputs = inputs
 
     def process(self, unused_element, shards, stats):
         shards = sorted(shards, key=lambda s: s["file"])
@@ -456,6 +454,7 @@ class _WriteManifest(beam.DoFn):
                           "repaired": int(stats.get("documents_repaired", 0))},
             "files": {"read": int(stats.get("files_read", 0)), "empty": int(stats.get("files_empty", 0))},
             "lines_split": int(stats.get("lines_split", 0)),
+            "inputs": self._inputs,
             "vocabulary": self._vocabulary,
             "settings": self._settings,
         }
@@ -493,8 +492,11 @@ def load_vocabulary(path):
     return proto, entry
 
 
-def build_pipeline(pipeline, settings, sources, vocab_proto, vocabulary_entry):
-    """Adds the job to `pipeline`; returns the PCollection holding the manifest dict."""
+def build_pipeline(pipeline, settings, sources, vocab_proto, vocabulary_entry, inputs=()):
+    """Adds the job to `pipeline`; returns the PCollection holding the manifest dict.
+
+    `sources` and `inputs` (the manifest's per-file entries) are what `resolve_sources` returns.
+    """
     output_dir = settings["output_dir"]
     num_shards = settings["num_shards"]
     read = (
@@ -541,7 +543,7 @@ def build_pipeline(pipeline, settings, sources, vocab_proto, vocabulary_entry):
         pipeline
         | "ManifestTrigger" >> beam.Create([None])
         | "WriteManifest" >> beam.ParDo(
-            _WriteManifest(output_dir, vocabulary_entry, settings),
+            _WriteManifest(output_dir, vocabulary_entry, settings, list(inputs)),
             shards=beam.pvalue.AsList(shards),
             stats=beam.pvalue.AsList(stats),
         )
@@ -641,7 +643,7 @@ def prepare_pretraining_data(inputs, output_dir, vocab, *, num_shards=16, chunk_
     check_paths_for_runner(options, local_inputs + [("--output-dir", output_dir)],
                            shared_filesystem=shared_filesystem)
     vocab_proto, vocabulary_entry = load_vocabulary(vocab)
-    sources = resolve_sources(
+    sources, inputs = resolve_sources(
         settings["input"],
         tfds_text_feature=tfds_text_feature,
         tfds_data_dir=tfds_data_dir,
@@ -652,7 +654,7 @@ def prepare_pretraining_data(inputs, output_dir, vocab, *, num_shards=16, chunk_
     _prepare_output_dir(output_dir, overwrite)
     settings["beam_args"] = list(beam_args)
     pipeline = beam.Pipeline(options=options)
-    build_pipeline(pipeline, settings, sources, vocab_proto, vocabulary_entry)
+    build_pipeline(pipeline, settings, sources, vocab_proto, vocabulary_entry, inputs)
     result = pipeline.run()
     result.wait_until_finish()
     return JobResult(read_manifest(output_dir), result)

@@ -198,6 +198,63 @@ def write_bytes(path, data):
     return path
 
 
+def tfrecord_frame(record):
+    """`record` framed as one TFRecord entry: the bytes `tf.io.TFRecordWriter` writes for it (uncompressed).
+
+    Layout: length (uint64 little-endian), masked CRC-32C of those 8 bytes, the
+    record, masked CRC-32C of the record. Spelled here so the Beam workers write
+    shards without importing TensorFlow (seconds of CPU per worker process).
+
+    Example:
+    >>> tfrecord_frame(b"abc").hex()
+    '0300000000000000b099490e6162636e57f121'
+    """
+    length = len(record).to_bytes(8, "little")
+    return b"".join((length, _masked_crc(length), record, _masked_crc(record)))
+
+
+def _masked_crc(data):
+    import google_crc32c
+
+    crc = google_crc32c.value(data)
+    # TFRecord's mask: rotate right by 15 bits, add a constant (so CRCs of CRCs stay well distributed).
+    return ((((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF).to_bytes(4, "little")
+
+
+def write_records(path, records):
+    """Writes `records` (an iterable of `bytes`) as a TFRecord file at `path`, atomically; returns their count.
+
+    Local paths are written with plain file I/O (no TensorFlow import); other
+    filesystems go through `tf.io.gfile`. The bytes equal `tf.io.TFRecordWriter`'s.
+    Unlike the other writers here it neither creates the directory nor lists it
+    for a killed writer's temporaries: a job writing a thousand shards into one
+    `gs://` directory would list it a thousand times. Such a temporary
+    (`.tmp-<uuid>-<name>`) matches no shard glob.
+
+    Example:
+    >>> tf.io.gfile.makedirs("ram://doc")  # doctest: +SKIP
+    >>> write_records("ram://doc/records.tfrecord", [b"a", b"bc"])
+    2
+    """
+    path = str(path)
+    count = 0
+    with _temporary_for(path) as temporary:
+        with _files(temporary).GFile(temporary, "wb") as f:
+            buffer, buffered = [], 0
+            for record in records:
+                frame = tfrecord_frame(record)
+                buffer.append(frame)
+                buffered += len(frame)
+                count += 1
+                if buffered >= 1 << 22:  # a few large writes, not one per record
+                    f.write(b"".join(buffer))
+                    buffer, buffered = [], 0
+            f.write(b"".join(buffer))
+            f.flush()
+        _commit(temporary, path)
+    return count
+
+
 def write_text(path, text):
     """Writes `text` (UTF-8) to `path` atomically; returns `path`."""
     return write_bytes(path, text.encode("utf-8"))
