@@ -637,7 +637,9 @@ def _parser():
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--output", default=None, help="also write the table to this file")
     parser.add_argument("--from-json", nargs="+", default=None,
-                        help="re-print the table of a run's .json (several family runs: one table)")
+                        help="re-print the table of a run's .json (several family runs' .json or "
+                             "family_rows.jsonl: one table)")
+    parser.add_argument("--note", default="", help="with --output: said after the command in the title")
     parser.add_argument("--family", action="store_true",
                         help="train and score each language of FAMILY in turn; one table row per language")
     parser.add_argument("--languages", nargs="+", default=None, metavar="NAME",
@@ -698,7 +700,8 @@ def run(args):
             figures["ours_matched"] = figures.get("ours")
         if args.only_hf:
             hf_steps = args.hf_steps or args.steps
-            model, hf_losses, hf_targets, hf_seconds = train_hf(config, vocabulary, hf_steps, args.steps)
+            model, hf_losses, hf_targets, hf_seconds = train_hf(config, config.data.vocabulary, hf_steps,
+                                                                args.steps)
             figures["hf"] = {"epoch_losses": hf_losses, "seconds": hf_seconds, "steps": hf_steps,
                              "targets_per_sequence": hf_targets}
             figures["hf"]["chain"], figures["hf"]["independent"] = score_hf(
@@ -814,7 +817,10 @@ def main(argv=None):
         figures = {}
         for path in args.from_json:
             with open(path) as f:
-                loaded = json.load(f)
+                if path.endswith(".jsonl"):  # a family run's rows, one per line
+                    loaded = {"family": [json.loads(line) for line in f if line.strip()]}
+                else:
+                    loaded = json.load(f)
             if "family" in loaded:
                 figures.setdefault("family", []).extend(loaded["family"])
             else:
@@ -823,6 +829,9 @@ def main(argv=None):
         figures = run_family(args)
     else:
         figures = run(args)
+    if "family" in figures:  # rows of several runs: in FAMILY's order, then by seed
+        order = {spec["name"]: i for i, spec in enumerate(FAMILY)}
+        figures["family"].sort(key=lambda r: (order.get(r["language"]["name"], len(order)), r["seed"]))
     table = format_family_table(figures["family"]) if "family" in figures else format_table(figures)
     print(table)
     if args.output:
@@ -832,7 +841,8 @@ def main(argv=None):
         if args.only_hf:
             write_text(args.output, table + "\n")  # the HF side's hand-over file, read back at once
         else:
-            prepend_results(args.output, f"{time.strftime('%Y-%m-%d')}: {command}", table)
+            note = f" ({args.note})" if args.note else ""
+            prepend_results(args.output, f"{time.strftime('%Y-%m-%d')}: {command}{note}", table)
         write_text(os.path.splitext(args.output)[0] + ".json", json.dumps(figures, indent=1))
     return 0
 

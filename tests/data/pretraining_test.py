@@ -215,7 +215,7 @@ def test_whole_word_targets_never_cut_a_word_nor_top_up():
     tokens = tf.constant(np.array([[100 + i, 150 + i, 160 + i] for i in range(40)]).reshape(-1))
     cut_or_topped = 0
     for s in range(20):
-        kwargs = dict(word_start=word_start, mask_ratio=4, max_span=1)
+        kwargs = {"word_start": word_start, "mask_ratio": 4, "max_span": 1}
         whole = plm_sampling.span_mask(tokens, 28, tf.constant([s, 9]), whole_words=True,
                                        **kwargs).numpy().reshape(40, 3)
         original = plm_sampling.span_mask(tokens, 28, tf.constant([s, 9]), **kwargs).numpy().reshape(40, 3)
