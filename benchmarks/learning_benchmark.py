@@ -1,10 +1,16 @@
 """How fast pretraining learns, measured against exact entropies and against Hugging Face's PLM.
 
-A synthetic language with known answers: a sparse first-order Markov chain over made-up
-words, each spelled in several pieces of a small SentencePiece vocabulary. Because the
-chain is first order, a masked word depends on the rest of the text only through its two
-neighbours, so the best possible score of a masked middle word is exactly
-`H(W_t | W_{t-1}, W_{t+1})`, computed from the chain.
+A synthetic language with known answers: a sparse Markov chain over made-up words, each
+spelled in several pieces of a small SentencePiece vocabulary. A masked word depends on
+the rest of the text only through its Markov blanket (one neighbour each side for a
+first-order chain, two for a second-order one), so the best possible score of a masked
+middle word is exactly `H(W_t | W_{t-2}, W_{t-1}, W_{t+1}, W_{t+2})`, enumerated from the
+chain.
+
+`--family` runs a family of such languages (`FAMILY`: about 1, 2, 4 and 6 pieces per word,
+2 to 8 likely successors, sentences of 6 to 24 words, a second-order chain), one table row
+per language: nats per masked word by the chain rule, its exact bound, the ratio and the
+independent-pieces score.
 
 The run:
 1. writes a training corpus and a held-out corpus from the chain;
@@ -21,8 +27,9 @@ The run:
 
     python benchmarks/learning_benchmark.py --output benchmarks/learning_benchmark_results.txt
     python benchmarks/learning_benchmark.py --steps 200 --no-hf --set optimizer.learning_rate=2e-3
+    python benchmarks/learning_benchmark.py --family --fast-records --output benchmarks/learning_benchmark_results.txt
 
-Prints a table; `--output FILE` also writes it.
+Prints a table; `--output FILE` also writes it, above the runs the file already holds.
 """
 
 import argparse
@@ -44,13 +51,39 @@ SYLLABLES = ("ka", "lo", "mi", "nu", "pe", "ri", "so", "tu", "ve", "za")
 
 # ---------------------------------------------------------------- the language
 
+def _stationary(step, start, iterations=2000):
+    """The stationary distribution of a chain by power iteration of its lazy version.
+
+    Half a step of staying put has the same stationary distribution and no period, so
+    the iteration converges on chains whose plain powers would oscillate.
+    """
+    p = start
+    for _ in range(iterations):
+        p = 0.5 * (p + step(p))
+    return p / p.sum()
+
+
 class MarkovLanguage:
-    """A sparse first-order Markov chain over made-up words, with its exact entropies.
+    """A sparse Markov chain of order 1 or 2 over made-up words, with its exact entropies.
+
+    A word of an order-1 chain depends on the word before it; of an order-2 chain, on the
+    two words before it, so the words after a masked word tell more about it (they depend
+    on it and on its left neighbour). Either way a masked word depends on the rest of the
+    text only through the `order` words on each side (its Markov blanket), so the best
+    possible score of a masked middle word is exactly
+    `H(W_t | W_{t-order..t-1}, W_{t+1..t+order})`, computed by enumeration.
 
     Args:
         num_words: size of the word inventory.
-        successors: words that may follow each word.
+        successors: words that may follow each word (order 1) or each pair of words
+            (order 2), with Dirichlet(1) probabilities.
         seed: decides spellings, successor sets and probabilities.
+        syllables: `(fewest, most)` syllables per word: with the vocabulary size, this
+            decides how many pieces a word is spelled with.
+        order: 1 or 2, how many words to its left a word depends on.
+        tail: probability spread evenly over every word after any context, so that no
+            context decides the next word (without it, few successors make the bound
+            near 0 nats, a ratio no model reaches).
 
     Example:
     >>> language = MarkovLanguage(num_words=12, successors=3, seed=0)
@@ -59,52 +92,92 @@ class MarkovLanguage:
     True
     """
 
-    def __init__(self, num_words=32, successors=4, seed=0):
+    def __init__(self, num_words=32, successors=4, seed=0, syllables=(2, 3), order=1, tail=0.0):
+        if order not in (1, 2):
+            raise ValueError(f"order must be 1 or 2 (words a word depends on), got {order}.")
+        if not 1 <= successors <= num_words:
+            raise ValueError(f"successors must be in 1..num_words={num_words}, got {successors}.")
+        fewest, most = syllables
+        if not 1 <= fewest <= most:
+            raise ValueError(f"syllables must be (fewest, most) with 1 <= fewest <= most, got {syllables}.")
+        if not 0.0 <= tail < 1.0:
+            raise ValueError(f"tail must be in [0, 1), got {tail}.")
+        if len(SYLLABLES) ** most < num_words:
+            raise ValueError(f"{num_words} words cannot be spelled with at most {most} syllables.")
         rng = np.random.default_rng(seed)
         words = set()
         while len(words) < num_words:
-            size = rng.integers(2, 4)  # 2-3 syllables: several pieces per word
+            size = rng.integers(fewest, most + 1)
             words.add("".join(rng.choice(SYLLABLES, size)))
         self.words = sorted(words)
-        self.transition = np.zeros((num_words, num_words))
-        for a in range(num_words):
+        self.order = order
+        shape = (num_words,) * (order + 1)
+        self.transition = np.zeros(shape)  # [W] * order + [W]: p(next | the `order` words before)
+        for context in np.ndindex(shape[:-1]):
             nxt = rng.choice(num_words, successors, replace=False)
-            self.transition[a, nxt] = rng.dirichlet(np.full(successors, 1.0))
-        stationary = np.full(num_words, 1.0 / num_words)
-        for _ in range(2000):
-            stationary = stationary @ self.transition
-        self.stationary = stationary / stationary.sum()
+            self.transition[context + (nxt,)] = rng.dirichlet(np.full(successors, 1.0))
+        self.transition = (1.0 - tail) * self.transition + tail / num_words
+        # Both orders as a chain on pairs: p(c | a, b) and the stationary p(a, b).
+        if order == 1:
+            self._next = np.broadcast_to(self.transition[None], (num_words,) * 3)  # [W, W, W]
+            single = _stationary(lambda p: p @ self.transition, np.full(num_words, 1.0 / num_words))
+            self.pair_stationary = single[:, None] * self.transition  # [W, W]
+        else:
+            self._next = self.transition
+            self.pair_stationary = _stationary(
+                lambda p: np.einsum("ab,abc->bc", p, self.transition),
+                np.full((num_words, num_words), 1.0 / num_words ** 2))
+        self.stationary = self.pair_stationary.sum(axis=0)
 
     def middle_posterior(self, left, right):
-        """`p(W_t | W_{t-1}=left, W_{t+1}=right)` over the word inventory."""
-        joint = self.transition[left] * self.transition[:, right]
+        """`p(W_t | two words left, two words right)` over the word inventory.
+
+        Args:
+            left: `(W_{t-2}, W_{t-1})`.
+            right: `(W_{t+1}, W_{t+2})`.
+        """
+        (a, b), (d, e) = left, right
+        p = self._next
+        joint = p[a, b] * p[b, :, d] * p[:, d, e]  # [W]: over W_t
         return joint / joint.sum()
 
     def entropies(self):
-        """Exact entropies in nats per word: both neighbours, left only, none."""
-        pi, p = self.stationary, self.transition
+        """Exact entropies in nats per word: Markov blanket (both sides), left only, none.
+
+        `both_sides` enumerates `P(a, b, c, d, e) = p(a, b) p(c|a,b) p(d|b,c) p(e|c,d)` over
+        the pairs `(a, b)` the chain visits and takes `H(c | a, b, d, e)`; for an order-1
+        chain the outer words drop out of the posterior, which is then `p(c | b, d)`.
+        """
+        p = self._next
         both = 0.0
-        for a in range(len(pi)):
-            for c in range(len(pi)):
-                joint = pi[a] * p[a] * p[:, c]  # [W]: P(a, b, c) over b
-                total = joint.sum()
-                if total > 0:
-                    posterior = joint[joint > 0] / total
-                    both -= (joint[joint > 0] * np.log(posterior)).sum()
+        for a, b in zip(*np.nonzero(self.pair_stationary)):
+            # [c, d, e]: the joint of the three words after the pair (a, b).
+            joint = self.pair_stationary[a, b] * p[a, b][:, None, None] * p[b][:, :, None] * p
+            total = joint.sum(axis=0, keepdims=True)  # [1, d, e]: P(a, b, d, e)
+            mask = joint > 0
+            both -= (joint[mask] * np.log((joint / np.where(total > 0, total, 1.0))[mask])).sum()
         with np.errstate(divide="ignore", invalid="ignore"):
-            row = np.where(p > 0, p * np.log(p), 0.0).sum(axis=1)
-        left = -(pi * row).sum()
+            rows = np.where(p > 0, p * np.log(p), 0.0).sum(axis=-1)  # [W, W]
+        left = -(self.pair_stationary * rows).sum()
+        pi = self.stationary
         unigram = -(pi[pi > 0] * np.log(pi[pi > 0])).sum()
         return {"both_sides": float(both), "left": float(left), "unigram": float(unigram)}
 
     def sample(self, num_words, rng):
         """A stream of word indices of the chain, started from its stationary distribution."""
+        size = len(self.words)
         out = np.empty(num_words, np.int64)
-        out[0] = rng.choice(len(self.words), p=self.stationary)
-        cumulative = np.cumsum(self.transition, axis=1)
+        if self.order == 1:
+            out[0] = rng.choice(size, p=self.stationary)
+        else:
+            pair = rng.choice(size * size, p=self.pair_stationary.ravel())
+            out[0], out[1] = divmod(int(pair), size)
+        cumulative = np.cumsum(self._next, axis=-1)
+        cumulative[..., -1] = 1.0
         draws = rng.random(num_words)
-        for t in range(1, num_words):
-            out[t] = min(np.searchsorted(cumulative[out[t - 1]], draws[t]), len(self.words) - 1)
+        for t in range(self.order, num_words):
+            before = out[t - 2] if t >= 2 else 0  # an order-1 chain ignores it
+            out[t] = np.searchsorted(cumulative[before, out[t - 1]], draws[t])
         return out
 
     def write_text(self, path, stream, words_per_line=12, lines_per_document=40):
@@ -118,8 +191,12 @@ class MarkovLanguage:
 
 # ---------------------------------------------------------------- data
 
-def build_data(directory, language, *, train_words, vocab_size, seed, fast_records=False):
-    """Corpus, vocabulary and records; returns (records_dir, spiece_path, piece ids per word)."""
+def build_data(directory, language, *, train_words, vocab_size, seed, fast_records=False,
+               sentence_words=12):
+    """Corpus, vocabulary and records; returns (records_dir, spiece_path, piece ids per word).
+
+    `sentence_words` words make a line of the corpus, a sentence of the records.
+    """
     import sentencepiece as spm
 
     from xlnet_tf.tokenizer_training import train_vocabulary
@@ -128,7 +205,7 @@ def build_data(directory, language, *, train_words, vocab_size, seed, fast_recor
     rng = np.random.default_rng(seed + 1)
     stream = language.sample(train_words, rng)
     corpus = os.path.join(directory, "train.txt")
-    language.write_text(corpus, stream)
+    language.write_text(corpus, stream, words_per_line=sentence_words)
     vocabulary = os.path.join(directory, "spiece.model")
     train_vocabulary(corpus, vocab_size, vocabulary, character_coverage=1.0, num_threads=1,
                      seed=seed)
@@ -139,8 +216,9 @@ def build_data(directory, language, *, train_words, vocab_size, seed, fast_recor
         from tests.training.helpers import write_records
 
         tokens = [t for w in stream for t in spellings[w]]
+        pieces = np.mean([len(spellings[w]) for w in stream[:10_000]])
         write_records(records, tokens, vocabulary_size=vocab_size, chunk_length=512,
-                      sentence_length=40, vocabulary=vocabulary)
+                      sentence_length=max(1, round(sentence_words * pieces)), vocabulary=vocabulary)
     else:
         from xlnet_tf.pipelines.pretraining_data import prepare_pretraining_data
 
@@ -192,7 +270,7 @@ def heldout_windows(language, spellings, *, sequence_length, count, seed, specia
             continue  # too few whole words in a short window: draw another
         t = int(rng.integers(2, last_full - 1))
         positions = [j for j, w in enumerate(word_of) if w == t]
-        posterior = language.middle_posterior(stream[t - 1], stream[t + 1])
+        posterior = language.middle_posterior(stream[t - 2:t], stream[t + 1:t + 3])
         ids = tokens[:half] + [special_ids["sep"]] + tokens[half:] + [special_ids["sep"],
                                                                         special_ids["cls"]]
         segments = [0] * (half + 1) + [1] * (body - half + 1) + [2]
@@ -352,7 +430,7 @@ def matched_batches(config, steps):
         num_predict=d.num_predict, perm_size=d.perm_size,
         batch_size=config.training.global_batch_size, bi_data=m.bi_data, seed=d.seed,
         sentencepiece_model=d.vocabulary, mask_alpha=d.mask_alpha,
-        max_span=d.max_span)
+        max_span=d.max_span, whole_word_targets=d.whole_word_targets)
     for batch in dataset.take(steps).as_numpy_iterator():
         yield batch
 
@@ -441,12 +519,109 @@ def train_hf(config, vocabulary, steps, schedule_steps=None):
     return model, epoch_losses, float(np.mean(targets)), time.time() - start
 
 
+# ---------------------------------------------------------------- the family
+
+# Languages that vary what matters to the permutation objective: pieces per word (the word
+# shapes and the vocabulary size), branching, sentence length and the chain's order. Pieces
+# per word are what SentencePiece makes of each corpus (about 1, 2, 4 and 6).
+FAMILY = (
+    {"name": "1-piece", "num_words": 32, "successors": 4, "syllables": (2, 3), "vocab_size": 60,
+     "sentence_words": 6, "order": 1},
+    {"name": "2-pieces-branch-2", "num_words": 32, "successors": 2, "syllables": (2, 2),
+     "vocab_size": 50, "sentence_words": 12, "order": 1, "tail": 0.1},
+    {"name": "4-pieces-branch-8", "num_words": 32, "successors": 8, "syllables": (2, 3),
+     "vocab_size": 40, "sentence_words": 12, "order": 1},  # the single-language default
+    {"name": "6-pieces-long-sentences", "num_words": 32, "successors": 6, "syllables": (4, 5),
+     "vocab_size": 40, "sentence_words": 24, "order": 1},
+    {"name": "2nd-order", "num_words": 32, "successors": 4, "syllables": (2, 2), "vocab_size": 50,
+     "sentence_words": 12, "order": 2, "tail": 0.1},
+)
+
+
+def family_language(spec, seed=0):
+    """The `MarkovLanguage` of a `FAMILY` entry."""
+    return MarkovLanguage(spec["num_words"], spec["successors"], seed=seed,
+                          syllables=tuple(spec["syllables"]), order=spec["order"],
+                          tail=spec.get("tail", 0.0))
+
+
+def select_family(names):
+    """`FAMILY` entries by name (all for None); an unknown name is an error naming the known ones."""
+    if not names:
+        return list(FAMILY)
+    known = {spec["name"]: spec for spec in FAMILY}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"unknown language(s) {', '.join(unknown)}; the family has {', '.join(known)}.")
+    return [known[n] for n in names]
+
+
+def run_family_language(spec, args, run_seed, workdir):
+    """One row of the family table: trains the tiny config on one language and scores it."""
+    language = family_language(spec)
+    setup = prepare_run(language, os.path.join(workdir, "data"), vocab_size=spec["vocab_size"],
+                        sentence_words=spec["sentence_words"], args=args,
+                        overrides=[f"data.seed={run_seed}", f"training.seed={run_seed}"] + args.overrides)
+    config, windows, figures = setup
+    pretrainer, losses, seconds = train_ours(config, os.path.join(workdir, f"run_seed{run_seed}"))
+    chain, independent = score_ours(pretrainer, windows)
+    return {"language": dict(spec, syllables=list(spec["syllables"])), "seed": run_seed,
+            "steps": args.steps, "bounds": figures["bounds"], "pieces": figures["pieces"]["mean_pieces"],
+            "heldout_bound": figures["heldout_bound"], "chain": chain, "independent": independent,
+            "last_loss": losses[-1], "seconds": seconds, "config": figures["config"]}
+
+
+def run_family(args):
+    """Runs the selected languages and seeds in turn; returns `{"family": rows}`.
+
+    Each finished row is also appended to `<workdir>/family_rows.jsonl` and printed, so a long
+    run shows (and keeps) its progress.
+    """
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    workdir = args.workdir or tempfile.mkdtemp(prefix="learning_family_")
+    rows = []
+    for spec in select_family(args.languages):
+        for run_seed in args.run_seeds:
+            row = run_family_language(spec, args, run_seed, os.path.join(workdir, spec["name"]))
+            rows.append(row)
+            with open(os.path.join(workdir, "family_rows.jsonl"), "a") as f:
+                f.write(json.dumps(row) + "\n")
+            print(format_family_table(rows[-1:]), flush=True)
+    return {"family": rows}
+
+
+def format_family_table(rows):
+    """The family's table: one row per language and seed."""
+    c = rows[0]["config"]
+    lines = [
+        f"run: {rows[0]['steps']} steps, tiny config: seq {c['data']['sequence_length']}, batch "
+        f"{c['training']['global_batch_size']}, layers {c['model']['num_layers']}, num_predict "
+        f"{c['data']['num_predict']}, mask_alpha {c['data']['mask_alpha']}, max_span "
+        f"{c['data']['max_span']}, whole-word targets {c['data'].get('whole_word_targets', False)}, lr "
+        f"{c['optimizer']['learning_rate']:g}, warmup "
+        f"{c['optimizer']['warmup_steps']}",
+        "",
+        "| language | order | successors | words per sentence | pieces per word | exact bound, "
+        "both sides (held-out sample) | left only | no context | masked word, chain rule | / bound "
+        "| independent pieces | seed |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        spec, b = r["language"], r["bounds"]
+        lines.append(
+            f"| {spec['name']} | {spec['order']} | {spec['successors']} | {spec['sentence_words']} | "
+            f"{r['pieces']:.2f} | {b['both_sides']:.3f} ({r['heldout_bound']:.3f}) | {b['left']:.3f} | "
+            f"{b['unigram']:.3f} | {r['chain']:.3f} | {r['chain'] / r['heldout_bound']:.2f}x | "
+            f"{r['independent']:.3f} | {r['seed']} |")
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------- main
 
 def _parser():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=1200,
-                        help="optimizer steps (the tiny config's train_steps: the quick start's budget)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="optimizer steps (default: the tiny config's train_steps, the quick start's budget)")
     parser.add_argument("--num-words", type=int, default=32)
     parser.add_argument("--successors", type=int, default=8)
     parser.add_argument("--vocab-size", type=int, default=40)
@@ -461,21 +636,27 @@ def _parser():
                         help="write records with the tests' helper instead of the Beam job")
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--output", default=None, help="also write the table to this file")
-    parser.add_argument("--from-json", default=None, help="re-print the table of a run's .json")
+    parser.add_argument("--from-json", nargs="+", default=None,
+                        help="re-print the table of a run's .json (several family runs' .json or "
+                             "family_rows.jsonl: one table)")
+    parser.add_argument("--note", default="", help="with --output: said after the command in the title")
+    parser.add_argument("--family", action="store_true",
+                        help="train and score each language of FAMILY in turn; one table row per language")
+    parser.add_argument("--languages", nargs="+", default=None, metavar="NAME",
+                        help="with --family: only these languages (default: all)")
+    parser.add_argument("--run-seeds", nargs="+", type=int, default=[0], metavar="SEED",
+                        help="with --family: one run per seed (data.seed and training.seed) and language")
     parser.add_argument("--set", action="append", default=[], dest="overrides",
                         metavar="SECTION.KEY=VALUE", help="override the tiny config")
     return parser
 
 
-def run(args):
-    """Runs the benchmark; returns a dict of every figure."""
-    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-    workdir = args.workdir or tempfile.mkdtemp(prefix="learning_benchmark_")
-    language = MarkovLanguage(args.num_words, args.successors, seed=args.seed)
+def prepare_run(language, directory, *, vocab_size, sentence_words, args, overrides):
+    """Data, run config and held-out windows of one language; returns (config, windows, figures)."""
     records, vocabulary, spellings = build_data(
-        os.path.join(workdir, "data"), language, train_words=args.train_words,
-        vocab_size=args.vocab_size, seed=args.seed, fast_records=args.fast_records)
-    config = run_config(records, vocabulary, args.vocab_size, args.steps, args.overrides)
+        directory, language, train_words=args.train_words, vocab_size=vocab_size, seed=args.seed,
+        fast_records=args.fast_records, sentence_words=sentence_words)
+    config = run_config(records, vocabulary, vocab_size, args.steps, overrides)
     from xlnet_tf.formats import special_tokens
 
     special = {"sep": special_tokens.SEP_TOKEN_ID, "cls": special_tokens.CLS_TOKEN_ID,
@@ -486,6 +667,19 @@ def run(args):
                "heldout_bound": float(windows["bound"].mean()), "steps": args.steps,
                "heldout_pieces": float((windows["target_positions"] >= 0).sum(1).mean()),
                "config": config.to_dict()}
+    return config, windows, figures
+
+
+def run(args):
+    """Runs the benchmark; returns a dict of every figure."""
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    workdir = args.workdir or tempfile.mkdtemp(prefix="learning_benchmark_")
+    language = MarkovLanguage(args.num_words, args.successors, seed=args.seed)
+    config, windows, figures = prepare_run(
+        language, os.path.join(workdir, "data"), vocab_size=args.vocab_size, sentence_words=12,
+        args=args, overrides=args.overrides)
+    from xlnet_tf.formats import special_tokens
+
     if not args.only_hf:
         pretrainer, ours_losses, ours_seconds = train_ours(config, os.path.join(workdir, "ours"))
         figures["ours"] = {"epoch_losses": ours_losses, "seconds": ours_seconds,
@@ -506,11 +700,12 @@ def run(args):
             figures["ours_matched"] = figures.get("ours")
         if args.only_hf:
             hf_steps = args.hf_steps or args.steps
-            model, hf_losses, hf_targets, hf_seconds = train_hf(config, vocabulary, hf_steps, args.steps)
+            model, hf_losses, hf_targets, hf_seconds = train_hf(config, config.data.vocabulary, hf_steps,
+                                                                args.steps)
             figures["hf"] = {"epoch_losses": hf_losses, "seconds": hf_seconds, "steps": hf_steps,
                              "targets_per_sequence": hf_targets}
             figures["hf"]["chain"], figures["hf"]["independent"] = score_hf(
-                model, windows, special["mask"])
+                model, windows, special_tokens.MASK_TOKEN_ID)
         else:
             figures["hf"] = hf_in_own_process(args, workdir)
     return figures
@@ -593,19 +788,61 @@ def format_table(f):
     return "\n".join(lines)
 
 
+def tiny_train_steps():
+    """The tiny config's `training.train_steps`: the quick start's budget in steps."""
+    import yaml
+
+    from xlnet_tf.cli.quickstart import TINY_CONFIG
+
+    with open(TINY_CONFIG) as f:
+        return int(yaml.safe_load(f)["training"]["train_steps"])
+
+
+def prepend_results(path, title, table):
+    """Writes `# title` and `table` above what `path` already holds (atomically; history kept)."""
+    from xlnet_tf.storage.atomic_files import write_text
+
+    old = ""
+    if os.path.exists(path):
+        with open(path) as f:
+            old = f.read()
+    write_text(path, f"# {title}\n{table}\n" + ("\n" + old if old else ""))
+
+
 def main(argv=None):
     args = _parser().parse_args(argv)
+    if args.steps is None:
+        args.steps = tiny_train_steps()
     if args.from_json:
-        with open(args.from_json) as f:
-            figures = json.load(f)
+        figures = {}
+        for path in args.from_json:
+            with open(path) as f:
+                if path.endswith(".jsonl"):  # a family run's rows, one per line
+                    loaded = {"family": [json.loads(line) for line in f if line.strip()]}
+                else:
+                    loaded = json.load(f)
+            if "family" in loaded:
+                figures.setdefault("family", []).extend(loaded["family"])
+            else:
+                figures = loaded
+    elif args.family:
+        figures = run_family(args)
     else:
         figures = run(args)
-    table = format_table(figures)
+    if "family" in figures:  # rows of several runs: in FAMILY's order, then by seed
+        order = {spec["name"]: i for i, spec in enumerate(FAMILY)}
+        figures["family"].sort(key=lambda r: (order.get(r["language"]["name"], len(order)), r["seed"]))
+    table = format_family_table(figures["family"]) if "family" in figures else format_table(figures)
     print(table)
     if args.output:
         from xlnet_tf.storage.atomic_files import write_text
 
-        write_text(args.output, table + "\n")
+        command = " ".join(["python", "benchmarks/learning_benchmark.py"] + list(argv or sys.argv[1:]))
+        if args.only_hf:
+            write_text(args.output, table + "\n")  # the HF side's hand-over file, read back at once
+        else:
+            note = f" ({args.note})" if args.note else ""
+            prepend_results(args.output, f"{time.strftime('%Y-%m-%d')}: {command}{note}", table)
         write_text(os.path.splitext(args.output)[0] + ".json", json.dumps(figures, indent=1))
     return 0
 

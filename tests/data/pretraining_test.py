@@ -207,6 +207,44 @@ def test_max_span_one_masks_single_words():
     assert _whole_word_share(4, max_span=1) > 0.85
 
 
+def test_whole_word_targets_never_cut_a_word_nor_top_up():
+    # Words of 3 pieces, spans of one word covering 10 of the 40 words, the goal 28 tokens:
+    # with whole words every target's word is a target entirely, at most 28 tokens; the
+    # original rule fills exactly 28 by cutting the word that crosses the goal.
+    word_start = np.arange(200) < 150
+    tokens = tf.constant(np.array([[100 + i, 150 + i, 160 + i] for i in range(40)]).reshape(-1))
+    cut_or_topped = 0
+    for s in range(20):
+        kwargs = {"word_start": word_start, "mask_ratio": 4, "max_span": 1}
+        whole = plm_sampling.span_mask(tokens, 28, tf.constant([s, 9]), whole_words=True,
+                                       **kwargs).numpy().reshape(40, 3)
+        original = plm_sampling.span_mask(tokens, 28, tf.constant([s, 9]), **kwargs).numpy().reshape(40, 3)
+        assert (whole.all(axis=1) | ~whole.any(axis=1)).all()
+        assert 0 < whole.sum() <= 28 and original.sum() == 28
+        # The whole words are the original's spans that fit, in order.
+        assert (original[whole.all(axis=1)]).all()
+        cut_or_topped += int((original.any(axis=1) & ~original.all(axis=1)).sum())
+    assert cut_or_topped > 0
+
+
+def test_whole_word_targets_reach_the_reader(records_dir):
+    # Token-level spans (no vocabulary): spans of one token never cross the goal, so the
+    # targets only lose the single tokens topped up: fewer targets, all within the cap.
+    settings = _settings(num_predict=8, mask_alpha=4, max_span=1)
+    default = _batches(pretraining_dataset(records_dir, **settings), 3)
+    original = _batches(pretraining_dataset(records_dir, **settings, whole_word_targets=False), 3)
+    whole = _batches(pretraining_dataset(records_dir, **settings, whole_word_targets=True), 3)
+    for a, b in zip(default, original):
+        np.testing.assert_array_equal(a["target_mapping"], b["target_mapping"])
+    counts = [int(b["target_mask"].sum()) for b in whole]
+    assert all(c <= 3 * 4 * 8 for c in counts) and sum(counts) < sum(int(b["target_mask"].sum()) for b in default)
+    for w, d in zip(whole, default):
+        # Every whole-word target is also a target of the original rule (same spans, same seeds).
+        assert (w["target_mapping"].sum(1) <= d["target_mapping"].sum(1)).all()
+    with pytest.raises(ValueError, match="whole_word_targets must be a bool, got int 1"):
+        pretraining_dataset(records_dir, **settings, whole_word_targets=1)
+
+
 # ---------------------------------------------------------------- statistics
 
 

@@ -73,6 +73,12 @@ def test_overrides_are_strict_and_last():
         load_run_config([], ["data.max_span=0", "training.global_batch_size=2"])
     assert load_run_config([], ["training.global_batch_size=2"]).data.max_span == 5  # the original's
     assert load_run_config([], ["training.global_batch_size=2"]).data.mask_alpha == 6  # the original's
+    # The original's targets: exactly num_predict, cut spans and single pieces included.
+    assert load_run_config([], ["training.global_batch_size=2"]).data.whole_word_targets is False
+    assert load_run_config([], ["data.whole_word_targets=true", "training.global_batch_size=2"]
+                           ).data.whole_word_targets is True
+    with pytest.raises(ConfigError, match="data.whole_word_targets must be bool"):
+        load_run_config([], ["data.whole_word_targets=maybe", "training.global_batch_size=2"])
 
 
 @pytest.mark.parametrize("name", ["tiny", "base", "large"])

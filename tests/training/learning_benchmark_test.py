@@ -1,5 +1,6 @@
 """A fast version of benchmarks/learning_benchmark.py: exact entropies, scoring, and learning."""
 
+import itertools
 import math
 import os
 import sys
@@ -27,8 +28,8 @@ def test_exact_entropies_of_a_deterministic_chain():
 def test_both_sides_entropy_matches_a_sampled_estimate():
     language = lb.MarkovLanguage(num_words=10, successors=3, seed=1)
     stream = language.sample(40_000, np.random.default_rng(0))
-    nats = [-math.log(language.middle_posterior(a, c)[b])
-            for a, b, c in zip(stream[:-2], stream[1:-1], stream[2:])]
+    nats = [-math.log(language.middle_posterior(stream[t - 2:t], stream[t + 1:t + 3])[stream[t]])
+            for t in range(2, len(stream) - 2)]
     bounds = language.entropies()
     assert np.mean(nats) == pytest.approx(bounds["both_sides"], abs=0.03)
     assert bounds["both_sides"] < bounds["left"] < bounds["unigram"]
@@ -85,3 +86,109 @@ def test_pretraining_learns_the_synthetic_language(tmp_path):
     assert losses[-1] < 0.85 * stats["token_unigram"] < 0.8 * losses[0], losses
     assert chain < 0.8 * stats["mean_pieces"] * math.log(40), (chain, stats)
     assert chain < independent, (chain, independent)
+
+
+def _blanket_joint(language):
+    """`{(a, b, c, d, e): P}` of five consecutive words, multiplied out from the chain's own tables."""
+    size = len(language.words)
+    pairs = language.pair_stationary
+    p = language.transition
+    step = (lambda a, b, c: p[b, c]) if language.order == 1 else (lambda a, b, c: p[a, b, c])
+    joint = {}
+    for words in itertools.product(range(size), repeat=5):
+        a, b, c, d, e = words
+        joint[words] = pairs[a, b] * step(a, b, c) * step(b, c, d) * step(c, d, e)
+    return joint
+
+
+def _conditional_entropy(joint, target, given):
+    """H(word `target` | words `given`) of a joint over tuples, by summing the table."""
+    marginal, given_only = {}, {}
+    for words, prob in joint.items():
+        key = tuple(words[i] for i in given)
+        marginal[key + (words[target],)] = marginal.get(key + (words[target],), 0.0) + prob
+        given_only[key] = given_only.get(key, 0.0) + prob
+    return -sum(prob * math.log(prob / given_only[key[:-1]]) for key, prob in marginal.items() if prob > 0)
+
+
+@pytest.mark.parametrize("order,tail", [(1, 0.0), (1, 0.1), (2, 0.0), (2, 0.1)])
+def test_entropies_match_brute_force_enumeration(order, tail):
+    language = lb.MarkovLanguage(num_words=4, successors=2, seed=3, syllables=(1, 2), order=order,
+                                 tail=tail)
+    joint = _blanket_joint(language)
+    assert sum(joint.values()) == pytest.approx(1.0, abs=1e-9)
+    bounds = language.entropies()
+    assert bounds["both_sides"] == pytest.approx(_conditional_entropy(joint, 2, (0, 1, 3, 4)), abs=1e-9)
+    assert bounds["left"] == pytest.approx(_conditional_entropy(joint, 2, (0, 1)), abs=1e-9)
+    assert bounds["unigram"] == pytest.approx(_conditional_entropy(joint, 2, ()), abs=1e-9)
+    one_each_side = _conditional_entropy(joint, 2, (1, 3))
+    if order == 1:
+        # The outer words tell nothing more: the bound is H(W_t | W_{t-1}, W_{t+1}).
+        assert bounds["both_sides"] == pytest.approx(one_each_side, abs=1e-9)
+    else:
+        # The second word on the right depends on W_t too: it carries information.
+        assert bounds["both_sides"] < one_each_side - 1e-3
+
+
+@pytest.mark.parametrize("order", [1, 2])
+def test_middle_posterior_is_the_enumerated_conditional(order):
+    language = lb.MarkovLanguage(num_words=4, successors=2, seed=5, syllables=(1, 2), order=order,
+                                 tail=0.05)
+    joint = _blanket_joint(language)
+    for a, b, d, e in [(0, 1, 2, 3), (3, 3, 0, 1), (2, 0, 1, 1)]:
+        column = np.array([joint[(a, b, c, d, e)] for c in range(4)])
+        np.testing.assert_allclose(language.middle_posterior((a, b), (d, e)), column / column.sum(),
+                                   atol=1e-12)
+
+
+def test_second_order_chain_samples_its_own_tables():
+    language = lb.MarkovLanguage(num_words=4, successors=2, seed=1, syllables=(1, 2), order=2)
+    # The pair distribution is stationary, and a long sample visits pairs at those rates.
+    moved = np.einsum("ab,abc->bc", language.pair_stationary, language.transition)
+    np.testing.assert_allclose(moved, language.pair_stationary, atol=1e-9)
+    stream = language.sample(50_000, np.random.default_rng(0))
+    for a, b, c in zip(stream[:-2], stream[1:-1], stream[2:]):
+        assert language.transition[a, b, c] > 0
+    counts = np.zeros((4, 4))
+    np.add.at(counts, (stream[:-1], stream[1:]), 1.0)
+    np.testing.assert_allclose(counts / counts.sum(), language.pair_stationary, atol=0.01)
+
+
+def test_the_default_language_keeps_its_recorded_bounds():
+    bounds = lb.MarkovLanguage(num_words=32, successors=8, seed=0).entropies()
+    assert (round(bounds["both_sides"], 3), round(bounds["left"], 3), round(bounds["unigram"], 3)) == (
+        0.566, 1.753, 3.384)
+
+
+def test_language_arguments_are_checked():
+    with pytest.raises(ValueError, match="order must be 1 or 2"):
+        lb.MarkovLanguage(num_words=4, successors=2, order=3)
+    with pytest.raises(ValueError, match="tail must be in"):
+        lb.MarkovLanguage(num_words=4, successors=2, tail=1.0)
+    with pytest.raises(ValueError, match="successors must be in 1..num_words=4"):
+        lb.MarkovLanguage(num_words=4, successors=5)
+    with pytest.raises(ValueError, match="cannot be spelled"):
+        lb.MarkovLanguage(num_words=11, successors=2, syllables=(1, 1))
+    with pytest.raises(ValueError, match="unknown language.*nonesuch.*the family has 1-piece"):
+        lb.select_family(["nonesuch"])
+
+
+def test_family_bounds_are_far_from_zero_and_below_the_left_only_entropy():
+    for spec in lb.FAMILY:
+        bounds = lb.family_language(spec).entropies()
+        assert 0.15 < bounds["both_sides"] < bounds["left"] < bounds["unigram"], spec["name"]
+
+
+def test_family_table_and_results_keep_their_history(tmp_path):
+    config = {"data": {"sequence_length": 128, "num_predict": 32, "mask_alpha": 4, "max_span": 1},
+              "training": {"global_batch_size": 8}, "model": {"num_layers": 4},
+              "optimizer": {"learning_rate": 2e-3, "warmup_steps": 200}}
+    row = {"language": dict(lb.FAMILY[0], syllables=[2, 3]), "seed": 0, "steps": 1400,
+           "bounds": {"both_sides": 0.2, "left": 1.1, "unigram": 3.0}, "pieces": 1.05,
+           "heldout_bound": 0.25, "chain": 0.3, "independent": 0.31, "config": config}
+    table = lb.format_family_table([row])
+    assert "| 1-piece | 1 | 4 | 6 | 1.05 | 0.200 (0.250) | 1.100 | 3.000 | 0.300 | 1.20x | 0.310 | 0 |" in table
+    path = tmp_path / "results.txt"
+    path.write_text("# older\nold table\n")
+    lb.prepend_results(str(path), "newer", "new table")
+    assert path.read_text() == "# newer\nnew table\n\n# older\nold table\n"

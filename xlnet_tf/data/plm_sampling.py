@@ -56,14 +56,17 @@ def sample_spans(num_words, num_groups, seed, *, max_span=5, mask_ratio=6):
 
 
 def span_mask(token_ids, num_predict, seed, *, word_start=None, reverse=False, max_span=5,
-              mask_ratio=6):
-    """Chooses exactly `num_predict` positions to predict, as spans of 1..max_span words.
+              mask_ratio=6, whole_words=False):
+    """Chooses `num_predict` positions to predict, as spans of 1..max_span words.
 
     Spans come from `sample_spans` and are taken in order until `num_predict` tokens are
     covered; the span that crosses the goal is cut to fit (like the original's
     `n = min(n, goal - num_predict)`). If the spans end first, the remainder is topped up
     with single random positions (as the original XLNet topped up to its fixed
-    `num_predict`).
+    `num_predict`). With `whole_words`, spans are taken in order only while they fit whole
+    and nothing is topped up: every target is a piece of a word whose pieces are all
+    targets, and `num_predict` is a cap (words of many pieces would otherwise leave many
+    targets as single pieces of visible words, a different and easier task).
 
     Args:
         token_ids: int32 `[L]` with static L.
@@ -76,9 +79,11 @@ def span_mask(token_ids, num_predict, seed, *, word_start=None, reverse=False, m
             the mask back.
         max_span: longest span in words.
         mask_ratio: K, about one word in K is covered by spans.
+        whole_words: only whole spans, no top-up (at most `num_predict` True).
 
     Returns:
-        bool `[L]`, True at the positions to predict; exactly `num_predict` are True.
+        bool `[L]`, True at the positions to predict; exactly `num_predict` are True
+        (at most, with `whole_words`).
     """
     length = _static_length(token_ids, "token_ids")
     if not 0 <= num_predict <= length:
@@ -105,13 +110,19 @@ def span_mask(token_ids, num_predict, seed, *, word_start=None, reverse=False, m
     token_end = tf.gather(start_pos, end)
     span_tokens = tf.where(valid, token_end - token_begin, 0)
     used_before = tf.cumsum(span_tokens, exclusive=True)
-    # Spans are taken in order until the goal; the one that crosses it is cut to fit.
-    token_end = tf.minimum(token_end, token_begin + tf.maximum(num_predict - used_before, 0))
+    if whole_words:
+        # Spans in order while they fit whole; from the first that would cross the goal, none.
+        valid = valid & (used_before + span_tokens <= num_predict)
+    else:
+        # Spans are taken in order until the goal; the one that crosses it is cut to fit.
+        token_end = tf.minimum(token_end, token_begin + tf.maximum(num_predict - used_before, 0))
     position = tf.range(length, dtype=tf.int32)
     in_span = ((position[None, :] >= token_begin[:, None]) & (position[None, :] < token_end[:, None])
                & valid[:, None])  # [G, L]
     mask = tf.reduce_any(in_span, axis=0)
 
+    if whole_words:
+        return tf.where(reverse, tf.reverse(mask, [0]), mask)
     remaining = num_predict - tf.reduce_sum(tf.cast(mask, tf.int32))
     score = tf.where(mask, 2.0, tf.random.stateless_uniform([length], seeds[1]))
     rank = tf.argsort(tf.argsort(score, stable=True), stable=True)

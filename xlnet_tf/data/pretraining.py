@@ -285,7 +285,7 @@ def _boundaries(tokens, sentences, eod_token_id):
 
 
 def _make_example_fn(layout, *, num_predict, perm_size, seed, special_ids, word_start, mask_alpha,
-                     max_span):
+                     max_span, whole_word_targets=False):
     length = layout.sequence_length
     reuse = layout.reuse_length
     new = layout.new_length
@@ -341,7 +341,8 @@ def _make_example_fn(layout, *, num_predict, perm_size, seed, special_ids, word_
             part_tokens = token_ids[lo:hi]
             is_masked = plm_sampling.span_mask(part_tokens, goal, seeds[2 + 2 * part_index],
                                                word_start=word_start, reverse=reverse,
-                                               mask_ratio=mask_alpha, max_span=max_span)
+                                               mask_ratio=mask_alpha, max_span=max_span,
+                                               whole_words=whole_word_targets)
             order = plm_sampling.factorization_order(hi - lo, perm_size, seeds[3 + 2 * part_index])
             parts.append(plm_sampling.factorization_masks(part_tokens, is_masked, order,
                                                           sep_token_id=sep_token_id,
@@ -418,7 +419,7 @@ def pretraining_steps_per_epoch(file_pattern, *, sequence_length, reuse_length, 
 def pretraining_dataset(file_pattern, *, sequence_length, reuse_length, num_predict, perm_size,
                         batch_size, bi_data, seed, input_context=None, num_epochs=None,
                         sentencepiece_model="auto", reverse_block_tokens=1 << 18, first_step=0,
-                        mask_alpha=6, max_span=5):
+                        mask_alpha=6, max_span=5, whole_word_targets=False):
     """Pretraining batches for XLNet's permutation language model, with static shapes.
 
     Args:
@@ -454,6 +455,9 @@ def pretraining_dataset(file_pattern, *, sequence_length, reuse_length, num_pred
             targets.
         max_span: longest span in words; lengths 1..max_span are drawn with p(n)
             proportional to 1/n (the original's `max_num_tokens`, 5).
+        whole_word_targets: predict whole spans only, never a span cut at the goal or a
+            single piece topped up; `num_predict` is then a cap and `mask_alpha` sets the
+            share of predicted words (the original: False, exactly `num_predict` targets).
 
     Returns:
         A `tf.data.Dataset` of dicts, B the per-replica (or only) batch:
@@ -485,6 +489,9 @@ def pretraining_dataset(file_pattern, *, sequence_length, reuse_length, num_pred
     if num_epochs is not None and (isinstance(num_epochs, bool) or not isinstance(
             num_epochs, (int, np.integer)) or num_epochs < 1):
         raise ValueError(f"num_epochs must be None (repeat forever) or an int >= 1, got {num_epochs!r}.")
+    if not isinstance(whole_word_targets, (bool, np.bool_)):
+        raise ValueError(f"whole_word_targets must be a bool, got {type(whole_word_targets).__name__} "
+                         f"{whole_word_targets!r}.")
     records = PretrainingRecords(file_pattern)
     layout = _Layout(records, sequence_length=sequence_length, reuse_length=reuse_length,
                      num_predict=num_predict, perm_size=perm_size, batch_size=batch_size,
@@ -541,7 +548,8 @@ def pretraining_dataset(file_pattern, *, sequence_length, reuse_length, num_pred
         row_dataset, cycle_length=len(layout.rows), block_length=1)
     make = _make_example_fn(layout, num_predict=num_predict, perm_size=perm_size, seed=int(seed),
                             special_ids=records.special_ids, word_start=word_start,
-                            mask_alpha=int(mask_alpha), max_span=int(max_span))
+                            mask_alpha=int(mask_alpha), max_span=int(max_span),
+                            whole_word_targets=bool(whole_word_targets))
     dataset = examples.map(make, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     dataset = dataset.batch(layout.per_replica, drop_remainder=True)
     options = tf.data.Options()

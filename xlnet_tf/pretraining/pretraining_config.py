@@ -29,7 +29,8 @@ from xlnet_tf.training.config_sources import merge_config_sources, parse_overrid
 class DataSection:
     """Where the pretraining records are and how examples are sampled.
 
-    `sequence_length`, `num_predict`, `perm_size`, `mask_alpha`, `max_span` and `seed` go to
+    `sequence_length`, `num_predict`, `perm_size`, `mask_alpha`, `max_span`,
+    `whole_word_targets` and `seed` go to
     `xlnet_tf.data.pretraining.pretraining_dataset`; its `reuse_length` and
     `bi_data` come from the `model` section so the two can never disagree.
     `vocabulary` (optional) is the spiece.model the records were made with; its
@@ -46,6 +47,9 @@ class DataSection:
     mask_alpha: int = 6
     # Longest span in words, drawn with p(n) proportional to 1/n (the original's max_num_tokens, 5).
     max_span: int = 5
+    # Only whole spans are predicted (no cut span, no single pieces topped up); num_predict is
+    # then a cap. The original: False.
+    whole_word_targets: bool = False
     seed: int = 0
 
 
