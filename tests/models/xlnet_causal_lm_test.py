@@ -269,3 +269,29 @@ def test_bad_settings_are_refused_by_name(checkpoint):
         XLNetCausalLM.from_preset(preset, mode="fast")
     with pytest.raises(ValueError, match="recompute_window must be an int >= 1, got 0"):
         XLNetCausalLM.from_preset(preset, mode="cached", recompute_window=0)
+
+
+def test_a_stop_token_ends_the_row_and_the_loop_when_every_row_stopped(models, hf_greedy):
+    """The output ends with the first stop token, and the loop runs no step after every row stopped."""
+    model = models["exact"]
+    tokens = hf_greedy["exact"][0][0]
+    stop = int(tokens[0])  # The first greedy token (this model repeats it, so no later one would do).
+    steps = []
+    step = model.call_with_cache
+
+    def counted(*args):
+        steps.append(1)
+        return step(*args)
+
+    width = len(PROMPT) + NEW_TOKENS
+    ids = np.zeros((1, width), np.int32)
+    ids[0, :len(PROMPT)] = PROMPT
+    mask = (np.arange(width) < len(PROMPT))[None]
+    with compiled_as(model, run_eagerly=True):
+        model.call_with_cache = counted
+        try:
+            out = model.generate({"token_ids": ids, "padding_mask": mask}, stop_token_ids=[stop])
+        finally:
+            del model.call_with_cache
+    np.testing.assert_array_equal(out["token_ids"][0][out["padding_mask"][0]], PROMPT + [stop])
+    assert len(steps) == 1  # Not NEW_TOKENS: the loop ended at the stop token.

@@ -54,8 +54,16 @@ class XLNetCausalLM(CausalLM):
     True`; Keras leaves it off on CPU) with a `tf.while_loop` over the static
     `max_length`, no host round trip per token; it ends when every row has
     produced a stop token (`<eod>`, `<eop>`, or the ids given), and each row's
-    output stops at its first one. A row that stopped still runs with the
-    others until then (the batch's shapes are static).
+    output stops at its first one: what a row samples after its stop token is
+    discarded, so its output is fixed from then on. A row that stopped still
+    runs with the others until the last one stops: every step's shapes are
+    static, the batch axis included, so a finished row's share of each matmul
+    is computed and thrown away. Skipping it would need a batch that shrinks
+    as rows finish (a dynamic shape: XLA compiles once per size) or the
+    running rows gathered into smaller static slices each step (in `cached`
+    mode, a copy of every layer's memory of the batch per step); neither is
+    done. A batch of one, or of prompts expected to end together, wastes
+    nothing.
 
     Args:
         backbone: an `XLNetBackbone` without `bi_data`.
