@@ -164,9 +164,11 @@ def test_left_padded_batch_gives_each_prompt_its_tokens_alone(checkpoint, models
     ids, mask = left_padded(BATCH)
     hf_together = hf_generate(hf_model, ids.tolist(), use_mems=mode == "cached",
                               attention_mask=torch.tensor(mask))[0]
-    hf_alone = np.stack([hf_generate(hf_model, [p], use_mems=mode == "cached")[0][0] for p in BATCH])
-    np.testing.assert_array_equal(hf_alone, alone)  # Alone, Hugging Face agrees with us.
-    assert (hf_together != hf_alone).any(axis=1).sum() >= 1  # In a batch, it does not.
+    wrong = np.flatnonzero((hf_together != alone).any(axis=1))
+    assert len(wrong) >= 1  # In a batch, Hugging Face gives some prompt other tokens than we do ...
+    for row in wrong:  # ... which it gives alone exactly as we do: its batch is what is wrong.
+        np.testing.assert_array_equal(hf_generate(hf_model, [BATCH[row]], use_mems=mode == "cached")[0][0],
+                                      alone[row])
 
 
 def test_greedy_is_the_default_and_beam_one_equals_greedy(models, hf_greedy):
