@@ -42,7 +42,10 @@ def generation_export(tmp_path_factory):
     settings["max_new_tokens"] = LIMIT
     (root / "preset" / "preprocessing.json").write_text(json.dumps(settings))
     result = export_preset(str(root / "preset"), str(root / "export"))
-    return XLNetCausalLM.from_preset(result["preset"]), str(root / "export"), tf.saved_model.load(result["saved_model"])
+    in_memory_model = XLNetCausalLM.from_preset(result["preset"])
+    # Eager: each prompt's own max_length would otherwise trace the loop again (the tiny model runs faster so).
+    in_memory_model.run_eagerly = True
+    return in_memory_model, str(root / "export"), tf.saved_model.load(result["saved_model"])
 
 
 def in_memory(model, prompts, new_tokens):

@@ -13,6 +13,7 @@ from xlnet_tf.formats.special_tokens import EOD_TOKEN_ID, EOP_TOKEN_ID
 from xlnet_tf.models import preset_io
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer, tied_lm_logits
+from xlnet_tf.samplers.seeded_sampler import SEEDED, seeded_sampler
 
 MODES = ("exact", "cached")
 # XLNet's own end markers: end of document and end of paragraph.
@@ -53,8 +54,16 @@ class XLNetCausalLM(CausalLM):
     True`; Keras leaves it off on CPU) with a `tf.while_loop` over the static
     `max_length`, no host round trip per token; it ends when every row has
     produced a stop token (`<eod>`, `<eop>`, or the ids given), and each row's
-    output stops at its first one. A row that stopped still runs with the
-    others until then (the batch's shapes are static).
+    output stops at its first one: what a row samples after its stop token is
+    discarded, so its output is fixed from then on. A row that stopped still
+    runs with the others until the last one stops: every step's shapes are
+    static, the batch axis included, so a finished row's share of each matmul
+    is computed and thrown away. Skipping it would need a batch that shrinks
+    as rows finish (a dynamic shape: XLA compiles once per size) or the
+    running rows gathered into smaller static slices each step (in `cached`
+    mode, a copy of every layer's memory of the batch per step); neither is
+    done. A batch of one, or of prompts expected to end together, wastes
+    nothing.
 
     Args:
         backbone: an `XLNetBackbone` without `bi_data`.
@@ -291,16 +300,19 @@ class XLNetCausalLM(CausalLM):
                 run to `max_length`).
             strip_prompt: return the continuation only.
             sampler: a keras-hub sampler or its name (`"greedy"`, `"top_k"`,
-                `"top_p"`, `"beam"`, ...); default: the compiled one (greedy).
+                `"top_p"`, `"random"`, `"beam"`, ...); default: the compiled one
+                (greedy). Top-k, top-p and random draw with `seeded_sampler`'s
+                samplers: a seed gives the same tokens with and without XLA.
             mode: `"exact"` or `"cached"` for this call and after (default: as built).
 
         Returns:
             Strings for strings; a dict of numpy ids for ids.
         """
         if sampler is not None:
-            from keras_hub.samplers import get as get_sampler
-
-            self.sampler = get_sampler(sampler)
+            self.sampler = seeded_sampler(sampler)
+            self.generate_function = None
+        elif type(self.sampler) in SEEDED:  # keras-hub's, from `compile(sampler=...)` or set by hand.
+            self.sampler = seeded_sampler(self.sampler)
             self.generate_function = None
         if mode is not None and _checked_mode(mode) != self.mode:
             self.mode = mode
