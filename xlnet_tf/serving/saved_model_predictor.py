@@ -3,6 +3,7 @@
 import json
 import os
 
+from xlnet_tf.formats.preset_files import TASK_CONFIG_FILE
 from xlnet_tf.formats.serving_metadata import METADATA_FILE
 from xlnet_tf.serving.prediction_record import prediction_record
 from xlnet_tf.storage.renamed_keys import RENAMED_KEYS, renamed_keys
@@ -45,8 +46,8 @@ def _not_a_saved_model(model_dir):
     if files.exists(os.path.join(model_dir, "saved_model", "saved_model.pb")):
         # The `xlnet-tf export` layout of a pretraining run: preset/ + saved_model/ (a backbone).
         return f"{model_dir!r} is the export of a pretrained backbone; {NEEDS_TASK_EXPORT}"
-    if files.exists(os.path.join(model_dir, "final", "task.json")) or files.exists(
-            os.path.join(model_dir, "task.json")):
+    if files.exists(os.path.join(model_dir, "final", TASK_CONFIG_FILE)) or files.exists(
+            os.path.join(model_dir, TASK_CONFIG_FILE)):
         return (f"{model_dir!r} is a fine-tuning run (or task preset), not a SavedModel; export it first: "
                 f"`xlnet-tf export --workdir {model_dir} --output DIR`, then pass --model DIR.")
     return f"{model_dir!r} is not a SavedModel directory (no saved_model.pb)."
