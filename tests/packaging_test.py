@@ -17,7 +17,8 @@ DISTRIBUTIONS = {
     "tensorflow": "tensorflow", "tensorflow_text": "tensorflow-text", "keras": "keras",
     "keras_hub": "keras-hub", "tensorflow_datasets": "tensorflow-datasets",
     "sentencepiece": "sentencepiece", "h5py": "h5py", "yaml": "pyyaml", "safetensors": "safetensors",
-    "numpy": "numpy", "apache_beam": "apache-beam", "torch": "torch", "transformers": "transformers",
+    "numpy": "numpy", "apache_beam": "apache-beam", "google_crc32c": "google-crc32c", "torch": "torch",
+    "transformers": "transformers",
 }
 
 
