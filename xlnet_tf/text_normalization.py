@@ -56,7 +56,7 @@ REPLACEMENT_CHARACTER = "\ufffd"
 
 
 def replace_undecodable(text):
-    """`text` as valid Unicode, each undecodable part replaced with U+FFFD.
+    r"""`text` as valid Unicode, each undecodable part replaced with U+FFFD.
 
     `bytes` are decoded as UTF-8; each maximal invalid sequence becomes one
     U+FFFD (Python's `errors="replace"`, which is also what
@@ -75,9 +75,9 @@ def replace_undecodable(text):
 
     Example:
     >>> replace_undecodable(b"caf\xe9 au lait")
-    ('caf\ufffd au lait', [3])
+    ('caf� au lait', [3])
     >>> replace_undecodable("lone \ud800")
-    ('lone \ufffd', [5])
+    ('lone �', [5])
     """
     if isinstance(text, str):
         try:
