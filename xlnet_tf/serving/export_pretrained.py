@@ -30,7 +30,7 @@ import yaml
 
 from xlnet_tf.formats.special_tokens import PAD_TOKEN_ID
 from xlnet_tf.storage import atomic_files
-from xlnet_tf.storage.output_directory import check_output_directory
+from xlnet_tf.storage.output_directory import check_output_directory, normalized_path
 
 # The old spelling of `PAD_TOKEN_ID`, kept for one release.
 PAD_ID = PAD_TOKEN_ID
@@ -257,7 +257,7 @@ def export_workdir(workdir, output_dir, dtype="float32", jit_compile=False, trim
         raise ExportError("--jit-compile and --no-trim-padding are options of a task SavedModel: "
                           f"{workdir} is a pretraining work directory.")
     final = os.path.join(workdir, "export", PRESET_SUBDIR)
-    if tf.io.gfile.isdir(final) and _normalized(final) != _normalized(
+    if tf.io.gfile.isdir(final) and normalized_path(final) != normalized_path(
             os.path.join(output_dir, PRESET_SUBDIR)):
         return export_preset(final, output_dir, overwrite=overwrite)
     directory = os.path.join(workdir, "checkpoints")
@@ -284,10 +284,6 @@ def _is_task_preset(directory):
     from xlnet_tf.formats.preset_files import TASK_CONFIG_FILE
 
     return tf.io.gfile.exists(os.path.join(directory, TASK_CONFIG_FILE))
-
-
-def _normalized(path):
-    return os.path.abspath(path) if atomic_files.is_local(path) else path.rstrip("/")
 
 
 def export_preset(preset_dir, output_dir, overwrite=False):

@@ -32,14 +32,15 @@ class OutputExistsError(FileExistsError):
         return f"{self.what} {self.path} already exists and is not empty; pass {option} to replace it."
 
 
-def _normalized(path):
+def normalized_path(path):
+    """`path` as compared here: local paths resolved (symlinks too), others without a trailing slash."""
     path = str(path).rstrip("/")
     return os.path.realpath(path) if atomic_files.is_local(path) else path
 
 
 def _contains(directory, path):
     """Whether `path` is `directory` or lies inside it."""
-    directory, path = _normalized(directory), _normalized(path)
+    directory, path = normalized_path(directory), normalized_path(path)
     return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
