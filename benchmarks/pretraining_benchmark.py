@@ -283,7 +283,7 @@ def _worker_name(member):
 
 
 def _paired_table(common, rounds, seqs=(128, 512), ratios=None):
-    """Table 1c: the issue-16 ratios with every worker's steps interleaved (`interleaved_steps`).
+    """Table 1c: the speed ratios with every worker's steps interleaved (`interleaved_steps`).
 
     Each worker builds its model and runs one warm-up step, then the two workers
     of a pair take turns, one at a time: an untimed step (a step right after
@@ -333,7 +333,7 @@ def main(argv=None):
     parser.add_argument("--skip-step-table", action="store_true",
                         help="tables 2 and 3 only (replica scaling, largest batch)")
     parser.add_argument("--paired", action="store_true",
-                        help="also table 1c: the issue-16 ratios from interleaved steps")
+                        help="also table 1c: the speed ratios from interleaved steps")
     parser.add_argument("--rounds", type=int, default=7, help="rounds of table 1c, per start order")
     parser.add_argument("--paired-seqs", type=int, nargs="+", default=[128, 512], choices=[128, 512],
                         help="sequence lengths of table 1c")

@@ -1,4 +1,4 @@
-"""Under mixed_bfloat16 the LM head runs in float32 (issue 16).
+"""Under mixed_bfloat16 the LM head runs in float32.
 
 Casting a float32 variable to bfloat16 reads and writes the whole weight, and its gradient is cast back:
 for the `[V, H]` embedding table of the LM head that cost more than the bfloat16 matmul of the P

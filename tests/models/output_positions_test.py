@@ -1,4 +1,4 @@
-"""Inference shortcuts of issue 16: the last layer at the read positions only, and cached position heads.
+"""Inference shortcuts: the last layer at the read positions only, and cached position heads.
 
 Both must be exact: `output_positions` equals the full content stream gathered at those positions
 (with and without memory, under XLA, in the task heads), and `precomputed_position_heads` equals

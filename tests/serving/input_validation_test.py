@@ -1,4 +1,4 @@
-"""Serving signatures refuse malformed ids with an error naming the input (issue 10, item 5)."""
+"""Serving signatures refuse malformed ids with an error naming the input."""
 
 import numpy as np
 import pytest

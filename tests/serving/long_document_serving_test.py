@@ -1,4 +1,4 @@
-"""Long documents at serving (issue 15): both signatures take any length and loop over segments in the graph.
+"""Long documents at serving: both signatures take any length and loop over segments in the graph.
 
 A tiny classifier with recurrence memory (`memory_length` 3 L) fine-tuned with
 `max_segments` 4 is exported through `export_task_workdir`; its answer on a long

@@ -1,4 +1,4 @@
-"""`xlnet-tf predict` with invalid UTF-8 input and an atomic `--output` (issue 10, item 6e)."""
+"""`xlnet-tf predict` with invalid UTF-8 input and an atomic `--output`."""
 
 import json
 import os

@@ -1,4 +1,4 @@
-"""Export options for serving latency (issue 16): padding trimmed before the model, XLA-compiled model call.
+"""Export options for serving latency: padding trimmed before the model, XLA-compiled model call.
 
 Both must leave the answers as they are: trimmed exports equal the model run on every column, XLA exports
 equal the plain export (1e-5), and bad input is refused with the same errors.
