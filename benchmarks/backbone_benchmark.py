@@ -44,6 +44,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.interleaved_steps import pair_summary, run_in_both_orders, serve, spawn  # noqa: E402
+from benchmarks import results_table  # noqa: E402
 from benchmarks.two_stream_batch import two_stream_batch  # noqa: E402
 
 BASE = dict(vocabulary_size=32000, num_layers=12, num_heads=12, head_dim=64, hidden_dim=768,
@@ -267,6 +268,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=7, help="--paired's rounds per start order")
     parser.add_argument("--worker", nargs=3, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    results_table.add_arguments(parser)
     args = parser.parse_args()
     if args.worker:
         run_worker(args)
@@ -324,5 +326,12 @@ def main():
             json.dump(results, f, indent=2)
 
 
+def result_rows(section):
+    """RESULTS.md rows: the `--paired` ratios (XLNet-Base, batch 2)."""
+    if "mode" not in section.header:
+        return []
+    return results_table.paired_rows(section, lambda r: f"backbone {r['mode']}, XLNet-Base, seq {r['seq']}, batch 2")
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(results_table.run(main, __file__, result_rows))

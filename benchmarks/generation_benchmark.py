@@ -31,7 +31,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import interleaved_steps
+import interleaved_steps  # noqa: E402
+import results_table  # noqa: E402
 
 PROMPT, NEW_TOKENS = 128, 32
 BASE = dict(vocabulary_size=32000, num_layers=12, num_heads=12, head_dim=64, hidden_dim=768,
@@ -126,6 +127,7 @@ def main(argv=None):
     parser.add_argument("--orders", type=int, choices=(1, 2), default=2,
                         help="2: both start orders (balanced); 1: ours started first only (half the time)")
     parser.add_argument("--no-xla", action="store_true")
+    results_table.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.side:
         args.batch, args.dtype = args.batch[0], args.dtype[0]
@@ -159,5 +161,24 @@ def main(argv=None):
     return 0
 
 
+def result_rows(section):
+    """RESULTS.md rows: ours / Hugging Face tokens/s per mode, batch and dtype (XLNet-Base, prompt 128, 32 new)."""
+    if "mode (HF)" not in section.header:
+        return []
+    rows = []
+    for cells in section.rows:
+        if not results_table.is_number(cells[section.header[-1]]):
+            continue  # a failed row
+        mode, batch, dtype = cells["mode (HF)"].split()[0], cells["batch"], cells["dtype"]
+        # A run of one row per command names each command; the row's own is the one with its flags.
+        flags = (f"--batch {batch} ", f"--dtype {dtype.split()[0]} ", f"--mode {mode}")
+        own = [c for c in results_table.commands(section.context) if all(f in c + " " for f in flags)]
+        rows.append(results_table.Row(
+            f"generate {mode}, XLNet-Base, batch {batch}, {dtype}: ours / Hugging Face tokens/s",
+            "Hugging Face PyTorch", results_table.number(cells[section.header[-1]]), "speed",
+            command=own[0] if own else ""))
+    return rows
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(results_table.run(main, __file__, result_rows))

@@ -36,11 +36,17 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 import tempfile
 import time
 
 import numpy as np
+
+if __package__:  # imported as benchmarks.NAME, as the tests do
+    from benchmarks import results_table
+else:  # run as a script: its own folder is on sys.path
+    import results_table
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
@@ -640,6 +646,7 @@ def _parser():
                         help="re-print the table of a run's .json (several family runs' .json or "
                              "family_rows.jsonl: one table)")
     parser.add_argument("--note", default="", help="with --output: said after the command in the title")
+    results_table.add_arguments(parser)
     parser.add_argument("--family", action="store_true",
                         help="train and score each language of FAMILY in turn; one table row per language")
     parser.add_argument("--languages", nargs="+", default=None, metavar="NAME",
@@ -838,6 +845,9 @@ def main(argv=None):
         from xlnet_tf.storage.atomic_files import write_text
 
         command = " ".join(["python", "benchmarks/learning_benchmark.py"] + list(argv or sys.argv[1:]))
+        if args.from_json:
+            # A re-print names the run it re-prints (the note), not the temporary files it read.
+            command = args.note or "rows re-printed from earlier runs' .json"
         if args.only_hf:
             write_text(args.output, table + "\n")  # the HF side's hand-over file, read back at once
         else:
@@ -847,5 +857,24 @@ def main(argv=None):
     return 0
 
 
+def result_rows(section):
+    """RESULTS.md rows: the tiny config's held-out nats per masked word over the exact bound, and ours / HF."""
+    if "model" not in section.header or "/ bound" not in section.header:
+        return []
+    shipped = "--set" not in section.command  # a run with overrides is the config matched to HF's collator
+    rows = []
+    for cells in section.rows:
+        if cells["model"].startswith("ours") and shipped:
+            rows.append(results_table.Row(
+                "learning, tiny config as shipped, synthetic Markov language: held-out nats per masked word",
+                "exact entropy bound", results_table.number(cells["/ bound"]), "nats"))
+    against_hf = re.search(r"held-out masked word ours matched / HF: chain rule ([\d.]+)", section.context)
+    if against_hf:
+        rows.append(results_table.Row(
+            "learning, config matched to HF's collator, synthetic Markov language: held-out nats per masked word",
+            "Hugging Face PyTorch PLM", float(against_hf.group(1)), "nats"))
+    return rows
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(results_table.run(main, __file__, result_rows))

@@ -55,6 +55,11 @@ import subprocess
 import sys
 import time
 
+if __package__:  # imported as benchmarks.NAME, as the tests do
+    from benchmarks import results_table
+else:  # run as a script: its own folder is on sys.path
+    import results_table
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIZES = {
     "base": dict(vocabulary_size=32000, num_layers=12, num_heads=12, head_dim=64, hidden_dim=768,
@@ -284,6 +289,7 @@ def main(argv=None):
     parser.add_argument("--output", default=None, help="also write the printed report to this file")
     parser.add_argument("--json", default=None, help="also write every row's figures to this file")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    results_table.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.child:
         child(json.loads(args.child))
@@ -340,7 +346,9 @@ def main(argv=None):
         sys.path.insert(0, ROOT)
         from xlnet_tf.storage.atomic_files import write_text
 
-        write_text(args.output, "\n".join(lines) + "\n")
+        # The file's title names the run's date and command, as RESULTS.md rows built from it do.
+        title = f"# {time.strftime('%Y-%m-%d')}: python benchmarks/long_document_benchmark.py {' '.join(argv or sys.argv[1:])}"
+        write_text(args.output, title.rstrip() + "\n" + "\n".join(lines) + "\n")
     if args.json:
         sys.path.insert(0, ROOT)
         from xlnet_tf.storage.atomic_files import write_json
@@ -350,5 +358,23 @@ def main(argv=None):
     return 0
 
 
+def result_rows(section):
+    """RESULTS.md rows: ours / Hugging Face tokens/s per document length (the table's `ratio` rows)."""
+    if "implementation" not in section.header or "tokens/s" not in section.header:
+        return []
+    if "TINY" in section.context:
+        return []  # --quick: a smoke run, not a result
+    rows, tokens = [], ""
+    for cells in section.rows:
+        tokens = cells["tokens"] or tokens  # a ratio row leaves the length to the rows above it
+        if not cells["implementation"].startswith("ratio "):
+            continue
+        name = cells["implementation"][len("ratio "):]
+        rows.append(results_table.Row(
+            f"long documents, XLNet-Base, {tokens} tokens in segments of 512 with memory: {name} tokens/s",
+            "Hugging Face PyTorch", results_table.number(cells["tokens/s"]), "speed"))
+    return rows
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(results_table.run(main, __file__, result_rows))

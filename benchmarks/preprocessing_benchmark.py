@@ -42,6 +42,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import results_table  # noqa: E402
+
 
 def _pseudo_words(rng, count):
     syllables = ["ka", "lo", "mi", "ren", "tas", "vo", "pel", "dri", "nu", "sho", "ter", "gan", "bi", "quo", "fa",
@@ -142,12 +144,12 @@ def _scaled(extra_seconds, tokens, extra_tokens):
     return extra_seconds * tokens / extra_tokens if extra_seconds > 0 else None
 
 
-def _rate_cells(tokens, seconds, reference, divisor, width):
-    """`tokens/s` and its ratio to `reference` (divided by `divisor`), or n/a when unmeasurable."""
+def _rate_cells(tokens, seconds, reference, divisor):
+    """`tokens/s` and its ratio to `reference` (divided by `divisor`) as two table cells, n/a when unmeasurable."""
     if seconds is None:
-        return f"{'n/a':>12}{'n/a':>{width}}"
+        return "n/a | n/a"
     rate = tokens / seconds
-    return f"{rate:>12,.0f}{rate / reference / divisor:>{width}.2f}"
+    return f"{rate:,.0f} | {rate / reference / divisor:.2f}"
 
 
 def main(argv=None):
@@ -158,6 +160,7 @@ def main(argv=None):
     parser.add_argument("--num_shards", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3, help="raw encode repeats (best is kept)")
     parser.add_argument("--beam_repeats", type=int, default=2, help="Beam runs per corpus and worker count (best kept)")
+    results_table.add_arguments(parser)
     args = parser.parse_args(argv)
 
     import logging
@@ -205,13 +208,11 @@ def main(argv=None):
     print("wall = tokens / wall seconds; cpu = tokens / CPU seconds of every process of the run (robust to other "
           "load on the machine); marginal = extra tokens / extra time, large vs small corpus")
     print()
-    header = (f"{'pipeline':<40}{'tokens':>10}{'wall s':>8}{'wall tok/s':>12}{'x raw/wkr':>11}"
-              f"{'cpu tok/s':>12}{'x raw':>7}")
-    print(header)
-    print("-" * len(header))
+    print("| pipeline | tokens | wall s | wall tok/s | x raw/wkr | cpu tok/s | x raw |")
+    print("|---|---|---|---|---|---|---|")
     raw_wall, raw_cpu_rate = raw_tokens / raw_seconds, raw_tokens / raw_cpu
-    print(f"{'raw sentencepiece encode, 1 thread':<40}{raw_tokens:>10}{raw_seconds:>8.2f}{raw_wall:>12,.0f}"
-          f"{1.0:>11.2f}{raw_cpu_rate:>12,.0f}{1.0:>7.2f}")
+    print(f"| raw sentencepiece encode, 1 thread | {raw_tokens} | {raw_seconds:.2f} | {raw_wall:,.0f} | 1.00 | "
+          f"{raw_cpu_rate:,.0f} | 1.00 |")
     for row in rows:
         workers = row["workers"]
         label = f"Beam FnApiRunner, {workers} worker{'s' if workers > 1 else ''}"
@@ -219,11 +220,20 @@ def main(argv=None):
                                    ("marginal", row["marginal_seconds"], row["marginal_cpu"])):
             shown_tokens = row["tokens"] if kind == "end to end" else ""
             shown_seconds = f"{seconds:.2f}" if kind == "end to end" else ""
-            print(f"{label + ', ' + kind:<40}{shown_tokens:>10}{shown_seconds:>8}"
-                  f"{_rate_cells(row['tokens'], seconds, raw_wall, workers, 11)}"
-                  f"{_rate_cells(row['tokens'], cpu, raw_cpu_rate, 1, 7)}")
+            print(f"| {label}, {kind} | {shown_tokens} | {shown_seconds} | "
+                  f"{_rate_cells(row['tokens'], seconds, raw_wall, workers)} | "
+                  f"{_rate_cells(row['tokens'], cpu, raw_cpu_rate, 1)} |")
     return 0
 
 
+def result_rows(section):
+    """RESULTS.md rows: the Beam job's CPU tokens/s over raw SentencePiece encoding, per worker count."""
+    if "x raw" not in section.header:
+        return []
+    return [results_table.Row(f"Beam pretraining job, {cells['pipeline']}: CPU tokens/s / raw encoding",
+                              "raw SentencePiece, 1 thread", results_table.number(cells["x raw"]), "speed")
+            for cells in section.rows if cells["pipeline"].startswith("Beam") and cells["x raw"] != "n/a"]
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(results_table.run(main, __file__, result_rows))

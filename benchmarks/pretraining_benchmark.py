@@ -56,6 +56,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.interleaved_steps import (StepServer, pair_summary, run_in_both_orders,  # noqa: E402
                                           serve, spawn)
+from benchmarks import results_table  # noqa: E402
 from benchmarks.two_stream_batch import two_stream_batch  # noqa: E402
 
 SIZES = {
@@ -340,6 +341,7 @@ def main(argv=None):
     parser.add_argument("--paired-ratios", nargs="+", default=list(PAIRED_RATIOS), choices=list(PAIRED_RATIOS),
                         help="ratios of table 1c: ours/PyTorch, XLA/no XLA (f32), bf16/f32, XLA/no XLA (bf16)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    results_table.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.child:
         child(json.loads(args.child))
@@ -440,5 +442,13 @@ def main(argv=None):
     return 0
 
 
+def result_rows(section):
+    """RESULTS.md rows: table 1c's interleaved ratios of the whole `fit` step (XLNet-Base)."""
+    if "seq" not in section.header:
+        return []
+    return results_table.paired_rows(
+        section, lambda r: f"pretraining fit step, XLNet-Base, seq {r['seq']}, batch {r['batch']}")
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(results_table.run(main, __file__, result_rows))

@@ -29,6 +29,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
+import results_table  # noqa: E402
 
 SETTINGS = {
     # name: (seq, reuse, num_predict, perm, per-replica batch, model)
@@ -137,6 +138,7 @@ def main(argv=None):
     parser.add_argument("--step-batch", type=int, default=2,
                         help="batch of the measured Base step (seq 512 Base at batch 8 needs > 20 GB); "
                              "demand is examples/s at that batch")
+    results_table.add_arguments(parser)
     args = parser.parse_args(argv)
 
     import tensorflow as tf
@@ -178,5 +180,14 @@ def main(argv=None):
     return 0
 
 
+def result_rows(section):
+    """RESULTS.md rows: the reader's examples/s over a training step's demand, per setting."""
+    if "supply / demand" not in section.header:
+        return []
+    return [results_table.Row(f"pretraining reader, {cells['setting']}: examples/s / a training step's demand",
+                              "training step demand", results_table.number(cells["supply / demand"]), "speed")
+            for cells in section.rows if cells["supply / demand"] != "-"]
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(results_table.run(main, __file__, result_rows))

@@ -44,12 +44,14 @@ Usage:
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 import time
 
 # The script's own folder, not the repository: the serving workers must not find xlnet_tf.
 from interleaved_steps import pair_summary, read_until, run_in_both_orders, serve, spawn
+import results_table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASE = dict(vocabulary_size=32000, num_layers=12, num_heads=12, head_dim=64, hidden_dim=768,
@@ -241,6 +243,7 @@ def main():
     parser.add_argument("--pairs", nargs="+", default=None, choices=list(PAIRS) + list(XLA_PAIRS),
                         help="the pairs to time (default: all; the xla ones need --xla)")
     parser.add_argument("--keep", default=None, help="export the SavedModel here (kept) instead of a temp dir")
+    results_table.add_arguments(parser)
     args = parser.parse_args()
     needs_xla = [name for name in args.pairs or () if name in XLA_PAIRS]
     if needs_xla and not args.xla:
@@ -283,5 +286,22 @@ def main():
     return 0
 
 
+def result_rows(section):
+    """RESULTS.md rows: latency ratios of the like-for-like pairs (the `short` pairs are not like for like)."""
+    if "pair" not in section.header or "ratio" not in section.header:
+        return []
+    seq = re.search(r"\bseq (\d+)", section.context)
+    rows = []
+    for cells in section.rows:
+        if "short" in cells["pair"] or "failed" in cells["ratio"]:
+            continue
+        peer = "pytorch" in cells["second worker"]
+        rows.append(results_table.Row(
+            f"serving latency, XLNet-Base classifier, seq {seq.group(1) if seq else LENGTH}, batch {cells['batch']}: "
+            f"{cells['first worker']} / {cells['second worker']}",
+            "Hugging Face PyTorch" if peer else cells["second worker"], results_table.number(cells["ratio"]), "time"))
+    return rows
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(results_table.run(main, __file__, result_rows))

@@ -28,8 +28,11 @@ Usage:
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
+
+import results_table
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_CONFIGS = "128x2:float32,128x2:bfloat16,512x1:float32,512x1:bfloat16"
@@ -110,6 +113,7 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=3, help="measured steps after the warm-up step")
     parser.add_argument("--configs", default=DEFAULT_CONFIGS, help="SEQxBATCH:DTYPE, comma-separated")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    results_table.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.child:
         child(json.loads(args.child))
@@ -131,5 +135,17 @@ def main(argv=None):
     return 0
 
 
+def result_rows(section):
+    """RESULTS.md rows: the step's peak tensor memory per configuration, of this checkout's code only."""
+    if "step peak GB" not in section.header or not re.search(r"code: (?:/\S*|this checkout)", section.context):
+        return []
+    # The rows are this checkout's, measured by the command without --code.
+    command = next((c for c in results_table.commands(section.context) if "--code" not in c), "")
+    return [results_table.Row(f"pretraining fit step peak tensor memory, XLNet-Base, seq {cells['seq']}, "
+                              f"batch {cells['batch']}, {cells['dtype']}", "",
+                              results_table.number(cells["step peak GB"]), "GB", command=command)
+            for cells in section.rows if results_table.is_number(cells["step peak GB"])]
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(results_table.run(main, __file__, result_rows))

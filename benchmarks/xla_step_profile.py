@@ -26,10 +26,13 @@ Usage:
 
 import argparse
 import os
+import re
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import results_table  # noqa: E402
 
 PIECES = ("matmul", "content", "two_stream", "fwd_bwd", "optimizer", "memory", "step")
 
@@ -126,6 +129,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--pieces", default=",".join(PIECES))
+    results_table.add_arguments(parser)
     args = parser.parse_args()
     args.batch = args.batch or (2 if args.seq <= 128 else 1)
     pieces = [p for p in args.pieces.split(",") if p]
@@ -164,5 +168,16 @@ def main():
         print(f"| backward (fwd_bwd - two_stream) | {plain:.1f} | {xla:.1f} | {xla / plain:.2f}x |")
 
 
+def result_rows(section):
+    """RESULTS.md rows: XLA / no XLA time of the whole train step and of one matmul."""
+    if "XLA / no XLA time" not in section.header:
+        return []
+    size = re.search(r"layers (\d+) x 768, seq (\d+), batch (\d+), (\w+)", section.context)
+    what = f"{size.group(1)} layers x 768, seq {size.group(2)}, batch {size.group(3)}, {size.group(4)}" if size else ""
+    return [results_table.Row(f"XLA:CPU profile, {what}: {cells['piece']} with XLA / without", "ours without XLA",
+                              results_table.number(cells["XLA / no XLA time"]), "time")
+            for cells in section.rows if cells["piece"] in ("step", "matmul")]
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(results_table.run(main, __file__, result_rows))
