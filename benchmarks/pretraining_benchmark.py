@@ -262,7 +262,7 @@ def _batch_table(common):
 # Table 1c's pairs: (impl, dtype, xla) each. Two workers at a time: with all five of
 # seq 128 alive (17 GB of RSS on the 24 GB VM), PyTorch's steps took 2.85 s against
 # 2.16 s in a pair. Each pair runs in both start orders: the worker started first ran
-# a few % slow (twin workers of the same step, benchmarks/README.md).
+# a few % slow (twin workers of the same step; see `interleaved_steps`).
 _F32, _F32_XLA = ("keras", "float32", False), ("keras", "float32", True)
 _BF16, _BF16_XLA = ("keras", "bfloat16", False), ("keras", "bfloat16", True)
 _TORCH = ("torch", "float32", False)

@@ -184,9 +184,10 @@ def result_rows(section):
     """RESULTS.md rows: the reader's examples/s over a training step's demand, per setting."""
     if "supply / demand" not in section.header:
         return []
-    return [results_table.Row(f"pretraining reader, {cells['setting']}: examples/s / a training step's demand",
-                              "training step demand", results_table.number(cells["supply / demand"]), "speed")
-            for cells in section.rows if cells["supply / demand"] != "-"]
+    return [results_table.Row(f"pretraining reader, {cells['setting']}: examples/s / one replica's demand "
+                              f"(step {cells['train step s (batch)']})", "training step demand",
+                              results_table.number(cells["supply / demand"]), "speed")
+            for cells in section.rows if results_table.is_number(cells["supply / demand"])]
 
 
 if __name__ == "__main__":

@@ -106,7 +106,8 @@ class Section:
     """A markdown table of a script's report, as dicts keyed by its header, with the lines around it.
 
     `date`, `command` and `load` are the last ones named before the table (inherited from earlier tables when
-    the lines before it name none); `context` is the text from the previous table to the next run's title.
+    the lines before it name none); `load` is the load average its own lines name; `context` is the text from
+    the previous table's notes to the next run's title.
     """
 
     header: list
@@ -148,7 +149,6 @@ def sections(text, date="", command=""):
     """Every markdown table of a report, newest run first as the results files keep them."""
     lines = text.splitlines()
     found, index, before = [], 0, []
-    load = ""
     while index < len(lines):
         if not lines[index].startswith("|"):
             before.append(lines[index])
@@ -169,6 +169,7 @@ def sections(text, date="", command=""):
         date = dates[-1] if dates else date
         command = named[-1] if named else command
         loads = [float(x) for found_load in _LOAD.findall(context) for x in re.split(r"\s*-\s*", found_load)]
+        load = ""  # a run's own: never inherited from an earlier table
         if loads:
             low, high = min(loads), max(loads)
             load = f"{low:g}" if low == high else f"{low:g}-{high:g}"
@@ -394,6 +395,17 @@ def run(main, script, result_rows, argv=None):
     return 0
 
 
+def load_script(path):
+    """A benchmark script loaded as a module (its `main` and `result_rows`), without running it."""
+    for folder in (REPO, BENCHMARKS):
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(f"_benchmark_{os.path.basename(path)[:-3]}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 class _FlagsParsed(Exception):
     pass
 
@@ -409,12 +421,7 @@ def check_command(command):
     path = os.path.join(REPO, words[1])
     if not os.path.exists(path):
         raise ValueError(f"{command!r}: {words[1]} does not exist")
-    for folder in (REPO, BENCHMARKS):
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
-    spec = importlib.util.spec_from_file_location(f"_checked_{os.path.basename(path)[:-3]}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(path)
     original = argparse.ArgumentParser.parse_args
 
     def parse_then_stop(parser, args=None, namespace=None):
