@@ -216,7 +216,20 @@ _PUNCTUATION = set('!"#$%&\'()*+,-./:;?@[\\]^_`{|}~')
 
 
 def word_start_table(pieces):
-    """Marks the SentencePiece pieces that begin a word, as the original XLNet did.
+    """Marks the SentencePiece pieces that begin a word: the original XLNet's rule, with the apostrophe.
+
+    The original's `_is_start_piece` counts a piece as a word start when it begins with "\u2581" or "<", or
+    is one punctuation character. Its punctuation set spells `\\"` where `'` was meant, so it lacks the
+    apostrophe; this table includes it, so a lone `'` piece starts a word here (a deliberate difference,
+    listed in `xlnet_tf/data/README.md`).
+
+    Example:
+
+    ```python
+    from xlnet_tf.data.plm_sampling import word_start_table
+
+    word_start_table(["\u2581the", "re", "'", "<sep>"])  # [True, False, True, True]
+    ```
 
     Args:
         pieces: list of piece strings, indexed by id.

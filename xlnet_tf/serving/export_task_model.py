@@ -24,8 +24,8 @@ def model_in_dtype(model, dtype):
 
     A bfloat16 export stores bfloat16 variables (the Keras `"bfloat16"` policy):
     no per-call cast of the weights, half the SavedModel's size, and oneDNN's
-    bfloat16 matmuls on CPUs that have them (about 2x the float32 speed measured
-    on AVX-512-BF16). Softmax and layer norm still run in float32 inside the layers.
+    bfloat16 matmuls on CPUs that have them (`benchmarks/RESULTS.md` has the
+    ratios). Softmax and layer norm still run in float32 inside the layers.
 
     Args:
         model: a task `keras.Model` serializable with `get_config`.
@@ -136,7 +136,7 @@ def export_task_model(model, output, *, metadata=None, overwrite=False, verify=T
             in-memory model on a probe batch (max abs difference <= 1e-5).
         dtype: `"float32"` (default) or `"bfloat16"`: the variables and compute
             of the exported model (`model_in_dtype`); outputs stay float32. A
-            bfloat16 export is about 2x faster on CPUs with bfloat16 matmuls and
+            bfloat16 export is faster on CPUs with bfloat16 matmuls and
             its probabilities are within `BFLOAT16_TOLERANCE` of float32's.
         **serving_options: the keyword arguments of `TaskServingModule`, passed on
             as they are: `task` (`"classification"`, `"regression"`,

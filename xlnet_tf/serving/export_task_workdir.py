@@ -97,7 +97,7 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
             only: loads without tensorflow-text), whose `serving_default` is
             `serve_token_ids`.
         sequence_length: override of the packed length (default: fine-tuning's).
-        dtype: `"float32"` or `"bfloat16"` (bfloat16 variables and compute, about 2x faster
+        dtype: `"float32"` or `"bfloat16"` (bfloat16 variables and compute, faster
             on CPUs with bfloat16 matmuls; see `export_task_model`).
         jit_compile: XLA-compile the model call inside the signatures (see `TaskServingModule`).
         trim_padding: cut the all-padding leading columns of a request before the model;

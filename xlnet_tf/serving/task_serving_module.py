@@ -80,108 +80,47 @@ def _precomputed_position_heads(model, position_heads):
 
 
 class TaskServingModule(tf.Module):
-    """Wraps a fine-tuned task model with two serving functions.
+    """A fine-tuned task model with two serving functions, ready for `tf.saved_model.save`.
 
-    `serve_token_ids` takes packed ids and only uses core TensorFlow ops, so it runs
-    on any TensorFlow Serving build. `serve_text` takes raw strings and runs the
-    tokenizer and the XLNet packer inside the graph before the model, so clients
-    need no Python preprocessing; it needs the tensorflow-text ops (see
-    `xlnet_tf/serving/README.md`).
+    `serve_token_ids` takes packed ids and uses core TensorFlow ops only, so any TensorFlow Serving build runs
+    it. `serve_text` takes raw strings and runs the tokenizer and the XLNet packer in the graph (it needs the
+    tensorflow-text ops; see `xlnet_tf/serving/README.md`). Both have a static sequence length `L` and a
+    dynamic batch. Inputs are checked before the model (`check_token_inputs`): a wrong rank or length, ids
+    outside `[0, vocabulary_size)` or mismatched segment ids or masks are an `InvalidArgumentError` naming
+    the input. Invalid UTF-8 text is repaired to U+FFFD; longer text is truncated by the packer's rule.
 
-    Both functions have a static sequence length and a dynamic batch size, so the
-    model graph has one shape per batch size (friendly to XLA and TPUs).
-
-    Long documents (`max_segments > 1`, a classification, regression or
-    multiple-choice model): both
-    functions take documents of any length. `serve_text` packs every row
-    without truncation (`LongDocumentPacker`: the fine-tuning layout, left
-    padding, `<cls>` last, at the batch's longest length rounded up to a
-    multiple of `L`); `serve_token_ids` takes packed `[B, T]` ids of any
-    `T >= 1` (`[B, C, T]` for multiple choice) in the same layout and left-pads
-    them to a multiple of `L` (`split_into_segments`). Either way the model gets
-    `[B, S, L]` features (`[B, C, S, L]`) and loops over the `S` segments in the
-    graph (`tf.while_loop`, memory carried), so the cost grows linearly with the
-    length and the model's working memory does not. A `T <= L` input gives the
-    answer of the `[B, L]` signatures. Without recurrence memory (`memory_length`
-    0) only the last segment reaches the head, as in fine-tuning. Every other model keeps the static-length
-    signatures above, whatever `max_segments` says.
-
-    Input hygiene in `serve_text`: invalid UTF-8 is replaced by U+FFFD before
-    tokenization, an empty string packs to `<sep> <cls>` (or `<sep> <sep> <cls>`),
-    text longer than the sequence length is truncated by the packer's documented
-    rule (long-document models: never truncated), and a batch of mixed lengths is
-    padded per row. A `text_pair` whose batch
-    size differs from `text` is rejected with an `InvalidArgumentError` naming both.
-
-    Input checks in both functions (`check_token_inputs`, before the model):
-    every input has rank 2 (`[B, C, L]` for multiple choice) and length `L`
-    (long-document models: any length >= 1),
-    `segment_ids` / `padding_mask` the shape of `token_ids`, `token_ids` in
-    `[0, vocabulary_size)`, `segment_ids` in `[0, 4]`, `padding_mask` 0 or 1;
-    anything else is an `InvalidArgumentError` naming the input.
-
-    Padding (`trim_padding`, XLNet classification, regression and multiple-choice
-    models, static-length signatures): the columns that are padding in every row
-    of a request are cut before the model runs, so a batch of short texts costs
-    what its longest row costs, not `L` tokens per row. The answers do not change
-    (XLNet's positions are relative and padded keys are closed; tested to 1e-5
-    against the full-length model).
-
-    Work that depends on the weights only is done once, at export: each layer's
-    projected relative positions for `L` tokens are saved with the module
-    (`position_heads`, XLNet backbones) and read by every call without memory
-    (a shorter, trimmed request reads the middle rows). A classifier or
-    multiple-choice model runs its last layer at the `<cls>` position only
-    (`XLNetBackbone`'s `output_positions`).
-
-    XLA (`jit_compile=True`, static-length signatures only): the model call (not
-    the tokenizer, the input checks or the output dict) is one XLA-compiled
-    function, compiled once per batch size; padding is then not cut, so each batch
-    size has one shape.
-
-    Multiple choice (`task="multiple_choice"`): `serve_token_ids` takes `[B, C, L]`
-    ids (C = `num_choices`, static) and `serve_text` takes `context` `[B]` and
-    `choices` `[B, C]`; every (context, choice) pair is packed as one
-    `context <sep> choice <sep> <cls>` row by the preprocessor (the fine-tuning
-    packing), the rows are regrouped to `[B, C, L]` and the model scores them.
+    Long-document models (`max_segments > 1` with recurrence memory; classification, regression, multiple
+    choice) take documents of any length: they are packed in the fine-tuning layout, cut into `[B, S, L]`
+    segments and read in a `tf.while_loop` with memory, so cost grows linearly with length. Multiple choice
+    takes `[B, C, L]` ids, or `context` `[B]` and `choices` `[B, C]` strings. `trim_padding` cuts the columns
+    that are padding in every row of a request before the model (same answers; XLNet's positions are
+    relative), and `jit_compile` compiles the model call with XLA (then padding is not cut).
 
     Args:
-        model: the task `keras.Model`; called with a dict of `token_ids`,
-            `segment_ids`, `padding_mask` (int32 `[B, L]`) and `training=False`.
-        task: one of `"classification"`, `"regression"`, `"token_classification"`,
-            `"span"`, `"multiple_choice"`.
+        model: the task `keras.Model`; called with a dict of `token_ids`, `segment_ids`, `padding_mask`
+            (int32 `[B, L]`) and `training=False`.
+        task: one of `"classification"`, `"regression"`, `"token_classification"`, `"span"`,
+            `"multiple_choice"`.
         sequence_length: int, the packed length `L`.
-        preprocessor: optional callable `(text[, text_pair]) -> dict` of int32
-            `[B, L]` tensors named as above; `None` exports ids-in only. When it owns
-            resources (a SentencePiece model, lookup tables) it must be trackable
-            (a `tf.Module` or Keras layer) so the SavedModel saves them.
-        vocabulary: list of pieces (index = id); needed for `pieces` outputs of
-            token classification and answer text of span tasks.
+        preprocessor: optional callable `(text[, text_pair]) -> dict` of int32 `[B, L]` tensors named as
+            above; `None` exports ids-in only. When it owns resources (a SentencePiece model, lookup tables)
+            it must be trackable (a `tf.Module` or Keras layer) so the SavedModel saves them.
+        vocabulary: list of pieces (index = id); needed for the `pieces` output of token classification and
+            the answer text of span tasks.
         has_text_pair: whether `serve_text` takes a `text_pair` input.
-        label_names: optional class names, returned next to class indices.
-            For `task="span"` it is a `SpanAnswerDecoder` instead (windows, beam
-            decoding and answer cutting), and the strings-in signature takes
-            `context` and `question`.
+        label_names: optional class names, returned next to class indices. For `task="span"`, a
+            `SpanAnswerDecoder` instead; the strings-in signature then takes `context` and `question`.
         output_key: which key of a dict-returning model holds the logits.
-        num_choices: int, the static number of choices `C`; required for (and
-            only used by) `task="multiple_choice"`.
-        vocabulary_size: int, the size of the model's token embedding, the
-            exclusive upper bound of `token_ids`; by default read from the model
-            (`model.backbone.config`, or its first `Embedding` layer), else
-            `len(vocabulary)`.
-        max_segments: int >= 1, the number of `L`-token segments per document
-            at fine-tuning (`task.max_segments`); above 1, with a backbone that
-            has recurrence memory, the signatures take any length (see above).
-            With a text signature the preprocessor must then be a
-            `TextPreprocessor` (its `tokenize` and its packer's truncation rule
-            are used).
-        jit_compile: bool, run the model call as an XLA-compiled function (see
-            above). Default False: on CPU it measured no faster than the
-            TensorFlow executor (`benchmarks/serving_benchmark_results.txt`).
-        trim_padding: bool or None: cut the all-padding leading columns of a
-            request before the model (see above). None (default): on for
-            models with an `XLNetBackbone` unless `jit_compile`; True for another
-            model is refused (absolute positions would change its answers).
+        num_choices: int, the static number of choices `C`; required for `task="multiple_choice"`.
+        vocabulary_size: int, the exclusive upper bound of `token_ids`; by default read from the model,
+            else `len(vocabulary)`.
+        max_segments: int >= 1, the segments per document at fine-tuning (`task.max_segments`); above 1,
+            with recurrence memory, the signatures take any length. A text signature then needs a
+            `TextPreprocessor` as `preprocessor`.
+        jit_compile: bool, run the model call as one XLA-compiled function (static-length signatures only).
+            Default False: on CPU it is not faster than the TensorFlow executor.
+        trim_padding: bool or None: cut all-padding columns before the model. None (default): on for models
+            with an `XLNetBackbone` unless `jit_compile`; True for another model is refused.
         name: module name.
 
     Example:
