@@ -332,13 +332,13 @@ def reproducing_command(script, argv):
     return shlex.join(["python", os.path.relpath(os.path.abspath(script), REPO), *rest])
 
 
-def rows_from_report(text, result_rows, date="", machine=None, command=""):
+def rows_from_report(text, result_rows):
     """The rows a report names, newest first, one per comparison, stamped with where and how it was run."""
     rows = {}
-    for section in sections(text, date=date, command=command):
+    for section in sections(text):
         for row in result_rows(section):
             stamped = dataclasses.replace(row, date=row.date or section.date,
-                                          machine=row.machine or machine or recorded_machine(section),
+                                          machine=row.machine or recorded_machine(section),
                                           command=row.command or section.command)
             rows.setdefault(stamped.key, stamped)
     return list(rows.values())
@@ -381,15 +381,14 @@ def run(main, script, result_rows, argv=None):
     tee = _Tee(sys.stdout)
     with contextlib.redirect_stdout(tee):
         status = main()
-    rows = rows_from_report(tee.buffer.getvalue(), result_rows, date=datetime.date.today().isoformat(),
-                            machine=machine_now(), command=reproducing_command(script, argv))
     if status not in (None, 0):
         return status
+    rows = rows_from_report(tee.buffer.getvalue(), result_rows)
     if not rows:
         sys.exit(f"--write-results: the run printed no result rows of {os.path.basename(script)}")
     # Measured now: the run's own date, machine and command, not what the report's titles name.
-    now = dict(date=datetime.date.today().isoformat(), machine=machine_now(),
-               command=reproducing_command(script, argv))
+    now = {"date": datetime.date.today().isoformat(), "machine": machine_now(),
+           "command": reproducing_command(script, argv)}
     upsert([dataclasses.replace(row, **now) for row in rows], own.write_results)
     print(f"{len(rows)} rows written to {own.write_results}")
     return 0

@@ -8,7 +8,7 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from benchmarks import results_table  # noqa: E402
+from benchmarks import results_table
 
 PAIRED_REPORT = """\
 # 2026-11-20: python benchmarks/backbone_benchmark.py --paired --modes train --rounds 5
@@ -65,8 +65,8 @@ def test_rows_of_a_report_are_the_newest_run_of_each_comparison_with_its_date_co
     xla = rows["backbone train, seq 128: XLA / no XLA, float32"]
     assert (xla.measure, xla.against) == ("time", "no XLA, float32")
     older = rows["backbone infer, seq 512: ours / PyTorch, float32"]
-    assert (older.ratio, older.date, older.machine) == (1.70, "2026-11-19", "2-core AMD EPYC VM, CPU only, "
-                                                                          "load average not recorded")
+    not_recorded = "2-core AMD EPYC VM, CPU only, load average not recorded"
+    assert (older.ratio, older.date, older.machine) == (1.70, "2026-11-19", not_recorded)
 
 
 def test_upsert_replaces_the_same_comparison_keeps_the_others_and_leaves_no_temporary(tmp_path):

@@ -24,7 +24,7 @@ _NUMBER = r"(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten)"
 _ORDINAL = r"(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|last|previous|next|this|\d+(?:st|nd|rd|th))"
 WORK_REFERENCE = re.compile(
     "|".join((
-        rf"\bissues? ?#?\d+",                      # issue 16, issue #16, issue-16 targets
+        r"\bissues? ?#?\d+",                       # issue 16, issue #16, issue-16 targets
         r"\bissue-\d+",
         r"(?<![\w./-])#\d+\b",                     # a bare #16; owner/name#16 and name#16 are citations
         rf"\b(?:work )?items? {_NUMBER}\b",         # item 3

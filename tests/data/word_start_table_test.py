@@ -7,8 +7,8 @@ from xlnet_tf.data.plm_sampling import word_start_table
 
 def _original_is_start_piece(piece):
     # The original's `_is_start_piece`, as released: `\"` stands where `'` was meant.
-    special_pieces = set(list('!"#$%&\"()*+,-./:;?@[\\]^_`{|}~'))
-    return piece.startswith("\u2581") or piece.startswith("<") or piece in special_pieces
+    special_pieces = set('!"#$%&\"()*+,-./:;?@[\\]^_`{|}~')
+    return piece.startswith(("\u2581", "<")) or piece in special_pieces
 
 
 def test_only_the_apostrophe_differs_from_the_original():
