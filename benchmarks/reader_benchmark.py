@@ -184,10 +184,15 @@ def result_rows(section):
     """RESULTS.md rows: the reader's examples/s over a training step's demand, per setting."""
     if "supply / demand" not in section.header:
         return []
-    return [results_table.Row(f"pretraining reader, {cells['setting']}: examples/s / one replica's demand "
-                              f"(step {cells['train step s (batch)']})", "training step demand",
-                              results_table.number(cells["supply / demand"]), "speed")
-            for cells in section.rows if results_table.is_number(cells["supply / demand"])]
+    rows = []
+    for cells in section.rows:
+        if not results_table.is_number(cells["supply / demand"]):
+            continue  # --skip-step: no demand to compare with
+        seconds, batch = cells["train step s (batch)"].rstrip(")").split(" (")
+        rows.append(results_table.Row(
+            f"pretraining reader, {cells['setting']}: examples/s / one replica's demand at batch {batch}, "
+            f"{seconds} s a step", "training step demand", results_table.number(cells["supply / demand"]), "speed"))
+    return rows
 
 
 if __name__ == "__main__":

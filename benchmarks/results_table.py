@@ -374,7 +374,7 @@ def run(main, script, result_rows, argv=None):
             sys.exit(f"--from-results-file {own.from_results_file}: no result rows of "
                      f"{os.path.basename(script)} in it")
         upsert(rows, own.write_results)
-        print(f"{len(rows)} rows from {own.from_results_file} written to {own.write_results}")
+        print(f"{len(rows)} rows from {own.from_results_file} written to {os.path.relpath(own.write_results)}")
         return 0
     if not own.write_results:
         return main()
@@ -390,7 +390,7 @@ def run(main, script, result_rows, argv=None):
     now = {"date": datetime.date.today().isoformat(), "machine": machine_now(),
            "command": reproducing_command(script, argv)}
     upsert([dataclasses.replace(row, **now) for row in rows], own.write_results)
-    print(f"{len(rows)} rows written to {own.write_results}")
+    print(f"{len(rows)} rows written to {os.path.relpath(own.write_results)}")
     return 0
 
 
