@@ -4,8 +4,8 @@
 or to a working sitting ("the fifth session", "session 4", "sitting", "round two"). A repository's own issue
 reference (`apache/beam#19726`, `transformers#774`) is a citation, not a work item; TensorFlow's
 `tf.compat.v1.Session` and pytest's `session` scope are technical terms, not sittings, and the patterns leave
-them alone. The scan reads every Markdown file and notebook of the repository and the docstrings and comments
-of its Python files.
+them alone. The scan reads every Markdown file, notebook and benchmark results file of the repository and the
+docstrings and comments of its Python files.
 """
 
 import ast
@@ -78,7 +78,7 @@ def _repository_prose():
     paths = [os.path.join(REPO, name) for name in os.listdir(REPO) if name.endswith(".md")]
     for folder in FOLDERS:
         for root, _, files in os.walk(os.path.join(REPO, folder)):
-            paths += [os.path.join(root, f) for f in files if f.endswith((".md", ".py", ".ipynb"))]
+            paths += [os.path.join(root, f) for f in files if f.endswith((".md", ".py", ".ipynb", "_results.txt"))]
     for path in sorted(paths):
         with open(path, encoding="utf-8") as f:
             source = f.read()
