@@ -347,8 +347,9 @@ def main(argv=None):
         from xlnet_tf.storage.atomic_files import write_text
 
         # The file's title names the run's date and command, as RESULTS.md rows built from it do.
-        title = f"# {time.strftime('%Y-%m-%d')}: python benchmarks/long_document_benchmark.py {' '.join(argv or sys.argv[1:])}"
-        write_text(args.output, title.rstrip() + "\n" + "\n".join(lines) + "\n")
+        command = " ".join(["python", "benchmarks/long_document_benchmark.py", *(argv or sys.argv[1:])])
+        title = f"# {time.strftime('%Y-%m-%d')}: {command}"
+        write_text(args.output, title + "\n" + "\n".join(lines) + "\n")
     if args.json:
         sys.path.insert(0, ROOT)
         from xlnet_tf.storage.atomic_files import write_json

@@ -21,7 +21,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FOLDERS = ("xlnet_tf", "pipelines", "tools", "benchmarks", "tests", "configs", "notebooks", "docs", ".ci")
 
 _NUMBER = r"(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten)"
-_ORDINAL = r"(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|last|previous|next|this|\d+(?:st|nd|rd|th))"
+_ORDINAL = (r"(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|last|previous|next|this"
+            r"|\d+(?:st|nd|rd|th))")
 WORK_REFERENCE = re.compile(
     "|".join((
         r"\bissues? ?#?\d+",                       # issue 16, issue #16, issue-16 targets
