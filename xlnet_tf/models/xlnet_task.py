@@ -474,11 +474,6 @@ class XLNetTask(Task):
             proto = tokenizer.proto
         if preprocessing is None and self.preprocessor is not None:
             preprocessing = self.default_preprocessing_info()
-        if preprocessing is not None:  # a dict saved by an earlier version may say `lower_case`
-            from xlnet_tf.storage.renamed_keys import RENAMED_KEYS, renamed_keys
-
-            preprocessing = renamed_keys(preprocessing, RENAMED_KEYS["preprocessing"],
-                                         source="preprocessing", warn=False)
         lowercase = (preprocessing or {}).get("lowercase")
         if lowercase is None:
             lowercase = bool(getattr(tokenizer, "lowercase", False))

@@ -102,18 +102,6 @@ class XLNetTokenizer(SentencePieceTokenizer):
             self._add_special_token(piece, f"{name}_token")
         super().__init__(proto=_decode_proto(proto), sequence_length=sequence_length, dtype=dtype, **kwargs)
 
-    # The earlier spellings of `unk_token_id`, `cls_token_id`, ..., kept for one release. Unlike
-    # keras-hub's attributes they need no loaded vocabulary: the ids are fixed by the format.
-    unk_id = property(lambda self: special_tokens.UNK_TOKEN_ID, doc="Id of `<unk>` (0).")
-    bos_id = property(lambda self: special_tokens.BOS_TOKEN_ID, doc="Id of `<s>` (1).")
-    eos_id = property(lambda self: special_tokens.EOS_TOKEN_ID, doc="Id of `</s>` (2).")
-    cls_id = property(lambda self: special_tokens.CLS_TOKEN_ID, doc="Id of `<cls>` (3).")
-    sep_id = property(lambda self: special_tokens.SEP_TOKEN_ID, doc="Id of `<sep>` (4).")
-    pad_id = property(lambda self: special_tokens.PAD_TOKEN_ID, doc="Id of `<pad>` (5).")
-    mask_id = property(lambda self: special_tokens.MASK_TOKEN_ID, doc="Id of `<mask>` (6).")
-    eod_id = property(lambda self: special_tokens.EOD_TOKEN_ID, doc="Id of `<eod>` (7).")
-    eop_id = property(lambda self: special_tokens.EOP_TOKEN_ID, doc="Id of `<eop>` (8).")
-
     @property
     def special_ids(self):
         """`{"unk": 0, "bos": 1, ..., "eop": 8}`, the layout written into manifests."""
@@ -281,10 +269,7 @@ class XLNetTokenizer(SentencePieceTokenizer):
         else:
             info = preset_io.fetch(preset, PREPROCESSING_FILE, required=False)
             if info is not None:
-                from xlnet_tf.storage.renamed_keys import RENAMED_KEYS, renamed_keys
-
-                info = renamed_keys(preset_io.read_json(info), RENAMED_KEYS["preprocessing"],
-                                    source=info, warn=False)
+                info = preset_io.read_json(info)
                 if info.get("lowercase") is not None:
                     settings["lowercase"] = bool(info["lowercase"])
         settings.update(kwargs)
