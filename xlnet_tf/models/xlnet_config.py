@@ -162,8 +162,8 @@ class XLNetConfig:
         """Reads a preset's `config.json`, an original `xlnet_config.json` or a Hugging Face `config.json`.
 
         A preset's `config.json` is keras-hub's serialized `XLNetBackbone`
-        (`{"module", "class_name", "config": {"config": {...}}, "registered_name"}`)
-        or, in presets written before, the plain `XLNetConfig` dict.
+        (`{"module", "class_name", "config": {"config": {...}}, "registered_name"}`);
+        a plain `XLNetConfig` dict is read too.
 
         The format is detected from the keys. Original and Hugging Face files are
         translated field by field; keys that describe nothing in the network
