@@ -91,11 +91,6 @@ def test_shipped_configs_load(name):
         assert config.optimizer.adam_epsilon == 1e-6
 
 
-def test_packaged_tiny_config_is_the_configs_one():
-    packaged = os.path.join(REPO, "xlnet_tf", "resources", "pretrain_tiny.yaml")
-    assert open(packaged).read() == open(os.path.join(REPO, "configs", "pretrain", "tiny.yaml")).read()
-
-
 def test_an_unknown_data_key_is_refused_naming_it(tmp_path):
     """`data.seq_length` is not a key (the length is `data.sequence_length`): refused, in a file or in --set."""
     old = tmp_path / "old.yaml"
