@@ -11,7 +11,6 @@ from keras_hub.tokenizers import SentencePieceTokenizer
 
 from xlnet_tf.preprocessing.digit_comma_split import DigitCommaSplit
 from xlnet_tf.formats import special_tokens
-from xlnet_tf.formats.preset_files import PREPROCESSING_FILE
 from xlnet_tf.formats.preset_files import TOKENIZER_CONFIG_FILE
 from xlnet_tf.formats.preset_files import TOKENIZER_REGISTERED_NAME
 from xlnet_tf.formats.special_tokens import SPECIAL_PIECES
@@ -246,10 +245,9 @@ class XLNetTokenizer(SentencePieceTokenizer):
         """The tokenizer of a preset: a name (`xlnet-tf presets`), a directory (local,
         `gs://`, `ram://`) or a `hf://` / `kaggle://` handle.
 
-        Reads keras-hub's layout (`tokenizer.json` + `assets/tokenizer/vocabulary.spm`)
-        or the project's (`spiece.model`, and in a fine-tuned task preset the
-        lowercasing recorded in `preprocessing.json`). `kwargs` override the
-        saved constructor arguments.
+        Reads keras-hub's layout (`tokenizer.json` + `assets/tokenizer/vocabulary.spm`);
+        a directory with only a `spiece.model` gives a tokenizer with the default
+        settings. `kwargs` override the saved constructor arguments.
 
         Example:
         >>> tokenizer = XLNetTokenizer.from_preset("xlnet_base_cased")  # doctest: +SKIP
@@ -266,12 +264,6 @@ class XLNetTokenizer(SentencePieceTokenizer):
             settings = dict(config.get("config", {}))
             if isinstance(settings.get("dtype"), dict):  # serialized by keras-hub's / our preset writer
                 settings["dtype"] = keras.dtype_policies.deserialize(settings["dtype"]).name
-        else:
-            info = preset_io.fetch(preset, PREPROCESSING_FILE, required=False)
-            if info is not None:
-                info = preset_io.read_json(info)
-                if info.get("lowercase") is not None:
-                    settings["lowercase"] = bool(info["lowercase"])
         settings.update(kwargs)
         if settings.get("proto") is None:
             settings["proto"] = preset_io.read_bytes(preset_io.vocabulary_path(preset))
