@@ -77,8 +77,9 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
                         dtype="float32", jit_compile=False, trim_padding=None):
     """Exports the fine-tuned model of `workdir` as a two-signature SavedModel.
 
-    Reads the task preset (`WORKDIR/final/`, keras-hub's layout: `task.json`, the weights, the vocabulary and the packing: `preprocessing.json`
-    as `xlnet-tf finetune` writes it, else what `preprocessor.json` and the task
+    Reads the task preset (`WORKDIR/final/`, keras-hub's layout: `task.json`, the
+    weights, the vocabulary and the packing: `preprocessing.json` as
+    `xlnet-tf finetune` writes it, else what `preprocessor.json` and the task
     class say; multiple choice also needs `num_choices` or `num_classes` in
     `preprocessing.json`; `max_segments` there, above 1 for a model with
     recurrence memory, exports signatures that take documents of any length),
