@@ -387,10 +387,10 @@ def score_hf(model, windows, mask_id, batch=64):
 # ---------------------------------------------------------------- training
 
 def run_config(records, vocabulary, vocab_size, steps, overrides):
-    from xlnet_tf.cli.quickstart import TINY_CONFIG
+    from xlnet_tf.cli.run_arguments import resolve_config
     from xlnet_tf.pretraining.pretraining_config import load_run_config
 
-    return load_run_config([TINY_CONFIG], [
+    return load_run_config([resolve_config("tiny", "pretrain")], [
         f"data.train_files={records}", f"data.vocabulary={vocabulary}",
         f"model.vocabulary_size={vocab_size}", f"training.train_steps={steps}",
         "training.verbose=0", "distribution.strategy=one_device"] + list(overrides))
@@ -799,9 +799,9 @@ def tiny_train_steps():
     """The tiny config's `training.train_steps`: the quick start's budget in steps."""
     import yaml
 
-    from xlnet_tf.cli.quickstart import TINY_CONFIG
+    from xlnet_tf.cli.run_arguments import resolve_config
 
-    with open(TINY_CONFIG) as f:
+    with open(resolve_config("tiny", "pretrain")) as f:
         return int(yaml.safe_load(f)["training"]["train_steps"])
 
 

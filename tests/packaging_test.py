@@ -132,7 +132,7 @@ def test_wheel_ships_the_configs_and_names_work_after_a_normal_install(tmp_path)
     for kind, folder in (("pretrain", "pretrain"), ("finetune", "finetune")):
         expected = {f"xlnet_tf/configs/{folder}/{f}" for f in os.listdir(os.path.join(REPO, "configs", kind))}
         assert expected <= names, expected - names
-    assert "xlnet_tf/resources/pretrain_tiny.yaml" in names
+    assert not any(name.startswith("xlnet_tf/resources/") for name in names)  # one copy of each config
     # No generic top-level `pipelines` package; the Beam transforms are in `xlnet_tf.pipelines`.
     assert not any(name.startswith("pipelines/") for name in names), sorted(
         n for n in names if n.startswith("pipelines/"))
@@ -148,13 +148,16 @@ def test_wheel_ships_the_configs_and_names_work_after_a_normal_install(tmp_path)
                     str(target), str(wheel)], check=True, timeout=300, capture_output=True)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
+    # The quick start's config is the shipped `tiny`, found from the installed package.
     script = ("import sys; sys.path.insert(0, sys.argv[1]); from xlnet_tf.cli import main as c; "
-              "print(c.__file__); sys.exit(c.main(['configs']))")
+              "from xlnet_tf.cli.run_arguments import resolve_config; "
+              "print(c.__file__); print(resolve_config('tiny', 'pretrain')); sys.exit(c.main(['configs']))")
     result = subprocess.run([sys.executable, "-c", script, str(target)], cwd=elsewhere,
                             capture_output=True, text=True, timeout=120,
                             env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == str(target / "xlnet_tf" / "cli" / "main.py")
+    assert lines[1] == str(target / "xlnet_tf" / "configs" / "pretrain" / "tiny.yaml")
     assert lines[-1] == f"Files: {target / 'xlnet_tf' / 'configs'}"
     assert any(line.startswith("  glue_mrpc ") for line in lines)

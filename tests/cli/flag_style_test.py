@@ -1,4 +1,4 @@
-"""One flag style: dashes everywhere, the old underscore spellings still parse (hidden), Beam's pass through."""
+"""One flag style: dashes everywhere, an underscore spelling refused naming the dash flag, Beam's pass through."""
 
 import argparse
 import ast
@@ -43,12 +43,6 @@ def _argv(parser, spelling, tested):
     return argv + [spelling, _value(tested)]
 
 
-def _old_spelling_cases():
-    for command, parser in _command_parsers():
-        for old, new in parser.old_spellings.items():
-            yield pytest.param(command, old, new, id=f"{command} {old}")
-
-
 def test_every_option_is_spelled_with_dashes():
     for command, parser in _command_parsers():
         assert isinstance(parser, CommandParser), command
@@ -57,28 +51,27 @@ def test_every_option_is_spelled_with_dashes():
                 assert "_" not in option, f"xlnet-tf {command}: {option}"
 
 
-@pytest.mark.parametrize("command, old, new", list(_old_spelling_cases()))
-def test_each_old_spelling_parses_to_the_same_value(command, old, new):
+def _underscore_cases():
+    for command, parser in _command_parsers():
+        for action in parser._actions:
+            for option in action.option_strings:
+                if option.startswith("--") and "-" in option[2:]:
+                    yield pytest.param(command, option, id=f"{command} {option}")
+
+
+@pytest.mark.parametrize("command, flag", list(_underscore_cases()))
+def test_an_underscore_spelling_is_refused_naming_the_dash_flag(command, flag, capsys):
     parser = dict(_command_parsers())[command]
-    tested = next(a for a in parser._actions if new in a.option_strings)
-    with_new = parser.parse_known_args(_argv(parser, new, tested))
-    with_old = parser.parse_known_args(_argv(parser, old, tested))
-    assert with_old == with_new
-    assert getattr(with_old[0], tested.dest) == getattr(with_new[0], tested.dest) != tested.default
+    tested = next(a for a in parser._actions if flag in a.option_strings)
+    old = "--" + flag[2:].replace("-", "_")
+    argvs = [_argv(parser, old, tested)]
     if tested.nargs != 0:  # --old_name=value as well
-        argv = _argv(parser, old, tested)
-        argv[-2:] = [f"{old}={argv[-1]}"]
-        assert parser.parse_known_args(argv) == with_new
-
-
-def test_the_renamed_flags_are_the_ones_that_had_underscores():
-    parsers = dict(_command_parsers())
-    assert set(parsers["prepare-pretraining"].old_spellings) == {
-        "--output_dir", "--num_shards", "--chunk_length", "--keep_accents", "--max_sentence_chars",
-        "--on_undecodable", "--tfds_text_feature", "--tfds_data_dir", "--tfds_download", "--tfds_read_shards"}
-    assert {"--task_type", "--output_dir", "--sequence_length", "--tfds_splits", "--label_names",
-            "--num_shards"} <= set(parsers["prepare-finetuning"].old_spellings)
-    assert "--vocab_size" in parsers["vocab"].old_spellings
+        argvs.append(argvs[0][:-2] + [f"{old}={argvs[0][-1]}"])
+    for argv in argvs:
+        with pytest.raises(SystemExit) as exit_info:
+            parser.parse_known_args(argv)
+        assert exit_info.value.code == 2
+        assert f"unrecognized argument {old}: flags are spelled with dashes; use {flag}." in capsys.readouterr().err
 
 
 def test_help_and_errors_show_only_the_dash_spelling(capsys):
@@ -98,22 +91,15 @@ def test_beam_options_and_values_pass_through_unchanged():
     from xlnet_tf.cli import prepare_pretraining
 
     args, rest = prepare_pretraining._parser().parse_known_args(
-        ["--input", "a.txt", "--vocab", "v", "--output_dir", "o", "--temp_location", "gs://b/tmp",
-         "--direct_num_workers=2", "--num_shards", "3"])
+        ["--input", "a.txt", "--vocab", "v", "--output-dir", "o", "--temp_location", "gs://b/tmp",
+         "--direct_num_workers=2", "--num-shards", "3"])
     assert args.output_dir == "o" and args.num_shards == 3
     assert rest == ["--temp_location", "gs://b/tmp", "--direct_num_workers=2"]
-    # After `--` nothing is rewritten.
+    # After `--` nothing is checked.
     parser = CommandParser()
-    parser.add_renamed_argument("--output-dir")
+    parser.add_argument("--output-dir")
     parser.add_argument("rest", nargs="*")
     assert parser.parse_args(["--", "--output_dir"]).rest == ["--output_dir"]
-
-
-def test_renamed_flags_must_be_dashed_long_options():
-    with pytest.raises(ValueError, match="dashed long flag"):
-        CommandParser().add_renamed_argument("--seed")
-    with pytest.raises(ValueError, match="dashed long flag"):
-        CommandParser().add_renamed_argument("-o")
 
 
 def test_argparse_only_in_cli():

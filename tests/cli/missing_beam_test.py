@@ -23,8 +23,8 @@ from xlnet_tf.cli.main import main
 
 command = sys.argv[1]
 args = {"quickstart": ["--minutes", "0.1"],
-        "prepare-pretraining": ["--input", "x.txt", "--vocab", "v.model", "--output_dir", "o"],
-        "prepare-finetuning": ["--tfds", "glue/mrpc", "--output_dir", "o"]}[command]
+        "prepare-pretraining": ["--input", "x.txt", "--vocab", "v.model", "--output-dir", "o"],
+        "prepare-finetuning": ["--tfds", "glue/mrpc", "--output-dir", "o"]}[command]
 sys.exit(main([command, *args]))
 """
 

@@ -95,7 +95,7 @@ def test_config_defaults_and_strictness():
         _task("task.dataset=glue/sst2", "task.task_type=span")
 
 
-def _write_records(directory, kind, rows, length=8, task_key="task_type"):
+def _write_records(directory, kind, rows, length=8):
     directory.mkdir()
     path = directory / "train-00000-of-00001.tfrecord"
     with tf.io.TFRecordWriter(str(path)) as writer:
@@ -112,7 +112,7 @@ def _write_records(directory, kind, rows, length=8, task_key="task_type"):
                 feature["label"] = ints([label])
             writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
     manifest = {"format": "xlnet_tf.finetuning.v1", "sequence_length": length,
-                "task": {task_key: kind, "num_classes": 2, "label_names": ["a", "b"], "has_text_pair": False},
+                "task": {"task_type": kind, "num_classes": 2, "label_names": ["a", "b"], "has_text_pair": False},
                 "splits": {"train": {"files": [{"file": path.name, "num_records": len(rows)}],
                                      "num_records": len(rows)}}}
     (directory / "manifest.json").write_text(json.dumps(manifest))
@@ -133,15 +133,3 @@ def test_prepared_records_feed_training_batches(tokenizer, tmp_path):
     with pytest.raises(ValueError, match="sequence length 8"):
         next(iter(data.finetuning_dataset(_task(f"task.records_dir={tmp_path / 'cls'}",
                                                 "task.num_classes=2"), tokenizer, "train", 2)))
-
-
-def test_records_of_an_earlier_version_with_task_kind_still_feed_training(tokenizer, tmp_path):
-    """Manifests written before `task_type` spell it `task.kind`; they are read as they are."""
-    from xlnet_tf.data.finetuning_record_dataset import read_finetuning_manifest
-
-    rows = [([5, 5, 10, 11, 12, 13, 4, 3], i % 2) for i in range(4)]
-    _write_records(tmp_path / "old", "classification", rows, task_key="kind")
-    assert read_finetuning_manifest(tmp_path / "old")["task"]["task_type"] == "classification"
-    task = _task(f"task.records_dir={tmp_path / 'old'}", "task.sequence_length=8", "task.num_classes=2")
-    features, labels = next(iter(data.finetuning_dataset(task, tokenizer, "train", 4)))
-    assert features["token_ids"].shape == (4, 8) and sorted(labels.numpy().tolist()) == [0, 0, 1, 1]

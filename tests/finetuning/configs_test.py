@@ -22,19 +22,14 @@ def test_every_shipped_config_loads_and_resolves(path):
         assert config.optimizer.layer_decay == 0.75 and config.task.sequence_length == 512
 
 
-def test_old_task_type_key_is_read_with_a_deprecation_warning(tmp_path):
-    """`task.type` (before `task.task_type`) keeps working for one release, in a file or in --set."""
-    old = tmp_path / "old.yaml"
-    old.write_text("task:\n  type: regression\n  train_file: train.jsonl\n")
-    with pytest.warns(FutureWarning, match=r"old.yaml: task.type is deprecated; use task.task_type"):
-        from_file = load_finetune_config([str(old)], ["training.global_batch_size=8"])
-    with pytest.warns(FutureWarning, match=r"task.type is deprecated; use task.task_type"):
-        from_flag = load_finetune_config([], ["task.train_file=train.jsonl", "task.type=regression",
-                                              "training.global_batch_size=8"])
-    assert from_file.task.task_type == from_flag.task.task_type == "regression"
-    both = tmp_path / "both.yaml"
-    both.write_text("task:\n  type: regression\n  task_type: span\n  train_file: train.jsonl\n")
+def test_an_unknown_task_key_is_refused_naming_it(tmp_path):
+    """`task.type` is not a key (the task type is `task.task_type`): refused, in a file or in --set."""
     from xlnet_tf.models.xlnet_config import ConfigError
 
-    with pytest.raises(ConfigError, match=r"both task.type .* and task.task_type"):
-        load_finetune_config([str(both)], ["training.global_batch_size=8"])
+    old = tmp_path / "old.yaml"
+    old.write_text("task:\n  type: regression\n  train_file: train.jsonl\n")
+    with pytest.raises(ConfigError, match=r"Unknown key\(s\) \['task.type'\]; known keys of .*task_type"):
+        load_finetune_config([str(old)], ["training.global_batch_size=8"])
+    with pytest.raises(ConfigError, match=r"Unknown key\(s\) \['task.type'\]"):
+        load_finetune_config([], ["task.train_file=train.jsonl", "task.type=regression",
+                                  "training.global_batch_size=8"])

@@ -16,7 +16,7 @@ PROTECTED = {
     *special_tokens.SPECIAL_PIECES,
     pretraining_records.FORMAT, finetuning_records.FORMAT, serving_metadata.METADATA_FORMAT,
     pretraining_records.MANIFEST_FILE, pretraining_records.SHARD_GLOB, finetuning_records.SHARD_COUNTS_FILE,
-    serving_metadata.METADATA_FILE, preset_files.TASK_PRESET_FORMAT, preset_files.TOKENIZER_REGISTERED_NAME,
+    serving_metadata.METADATA_FILE, preset_files.TOKENIZER_REGISTERED_NAME,
     *(value for name, value in vars(preset_files).items() if name.endswith("_FILE")),
 }
 

@@ -137,14 +137,6 @@ def test_task_get_config_round_trips_with_the_backbone_serialized():
     assert [tuple(w.shape) for w in restored.weights] == [tuple(w.shape) for w in model.weights]
 
 
-def test_task_from_config_still_reads_the_older_backbone_config_key():
-    model = XLNetTokenClassifier(XLNetBackbone(TASK_CONFIG), num_classes=3)
-    config = model.get_config()
-    config["backbone_config"] = config.pop("backbone")["config"]["config"]
-    restored = XLNetTokenClassifier.from_config(config)
-    assert restored.backbone.config == TASK_CONFIG and restored.num_classes == 3
-
-
 def test_task_from_config_names_the_missing_backbone():
     with pytest.raises(ValueError, match="XLNetClassifier.from_config needs `backbone`"):
         XLNetClassifier.from_config({"num_classes": 2})

@@ -2,7 +2,7 @@
 
 Also: keras-hub's own loaders and `keras_hub.upload_preset` take the directories
 (hub clients monkeypatched, no network), `hf://` handles load through keras-hub's
-`get_file`, and presets of the project's earlier layout are still read.
+`get_file`, and a directory in another layout is refused naming the file.
 """
 
 import json
@@ -19,7 +19,6 @@ from tests.harness import tiny_config
 from xlnet_tf import (XLNetClassifier, XLNetClassifierPreprocessor, XLNetSpanLabeler,
                       XLNetTokenizer)
 from xlnet_tf.models.xlnet_config import XLNetConfig
-from xlnet_tf.models import preset_io
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 from xlnet_tf.models.xlnet_task import load_task_preset
@@ -139,41 +138,25 @@ def test_a_new_head_size_keeps_the_backbone_and_starts_a_fresh_head(classifier_p
     assert resized.predict(TEXTS, verbose=0).shape == (3, 2)
 
 
-def test_presets_of_the_earlier_layout_are_still_read(tmp_path):
-    backbone = XLNetBackbone(CONFIG)
-    old = tmp_path / "old_backbone"
-    old.mkdir()
-    (old / "config.json").write_text(json.dumps(backbone.config.to_dict()))
-    backbone.save_weights(str(old / "model.weights.h5"))
-    preset_io.write_arrays(str(old / "lm_head.weights.h5"), {"lm_bias": np.full(200, 0.5, "float32")})
-    shutil.copy(SPIECE, old / "spiece.model")
-    inputs = ids_inputs()
-    pretrainer = XLNetPretrainer.from_preset(str(old))
-    np.testing.assert_allclose(pretrainer.lm_bias.numpy(), 0.5)
-    np.testing.assert_allclose(pretrainer.backbone(inputs)["sequence_output"].numpy(),
-                               backbone(inputs)["sequence_output"].numpy(), atol=1e-6)
-    assert XLNetTokenizer.from_preset(str(old))(TEXTS) == XLNetTokenizer(SPIECE)(TEXTS)
-
-    # A task preset of the earlier layout: every weight in task.weights.h5, format xlnet_tf.task.v1.
-    model = XLNetClassifier(XLNetBackbone(CONFIG), num_classes=3)
-    old_task = tmp_path / "old_task"
-    old_task.mkdir()
-    (old_task / "config.json").write_text(json.dumps(model.backbone.config.to_dict()))
-    config = model.get_config()
-    config.pop("backbone")
-    config.pop("preprocessor")
-    (old_task / "task.json").write_text(json.dumps(
-        {"format": "xlnet_tf.task.v1", "class_name": "XLNetClassifier", "config": config}))
-    model.save_weights(str(old_task / "task.weights.h5"))
-    shutil.copy(SPIECE, old_task / "spiece.model")
-    (old_task / "preprocessing.json").write_text(json.dumps({"sequence_length": 16, "lower_case": False}))
-    for restored in (XLNetClassifier.from_preset(str(old_task)), load_task_preset(str(old_task))):
-        assert restored.preprocessor.sequence_length == 16
-        np.testing.assert_allclose(restored(inputs).numpy(), model(inputs).numpy(), atol=1e-6)
-    with pytest.warns(UserWarning, match="num_classes 3 -> 5"):
-        resized = XLNetClassifier.from_preset(str(old_task), num_classes=5)
-    np.testing.assert_allclose(resized.backbone(inputs)["sequence_output"].numpy(),
-                               model.backbone(inputs)["sequence_output"].numpy(), atol=1e-6)
+def test_a_preset_not_in_keras_hubs_layout_is_refused_naming_the_file(classifier_preset, tmp_path):
+    # config.json as a plain XLNetConfig dict (what a checkpoint's config looks like before `xlnet-tf convert`).
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "config.json").write_text(json.dumps(CONFIG.to_dict()))
+    XLNetBackbone(CONFIG).save_weights(str(plain / "model.weights.h5"))
+    expected = f"{plain}/config.json is not a preset's config.json .*xlnet-tf convert"
+    for load in (XLNetBackbone.from_preset, XLNetPretrainer.from_preset, XLNetClassifier.from_preset):
+        with pytest.raises(ValueError, match=expected):
+            load(str(plain))
+    # task.json that is not a serialized task model.
+    _, path = classifier_preset
+    task = tmp_path / "task"
+    shutil.copytree(path, task)
+    saved = json.loads((task / "task.json").read_text())
+    del saved["registered_name"]
+    (task / "task.json").write_text(json.dumps(saved))
+    with pytest.raises(ValueError, match=f"{task}/task.json holds None, not an xlnet_tf>XLNetClassifier"):
+        load_task_preset(str(task))
 
 
 def test_upload_preset_accepts_our_presets(pretrainer_preset, classifier_preset, monkeypatch):

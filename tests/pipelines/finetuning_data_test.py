@@ -59,9 +59,9 @@ def classification_job(tmp_path_factory):
         {"text": "   ", "text_pair": "", "label": "pos"},        # empty
     ] + good[4:])
     _write_jsonl(root / "dev.jsonl", good[:3])
-    argv = ["--task_type", "classification", "--input", f"train={root / 'train.jsonl'}",
-            "--input", f"validation={root / 'dev.jsonl'}", "--vocab", SPIECE, "--sequence_length", str(LENGTH),
-            "--label_names", "neg,pos", "--num_shards", "3", "--output_dir", str(root / "out")]
+    argv = ["--task-type", "classification", "--input", f"train={root / 'train.jsonl'}",
+            "--input", f"validation={root / 'dev.jsonl'}", "--vocab", SPIECE, "--sequence-length", str(LENGTH),
+            "--label-names", "neg,pos", "--num-shards", "3", "--output-dir", str(root / "out")]
     return root, argv, run(argv), good
 
 
@@ -97,7 +97,7 @@ def test_records_equal_in_graph_packing(classification_job, tokenizer):
 def test_job_is_deterministic(classification_job, tmp_path):
     root, argv, _, _ = classification_job
     argv = list(argv)
-    argv[argv.index("--output_dir") + 1] = str(tmp_path / "again")
+    argv[argv.index("--output-dir") + 1] = str(tmp_path / "again")
     run(argv)
     for name in sorted(os.listdir(root / "out")):
         if name.endswith(".tfrecord"):
@@ -112,8 +112,8 @@ def test_existing_output_needs_overwrite(classification_job, capsys):
 
 def test_csv_regression(tmp_path):
     (tmp_path / "sts.csv").write_text('text,text_pair,label\n"one, two",three,1.5\nfour,five,x\nsix,seven,4\n')
-    manifest = run(["--task_type", "regression", "--input", f"train={tmp_path / 'sts.csv'}", "--vocab", SPIECE,
-                    "--sequence_length", str(LENGTH), "--num_shards", "1", "--output_dir", str(tmp_path / "out")])
+    manifest = run(["--task-type", "regression", "--input", f"train={tmp_path / 'sts.csv'}", "--vocab", SPIECE,
+                    "--sequence-length", str(LENGTH), "--num-shards", "1", "--output-dir", str(tmp_path / "out")])
     assert manifest["examples"]["skipped"]["bad_label"] == 1 and manifest["examples"]["written"] == 2
     records = sorted(_records(str(tmp_path / "out"), "train"), key=lambda r: r[0]["example_id"])
     assert [r[1] for r in records] == [1.5, 4.0] and records[0][1].dtype == np.float32
@@ -126,9 +126,9 @@ def test_squad_windows(tmp_path, tokenizer):
         {"id": "q2", "question": "Why?", "answers": [], "is_impossible": True},
     ]}]}]}
     (tmp_path / "squad.json").write_text(json.dumps(squad))
-    manifest = run(["--task_type", "span", "--input", f"train={tmp_path / 'squad.json'}", "--vocab", SPIECE,
-                    "--sequence_length", "24", "--max_query_length", "6", "--doc_stride", "6",
-                    "--num_shards", "2", "--output_dir", str(tmp_path / "out")])
+    manifest = run(["--task-type", "span", "--input", f"train={tmp_path / 'squad.json'}", "--vocab", SPIECE,
+                    "--sequence-length", "24", "--max-query-length", "6", "--doc-stride", "6",
+                    "--num-shards", "2", "--output-dir", str(tmp_path / "out")])
     records = sorted(_records(str(tmp_path / "out"), "train"),
                      key=lambda r: (r[0]["example_id"], r[0]["window_index"]))
     expected = XLNetSquadPreprocessor(tokenizer, 24, 6, 6)(
@@ -150,9 +150,9 @@ def test_squad_windows(tmp_path, tokenizer):
 def test_token_classification(tmp_path):
     _write_jsonl(tmp_path / "ner.jsonl", [{"tokens": ["Anna", "lives", "here"], "tags": ["B-PER", "O", "O"]},
                                           {"tokens": ["x"], "tags": ["O", "O"]}])
-    manifest = run(["--task_type", "token_classification", "--input", f"train={tmp_path / 'ner.jsonl'}",
-                    "--label_names", "O,B-PER", "--vocab", SPIECE, "--sequence_length", str(LENGTH),
-                    "--num_shards", "1", "--output_dir", str(tmp_path / "out")])
+    manifest = run(["--task-type", "token_classification", "--input", f"train={tmp_path / 'ner.jsonl'}",
+                    "--label-names", "O,B-PER", "--vocab", SPIECE, "--sequence-length", str(LENGTH),
+                    "--num-shards", "1", "--output-dir", str(tmp_path / "out")])
     assert manifest["examples"]["skipped"]["bad_label"] == 1  # tags and tokens differ in length
     (features, labels), = _records(str(tmp_path / "out"), "train")
     real = labels[labels != -100]
@@ -165,9 +165,9 @@ def test_tfds_mock_data(tmp_path):
     import tensorflow_datasets as tfds
 
     with tfds.testing.mock_data(num_examples=5):
-        manifest = run(["--task_type", "classification", "--tfds", "glue/mrpc", "--tfds_splits", "train",
-                        "--vocab", SPIECE, "--sequence_length", str(LENGTH), "--num_shards", "2",
-                        "--output_dir", str(tmp_path / "out")])
+        manifest = run(["--task-type", "classification", "--tfds", "glue/mrpc", "--tfds-splits", "train",
+                        "--vocab", SPIECE, "--sequence-length", str(LENGTH), "--num-shards", "2",
+                        "--output-dir", str(tmp_path / "out")])
     assert manifest["examples"]["read"] == 5 and manifest["splits"]["train"]["num_records"] <= 5
     assert manifest["task"]["label_names"] == ["not_equivalent", "equivalent"] and manifest["task"]["has_text_pair"]
     records = _records(str(tmp_path / "out"), "train")
@@ -204,10 +204,10 @@ def test_tfds_sub_splits_give_the_same_ids_and_records(monkeypatch, tmp_path):
     data_dir = str(tmp_path / "tfds")
     TinyReviews(data_dir=data_dir).download_and_prepare()
     monkeypatch.setitem(finetuning_tasks.DATASETS, "tiny_reviews", finetuning_tasks.DATASETS["imdb_reviews"])
-    argv = ["--task_type", "classification", "--tfds", "tiny_reviews", "--tfds_splits", "train",
-            "--tfds_data_dir", data_dir, "--vocab", SPIECE, "--sequence_length", str(LENGTH), "--num_shards", "2"]
-    whole = run(argv + ["--output_dir", str(tmp_path / "whole")])
-    parts = run(argv + ["--output_dir", str(tmp_path / "parts"), "--tfds-read-shards", "4"])
+    argv = ["--task-type", "classification", "--tfds", "tiny_reviews", "--tfds-splits", "train",
+            "--tfds-data-dir", data_dir, "--vocab", SPIECE, "--sequence-length", str(LENGTH), "--num-shards", "2"]
+    whole = run(argv + ["--output-dir", str(tmp_path / "whole")])
+    parts = run(argv + ["--output-dir", str(tmp_path / "parts"), "--tfds-read-shards", "4"])
     assert whole["examples"]["read"] == parts["examples"]["read"] == 23 - 3
     assert parts["settings"]["tfds_read_shards"] == 4
     units, _ = finetuning_data.read_units([("train", "tfds", ("tiny_reviews", "train"))], parts["settings"])
@@ -216,7 +216,7 @@ def test_tfds_sub_splits_give_the_same_ids_and_records(monkeypatch, tmp_path):
     ids = sorted(features[finetuning_records.EXAMPLE_ID_KEY] for features, _ in _records(str(tmp_path / "parts"),
                                                                                           "train"))
     assert ids == [f"train-{i:09d}".encode() for i in range(20)]
-    assert main(argv + ["--output_dir", str(tmp_path / "bad"), "--tfds-read-shards", "0"]) == 2
+    assert main(argv + ["--output-dir", str(tmp_path / "bad"), "--tfds-read-shards", "0"]) == 2
 
 
 def test_reader_errors(tmp_path, classification_job):
@@ -234,7 +234,7 @@ def test_reader_errors(tmp_path, classification_job):
     (["--tfds", "glue/nope"], "Unknown fine-tuning dataset"),
 ])
 def test_bad_settings_are_clear_errors(tmp_path, capsys, args, message):
-    argv = ["--task_type", "classification", "--vocab", SPIECE, "--output_dir", str(tmp_path / "o")] + args
+    argv = ["--task-type", "classification", "--vocab", SPIECE, "--output-dir", str(tmp_path / "o")] + args
     assert main(argv) == 2
     assert message in capsys.readouterr().err
 
@@ -245,9 +245,9 @@ def test_pair_task_is_detected_past_the_first_row(tmp_path, tokenizer):
             {"text": "the old mill", "text_pair": "a quiet river", "label": 0}]
     _write_jsonl(tmp_path / "train.jsonl", rows[:1])
     _write_jsonl(tmp_path / "dev.jsonl", rows[1:])
-    manifest = run(["--task_type", "classification", "--input", f"train={tmp_path / 'train.jsonl'}",
-                    "--input", f"dev={tmp_path / 'dev.jsonl'}", "--vocab", SPIECE, "--sequence_length",
-                    str(LENGTH), "--num_shards", "1", "--output_dir", str(tmp_path / "out")])
+    manifest = run(["--task-type", "classification", "--input", f"train={tmp_path / 'train.jsonl'}",
+                    "--input", f"dev={tmp_path / 'dev.jsonl'}", "--vocab", SPIECE, "--sequence-length",
+                    str(LENGTH), "--num-shards", "1", "--output-dir", str(tmp_path / "out")])
     assert manifest["task"]["has_text_pair"] and manifest["settings"]["text_fields"] == ["text", "text_pair"]
     (features, label), = _records(str(tmp_path / "out"), "dev")
     expected = TextPreprocessor(tokenizer, XLNetPacker(LENGTH))(
@@ -256,9 +256,9 @@ def test_pair_task_is_detected_past_the_first_row(tmp_path, tokenizer):
     assert set(features["segment_ids"][features["padding_mask"] == 1]) >= {0, 1} and label == 0
     # "text_pair": null everywhere is a single-text task.
     _write_jsonl(tmp_path / "single.jsonl", [{"text": "a quiet river", "text_pair": None, "label": 1}])
-    manifest = run(["--task_type", "classification", "--input", f"train={tmp_path / 'single.jsonl'}",
-                    "--vocab", SPIECE, "--sequence_length", str(LENGTH), "--num_shards", "1",
-                    "--output_dir", str(tmp_path / "single")])
+    manifest = run(["--task-type", "classification", "--input", f"train={tmp_path / 'single.jsonl'}",
+                    "--vocab", SPIECE, "--sequence-length", str(LENGTH), "--num-shards", "1",
+                    "--output-dir", str(tmp_path / "single")])
     assert not manifest["task"]["has_text_pair"]
 
 
@@ -271,7 +271,7 @@ def test_jsonl_byte_ranges_give_the_same_records(classification_job, tmp_path):
     # train.jsonl (about 700 bytes) read as ranges of 50 bytes: the same example ids, records and counts.
     root, argv, manifest, _ = classification_job
     argv = list(argv)
-    argv[argv.index("--output_dir") + 1] = str(tmp_path / "ranged")
+    argv[argv.index("--output-dir") + 1] = str(tmp_path / "ranged")
     ranged = run(argv + ["--read-range-bytes", "50"])
     assert _shard_files(tmp_path / "ranged") == _shard_files(root / "out")
     assert ranged["examples"] == manifest["examples"]
@@ -286,16 +286,16 @@ def test_jsonl_byte_ranges_give_the_same_records(classification_job, tmp_path):
 def test_strict_error_names_the_line_in_a_later_range(classification_job, tmp_path):
     _, argv, _, _ = classification_job
     argv = list(argv)
-    argv[argv.index("--output_dir") + 1] = str(tmp_path / "strict")
+    argv[argv.index("--output-dir") + 1] = str(tmp_path / "strict")
     with pytest.raises(Exception, match=r"train\.jsonl:5: undecodable"):
         run(argv + ["--read-range-bytes", "50", "--strict"])
 
 
 def test_csv_with_quoted_newlines_is_read_whole(tmp_path):
     (tmp_path / "quoted.csv").write_text('text,label\n' + '"first line\nsecond line",1\n"plain",0\n' * 40)
-    manifest = run(["--task_type", "classification", "--input", f"train={tmp_path / 'quoted.csv'}",
-                    "--vocab", SPIECE, "--sequence_length", str(LENGTH), "--num_shards", "1",
-                    "--read-range-bytes", "16", "--output_dir", str(tmp_path / "out")])
+    manifest = run(["--task-type", "classification", "--input", f"train={tmp_path / 'quoted.csv'}",
+                    "--vocab", SPIECE, "--sequence-length", str(LENGTH), "--num-shards", "1",
+                    "--read-range-bytes", "16", "--output-dir", str(tmp_path / "out")])
     (entry,) = manifest["inputs"]
     assert tuple(entry) == finetuning_records.INPUT_ENTRY_KEYS
     assert entry["ranges"] == 1 and "quoted newlines" in entry["read_whole"]
@@ -305,7 +305,7 @@ def test_csv_with_quoted_newlines_is_read_whole(tmp_path):
 def test_manifest_counts_hold_without_metrics(classification_job, monkeypatch, tmp_path):
     _, argv, manifest, _ = classification_job
     argv = list(argv)
-    argv[argv.index("--output_dir") + 1] = str(tmp_path / "nometrics")
+    argv[argv.index("--output-dir") + 1] = str(tmp_path / "nometrics")
     monkeypatch.setattr(finetuning_data, "Metrics", NoMetrics)
     again = run(argv + ["--read-range-bytes", "100"])
     assert again["examples"] == manifest["examples"]
@@ -324,7 +324,7 @@ def test_job_fails_when_examples_do_not_add_up(classification_job, monkeypatch, 
     monkeypatch.setattr(finetuning_data.ReadSource, "process", losing)
     _, argv, _, _ = classification_job
     argv = list(argv)
-    argv[argv.index("--output_dir") + 1] = str(tmp_path / "lost")
+    argv[argv.index("--output-dir") + 1] = str(tmp_path / "lost")
     with pytest.raises(Exception, match=r"Example accounting does not add up: read 14, written 8"):
         run(argv)
     assert not os.path.exists(tmp_path / "lost" / "manifest.json")

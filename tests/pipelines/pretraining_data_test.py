@@ -37,7 +37,7 @@ def _documents(path):
 
 
 def _run(output_dir, *inputs, extra=()):
-    argv = ["--input", *inputs, "--vocab", VOCAB, "--output_dir", str(output_dir), *extra]
+    argv = ["--input", *inputs, "--vocab", VOCAB, "--output-dir", str(output_dir), *extra]
     if not any(arg.startswith("--runner") for arg in extra):
         # Named, so a new default of Beam's DirectRunner (Prism) cannot change what is tested.
         argv.append("--runner=FnApiRunner")
@@ -88,7 +88,7 @@ def _shard_bytes(output_dir):
 @pytest.fixture(scope="module")
 def corpus_run(tmp_path_factory):
     output_dir = tmp_path_factory.mktemp("corpus_run")
-    job = _run(output_dir, CORPUS, extra=["--num_shards", "3", "--chunk_length", "64", "--seed", "7"])
+    job = _run(output_dir, CORPUS, extra=["--num-shards", "3", "--chunk-length", "64", "--seed", "7"])
     return output_dir, job
 
 
@@ -170,10 +170,10 @@ def test_streams_hold_every_document_once_with_sentence_bits(corpus_run):
 
 def test_same_seed_same_bytes_other_seed_other_order(corpus_run, tmp_path):
     output_dir, _ = corpus_run
-    again = _run(tmp_path / "again", CORPUS, extra=["--num_shards", "3", "--chunk_length", "64", "--seed", "7"])
+    again = _run(tmp_path / "again", CORPUS, extra=["--num-shards", "3", "--chunk-length", "64", "--seed", "7"])
     assert _shard_bytes(output_dir) == _shard_bytes(tmp_path / "again")
     assert again.manifest["shards"] == json.load(open(os.path.join(output_dir, "manifest.json")))["shards"]
-    _run(tmp_path / "other", CORPUS, extra=["--num_shards", "3", "--chunk_length", "64", "--seed", "8"])
+    _run(tmp_path / "other", CORPUS, extra=["--num-shards", "3", "--chunk-length", "64", "--seed", "8"])
     assert _shard_bytes(output_dir) != _shard_bytes(tmp_path / "other")
 
     def all_documents(directory):
@@ -193,7 +193,7 @@ def test_file_names_do_not_change_the_bytes(corpus_run, tmp_path):
     half = len(documents) // 2
     for name, part in (("zz_second.txt", documents[half:]), ("aa_first.txt", documents[:half])):
         (tmp_path / name).write_text("\n\n".join("\n".join(d) for d in part) + "\n", encoding="utf-8")
-    _run(tmp_path / "out", str(tmp_path / "*.txt"), extra=["--num_shards", "3", "--chunk_length", "64", "--seed", "7"])
+    _run(tmp_path / "out", str(tmp_path / "*.txt"), extra=["--num-shards", "3", "--chunk-length", "64", "--seed", "7"])
     assert _shard_bytes(output_dir) == _shard_bytes(tmp_path / "out")
 
 
@@ -214,7 +214,7 @@ def test_bad_inputs_are_counted_and_handled(tmp_path):
     (inputs / "long.txt").write_text("Her brother reads.\n" + long_line + "\n", encoding="utf-8")
     with gzip.open(inputs / "compressed.txt.gz", "wt", encoding="utf-8") as f:
         f.write("Some farmers answer.\n\nThe red fox moves.\n")
-    job = _run(tmp_path / "out", str(inputs / "*"), extra=["--num_shards", "2", "--chunk_length", "512"])
+    job = _run(tmp_path / "out", str(inputs / "*"), extra=["--num-shards", "2", "--chunk-length", "512"])
     manifest = job.manifest
     assert manifest["documents"] == {"read": 7, "written": 5, "skipped": {"empty": 1, "undecodable": 1},
                                      "repaired": 0}
@@ -245,14 +245,14 @@ def test_bad_inputs_are_counted_and_handled(tmp_path):
     sentences = [processor.decode(part.tolist()) for part in np.split(tokens, cuts)]
     assert sentences == ["Her brother reads."] + expected_pieces
 
-    replaced = _run(tmp_path / "replace", str(inputs / "mixed.txt"), extra=["--on_undecodable", "replace"])
+    replaced = _run(tmp_path / "replace", str(inputs / "mixed.txt"), extra=["--on-undecodable", "replace"])
     assert replaced.manifest["documents"] == {"read": 4, "written": 3, "skipped": {"empty": 1, "undecodable": 0},
                                               "repaired": 1}
 
 
 def test_more_shards_than_documents_writes_empty_shards(tmp_path):
     (tmp_path / "one.txt").write_text("The garden opens.\n", encoding="utf-8")
-    manifest = _run(tmp_path / "out", str(tmp_path / "one.txt"), extra=["--num_shards", "4"]).manifest
+    manifest = _run(tmp_path / "out", str(tmp_path / "one.txt"), extra=["--num-shards", "4"]).manifest
     assert len(glob.glob(f"{tmp_path / 'out'}/pretrain-*-of-00004.tfrecord")) == 4
     assert sorted(s["num_records"] for s in manifest["shards"]) == [0, 0, 0, 1]
 
@@ -262,17 +262,17 @@ def test_missing_path_fails_before_the_pipeline(tmp_path):
     with pytest.raises(PipelineInputError, match=r"Input '.*nowhere/\*\.txt' matches no file"):
         _run(tmp_path / "out", CORPUS, missing)
     assert not os.path.exists(tmp_path / "out")
-    code = prepare_pretraining.main(["--input", missing, "--vocab", VOCAB, "--output_dir", str(tmp_path / "out")])
+    code = prepare_pretraining.main(["--input", missing, "--vocab", VOCAB, "--output-dir", str(tmp_path / "out")])
     assert code == 2
     from xlnet_tf.cli import main as cli
 
-    code = cli.main(["prepare-pretraining", "--input", missing, "--vocab", VOCAB, "--output_dir", str(tmp_path / "o")])
+    code = cli.main(["prepare-pretraining", "--input", missing, "--vocab", VOCAB, "--output-dir", str(tmp_path / "o")])
     assert code == 2
 
 
 def test_bad_vocabulary_and_settings(tmp_path):
     with pytest.raises(PipelineInputError, match="Vocabulary '.*nope.model' does not exist"):
-        prepare_pretraining.run(["--input", CORPUS, "--vocab", str(tmp_path / "nope.model"), "--output_dir",
+        prepare_pretraining.run(["--input", CORPUS, "--vocab", str(tmp_path / "nope.model"), "--output-dir",
                                  str(tmp_path / "out")])
     import io
 
@@ -281,10 +281,10 @@ def test_bad_vocabulary_and_settings(tmp_path):
                                    vocab_size=80, minloglevel=2, hard_vocab_limit=False)
     (tmp_path / "plain.model").write_bytes(plain.getvalue())
     with pytest.raises(PipelineInputError, match="id 3 is '.*', expected '<cls>'"):
-        prepare_pretraining.run(["--input", CORPUS, "--vocab", str(tmp_path / "plain.model"), "--output_dir",
+        prepare_pretraining.run(["--input", CORPUS, "--vocab", str(tmp_path / "plain.model"), "--output-dir",
                                  str(tmp_path / "out")])
     with pytest.raises(PipelineInputError, match="--num-shards must be >= 1"):
-        _run(tmp_path / "out", CORPUS, extra=["--num_shards", "0"])
+        _run(tmp_path / "out", CORPUS, extra=["--num-shards", "0"])
 
 
 def test_existing_output_needs_overwrite(corpus_run):
@@ -304,8 +304,8 @@ def test_tfds_input_with_mock_data(tmp_path):
 
     with tfds.testing.mock_data(as_dataset_fn=as_dataset):
         with pytest.raises(PipelineInputError, match="no feature 'body'"):
-            _run(tmp_path / "bad", "tfds:imdb_reviews", extra=["--tfds_text_feature", "body", "--tfds_download"])
-        job = _run(tmp_path / "out", "tfds:imdb_reviews:train", extra=["--tfds_download", "--num_shards", "2"])
+            _run(tmp_path / "bad", "tfds:imdb_reviews", extra=["--tfds-text-feature", "body", "--tfds-download"])
+        job = _run(tmp_path / "out", "tfds:imdb_reviews:train", extra=["--tfds-download", "--num-shards", "2"])
     assert job.manifest["documents"] == {"read": 4, "written": 2, "skipped": {"empty": 1, "undecodable": 1},
                                          "repaired": 0}
     processor = spm.SentencePieceProcessor(model_file=VOCAB)
@@ -346,7 +346,7 @@ def test_unknown_arguments_go_to_beam_unchanged():
     assert options.view_as(StandardOptions).runner == "DataflowRunner"
     assert options.view_as(GoogleCloudOptions).project == "p"
     args, rest = prepare_pretraining._parser().parse_known_args(
-        ["--input", "a.txt", "--vocab", "v", "--output_dir", "o", "--num_workers", "3", "--in", "x"])
+        ["--input", "a.txt", "--vocab", "v", "--output-dir", "o", "--num_workers", "3", "--in", "x"])
     assert args.input == ["a.txt"] and rest == ["--num_workers", "3", "--in", "x"]
 
 
@@ -400,15 +400,15 @@ def test_shard_bytes_are_pinned(corpus_run, tmp_path):
     output_dir, _ = corpus_run
     assert _shards_sha256(output_dir) == _PINNED_SHARDS
     _rich_corpus(tmp_path / "rich.txt")
-    _run(tmp_path / "out", str(tmp_path / "rich.txt"), extra=["--num_shards", "2", "--chunk_length", "48",
-                                                               "--seed", "3", "--max_sentence_chars", "50"])
+    _run(tmp_path / "out", str(tmp_path / "rich.txt"), extra=["--num-shards", "2", "--chunk-length", "48",
+                                                               "--seed", "3", "--max-sentence-chars", "50"])
     assert _shards_sha256(tmp_path / "out") == _PINNED_RICH_SHARDS
 
 
 def test_byte_ranges_give_the_same_shards_and_counts(corpus_run, tmp_path):
     # A 39 kB file read as 39 ranges of 1000 bytes (cuts inside documents and inside lines).
     output_dir, job = corpus_run
-    ranged = _run(tmp_path / "ranged", CORPUS, extra=["--num_shards", "3", "--chunk_length", "64", "--seed", "7",
+    ranged = _run(tmp_path / "ranged", CORPUS, extra=["--num-shards", "3", "--chunk-length", "64", "--seed", "7",
                                                      "--read-range-bytes", "1000"])
     assert _shard_bytes(tmp_path / "ranged") == _shard_bytes(output_dir)
     assert ranged.manifest["documents"] == job.manifest["documents"]
@@ -425,7 +425,7 @@ def test_manifest_counts_hold_without_metrics(monkeypatch, tmp_path):
         b"The garden opens.\n\nBad \xff bytes.\n\n\xcc\x81\n\nThe museum writes.\n")
     (tmp_path / "in" / "empty.txt").write_bytes(b"")
     monkeypatch.setattr(pretraining_data, "Metrics", NoMetrics)
-    job = _run(tmp_path / "out", str(tmp_path / "in" / "*.txt"), extra=["--num_shards", "2"])
+    job = _run(tmp_path / "out", str(tmp_path / "in" / "*.txt"), extra=["--num-shards", "2"])
     counters = [r for r in job.pipeline_result.metrics().query()["counters"]
                 if r.key.metric.namespace == "xlnet_pretraining"]
     assert counters == []
@@ -445,7 +445,7 @@ def test_job_fails_when_documents_do_not_add_up(monkeypatch, tmp_path):
     monkeypatch.setattr(pretraining_data._TokenizeDocuments, "process", losing)
     (tmp_path / "three.txt").write_text("The garden opens.\n\nA quiet river.\n\nHer brother reads.\n")
     with pytest.raises(Exception, match=r"Document accounting does not add up: read 3, written 2"):
-        _run(tmp_path / "out", str(tmp_path / "three.txt"), extra=["--num_shards", "2"])
+        _run(tmp_path / "out", str(tmp_path / "three.txt"), extra=["--num-shards", "2"])
     assert not os.path.exists(tmp_path / "out" / "manifest.json")
 
 
@@ -470,7 +470,7 @@ def test_tfds_sub_splits_give_the_same_shards(tmp_path):
 
     data_dir = str(tmp_path / "tfds")
     TinyTexts(data_dir=data_dir).download_and_prepare()
-    common = ["--tfds_data_dir", data_dir, "--num_shards", "2", "--chunk_length", "64"]
+    common = ["--tfds-data-dir", data_dir, "--num-shards", "2", "--chunk-length", "64"]
     whole = _run(tmp_path / "whole", "tfds:tiny_texts:train", extra=common)
     parts = _run(tmp_path / "parts", "tfds:tiny_texts:train", extra=common + ["--tfds-read-shards", "3"])
     assert whole.manifest["documents"]["read"] == parts.manifest["documents"]["read"] == 40

@@ -41,14 +41,13 @@ def _train_plain_model(**kwargs):
 
 
 def test_special_ids_and_pieces(tokenizer):
-    ids = (tokenizer.unk_id, tokenizer.bos_id, tokenizer.eos_id, tokenizer.cls_id, tokenizer.sep_id,
-           tokenizer.pad_id, tokenizer.mask_id, tokenizer.eod_id, tokenizer.eop_id)
+    ids = (tokenizer.unk_token_id, tokenizer.start_token_id, tokenizer.end_token_id, tokenizer.cls_token_id,
+           tokenizer.sep_token_id, tokenizer.pad_token_id, tokenizer.mask_token_id, tokenizer.eod_token_id,
+           tokenizer.eop_token_id)
     assert ids == tuple(range(9))
     assert [tokenizer.id_to_token(i) for i in range(9)] == list(SPECIAL_PIECES)
     assert tokenizer.special_ids == {"unk": 0, "bos": 1, "eos": 2, "cls": 3, "sep": 4, "pad": 5, "mask": 6,
                                      "eod": 7, "eop": 8}
-    # keras-hub names, used by keras-hub packers.
-    assert (tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id) == (3, 4, 5)
     assert tokenizer.vocabulary_size() == 200
 
 
@@ -109,11 +108,11 @@ def test_saved_model_round_trip(tokenizer, tmp_path):
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def encode(text):
-        return tokenizer(text).to_tensor(default_value=tokenizer.pad_id)
+        return tokenizer(text).to_tensor(default_value=tokenizer.pad_token_id)
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
     def decode(ids):
-        return tokenizer.detokenize(tf.RaggedTensor.from_tensor(ids, padding=tokenizer.pad_id))
+        return tokenizer.detokenize(tf.RaggedTensor.from_tensor(ids, padding=tokenizer.pad_token_id))
 
     module.encode = encode
     module.decode = decode

@@ -91,27 +91,12 @@ def test_shipped_configs_load(name):
         assert config.optimizer.adam_epsilon == 1e-6
 
 
-def test_packaged_tiny_config_is_the_configs_one():
-    packaged = os.path.join(REPO, "xlnet_tf", "resources", "pretrain_tiny.yaml")
-    assert open(packaged).read() == open(os.path.join(REPO, "configs", "pretrain", "tiny.yaml")).read()
-
-
-def test_old_sequence_length_key_is_read_with_a_deprecation_warning(tmp_path):
-    """`data.seq_length` (before `sequence_length`) keeps working for one release, in a file or in --set."""
+def test_an_unknown_data_key_is_refused_naming_it(tmp_path):
+    """`data.seq_length` is not a key (the length is `data.sequence_length`): refused, in a file or in --set."""
     old = tmp_path / "old.yaml"
     old.write_text("data:\n  seq_length: 64\n")
     tiny = os.path.join(REPO, "configs", "pretrain", "tiny.yaml")
-    settings = ["data.num_predict=10", "data.perm_size=16", "model.reuse_length=32"]
-    with pytest.warns(FutureWarning, match=r"old.yaml: data.seq_length is deprecated; use data.sequence_length"):
-        from_file = load_run_config([tiny, str(old)], settings)
-    with pytest.warns(FutureWarning, match=r"data.seq_length is deprecated; use data.sequence_length"):
-        from_flag = load_run_config([tiny], ["data.seq_length=64", *settings])
-    assert from_file.data.sequence_length == from_flag.data.sequence_length == 64
-    assert "seq_length" not in from_file.to_yaml()  # the resolved config has the new name only
-
-
-def test_both_spellings_of_sequence_length_in_one_source_is_an_error(tmp_path):
-    both = tmp_path / "both.yaml"
-    both.write_text("data:\n  seq_length: 64\n  sequence_length: 128\n")
-    with pytest.raises(ConfigError, match=r"both data.seq_length .* and data.sequence_length"):
-        load_run_config([str(both)], ["training.global_batch_size=8"])
+    with pytest.raises(ConfigError, match=r"Unknown key\(s\) \['data.seq_length'\]; known keys of .*sequence_length"):
+        load_run_config([tiny, str(old)])
+    with pytest.raises(ConfigError, match=r"Unknown key\(s\) \['data.seq_length'\]"):
+        load_run_config([tiny], ["data.seq_length=64"])

@@ -146,8 +146,8 @@ def test_errors_name_the_problem(tmp_path):
         export_task_workdir(str(tmp_path), str(tmp_path / "out"))
     preset = tmp_path / "mc"
     preset.mkdir()
-    (preset / "task.json").write_text(json.dumps({"format": "xlnet_tf.task.v1", "class_name": "XLNetMultipleChoice",
-                                                  "config": {}}))
+    (preset / "task.json").write_text(json.dumps({"registered_name": "xlnet_tf>XLNetMultipleChoice",
+                                                  "class_name": "XLNetMultipleChoice", "config": {}}))
     (preset / "preprocessing.json").write_text(json.dumps({"task_type": "multiple_choice", "sequence_length": 32}))
     with pytest.raises(ValueError, match="multiple_choice"):
         export_task_workdir(str(preset), str(tmp_path / "out"))

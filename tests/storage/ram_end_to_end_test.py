@@ -230,7 +230,7 @@ def test_beam_jobs_write_records_and_manifests_to_ram():
     atomic_files.write_text(f"{inputs}/corpus.txt", corpus + "\n")
     output = _ram("pretraining-records")
     result = prepare_pretraining.run(["--input", f"{inputs}/*.txt", "--vocab", vocabulary,
-                                   "--output_dir", output, "--num_shards", "2", "--chunk_length", "16"])
+                                   "--output-dir", output, "--num-shards", "2", "--chunk-length", "16"])
     assert sorted(tf.io.gfile.listdir(output)) == [
         "manifest.json", "pretrain-00000-of-00002.tfrecord", "pretrain-00001-of-00002.tfrecord"]
     assert result.manifest["documents"]["written"] == 30
@@ -242,10 +242,10 @@ def test_beam_jobs_write_records_and_manifests_to_ram():
 
     atomic_files.write_text(f"{inputs}/train.jsonl", sentiment_jsonl(10, 2))
     output = _ram("finetuning-records")
-    manifest = prepare_finetuning.run(["--task_type", "classification", "--input",
+    manifest = prepare_finetuning.run(["--task-type", "classification", "--input",
                                        f"train={inputs}/train.jsonl", "--vocab", vocabulary,
-                                       "--sequence_length", "16", "--num_shards", "2",
-                                       "--output_dir", output])
+                                       "--sequence-length", "16", "--num-shards", "2",
+                                       "--output-dir", output])
     # The per-shard counts went through gfile (Beam's WriteToText knows no ram://) and are gone.
     assert sorted(tf.io.gfile.listdir(output)) == [
         "manifest.json", "train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord"]

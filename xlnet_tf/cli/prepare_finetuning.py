@@ -28,32 +28,32 @@ def _parser():
         description=f"Beam job: JSONL/CSV/SQuAD JSON/TFDS -> fine-tuning TFRecords ({FORMAT}). Unknown arguments "
                     "go to Beam's PipelineOptions (e.g. --runner DataflowRunner --project ...).",
     )
-    parser.add_renamed_argument("--task-type", choices=TASK_TYPES, required=True)
+    parser.add_argument("--task-type", choices=TASK_TYPES, required=True)
     parser.add_argument("--input", action="append", default=[], metavar="SPLIT=FILE[,FILE...]",
                         help="local files of one split (repeat per split), e.g. train=train.jsonl")
     parser.add_argument("--tfds", default=None, help="TFDS dataset name, e.g. glue/mrpc, imdb_reviews, squad/v1.1")
-    parser.add_renamed_argument("--tfds-splits", default="train", help="comma-separated TFDS splits (default train)")
-    parser.add_renamed_argument("--tfds-data-dir", default=None)
+    parser.add_argument("--tfds-splits", default="train", help="comma-separated TFDS splits (default train)")
+    parser.add_argument("--tfds-data-dir", default=None)
     parser.add_argument("--tfds-read-shards", type=int, default=1,
                         help="read each TFDS split as this many even sub-splits, in parallel (default 1); "
                         "example ids are those of reading it whole")
-    parser.add_renamed_argument("--output-dir", required=True)
+    parser.add_argument("--output-dir", required=True)
     parser.add_argument("--vocab", required=True, help="spiece.model with XLNet's special ids")
-    parser.add_renamed_argument("--sequence-length", type=int, default=128)
+    parser.add_argument("--sequence-length", type=int, default=128)
     parser.add_argument("--max-segments", type=int, default=1,
                         help="classification/regression: pack each document at max_segments * sequence_length "
                              "pieces, fed as that many segments (the config's task.max_segments); default 1")
-    parser.add_renamed_argument("--text-fields", default=None,
+    parser.add_argument("--text-fields", default=None,
                                 help="comma-separated text columns (default text,text_pair)")
-    parser.add_renamed_argument("--label-field", default=None, help="label column (default label; tags for tokens)")
-    parser.add_renamed_argument("--label-names", default=None, help="comma-separated class names, in id order")
+    parser.add_argument("--label-field", default=None, help="label column (default label; tags for tokens)")
+    parser.add_argument("--label-names", default=None, help="comma-separated class names, in id order")
     parser.add_argument("--truncate", choices=("longest_first", "keep_second"), default="longest_first")
     parser.add_argument("--lowercase", action="store_true", help="for uncased vocabularies")
-    parser.add_renamed_argument("--max-query-length", type=int, default=64)
-    parser.add_renamed_argument("--doc-stride", type=int, default=128)
-    parser.add_renamed_argument("--num-shards", type=int, default=4, help="files per split")
+    parser.add_argument("--max-query-length", type=int, default=64)
+    parser.add_argument("--doc-stride", type=int, default=128)
+    parser.add_argument("--num-shards", type=int, default=4, help="files per split")
     parser.add_argument("--seed", type=int, default=0, help="decides the shard of each example")
-    parser.add_renamed_argument("--encode-batch-size", type=int, default=256)
+    parser.add_argument("--encode-batch-size", type=int, default=256)
     parser.add_argument("--strict", action="store_true", help="fail on the first bad example instead of skipping")
     parser.add_argument("--read-range-bytes", type=int, default=64 << 20,
                         help="JSONL files larger than this are read as ranges of this many bytes, on "

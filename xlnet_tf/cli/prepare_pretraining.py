@@ -30,25 +30,25 @@ def _parser():
     parser.add_argument("--input", nargs="+", required=True,
                         help="text files or globs (local or gs://; one sentence per line, blank line between "
                         "documents) and/or tfds:NAME[:SPLIT]")
-    parser.add_renamed_argument("--output-dir", required=True)
+    parser.add_argument("--output-dir", required=True)
     parser.add_argument("--vocab", required=True, help="spiece.model with XLNet's special ids")
-    parser.add_renamed_argument("--num-shards", type=int, help="shard files to write (default 16)")
-    parser.add_renamed_argument("--chunk-length", type=int,
+    parser.add_argument("--num-shards", type=int, help="shard files to write (default 16)")
+    parser.add_argument("--chunk-length", type=int,
                                 help="tokens per record, not a model setting (default 512)")
     parser.add_argument("--seed", type=int, help="decides shard assignment and document order (default 0)")
     parser.add_argument("--lowercase", action="store_true", help="for uncased vocabularies")
-    parser.add_renamed_argument("--keep-accents", action="store_true")
-    parser.add_renamed_argument("--max-sentence-chars", type=int,
+    parser.add_argument("--keep-accents", action="store_true")
+    parser.add_argument("--max-sentence-chars", type=int,
                                 help="longer lines are split at spaces into sentences of at most this many "
                                 "characters (default 4096)")
-    parser.add_renamed_argument("--on-undecodable", choices=("skip", "replace"),
+    parser.add_argument("--on-undecodable", choices=("skip", "replace"),
                                 help="documents with non-UTF-8 bytes: skip them (counted, the default) or "
                                 "replace the bytes with U+FFFD")
-    parser.add_renamed_argument("--tfds-text-feature", help="TFDS feature holding the text (default text)")
-    parser.add_renamed_argument("--tfds-data-dir")
-    parser.add_renamed_argument("--tfds-download", action="store_true",
+    parser.add_argument("--tfds-text-feature", help="TFDS feature holding the text (default text)")
+    parser.add_argument("--tfds-data-dir")
+    parser.add_argument("--tfds-download", action="store_true",
                                 help="download_and_prepare TFDS inputs first")
-    parser.add_renamed_argument("--tfds-read-shards", type=int,
+    parser.add_argument("--tfds-read-shards", type=int,
                                 help="read each TFDS split as this many even sub-splits, in parallel (default 1)")
     parser.add_argument("--read-range-bytes", type=int,
                         help="uncompressed input files larger than this are read as ranges of this many "

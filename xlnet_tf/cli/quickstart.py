@@ -24,12 +24,11 @@ import sys
 import time
 
 from xlnet_tf.cli.command_parser import CommandParser
+from xlnet_tf.cli.run_arguments import resolve_config
 from xlnet_tf.formats.pretraining_records import MANIFEST_FILE as RECORDS_MANIFEST_FILE
 from xlnet_tf.formats.preset_files import VOCABULARY_FILE
 
 DEFAULT_WORKDIR = "xlnet_quickstart"
-TINY_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "resources",
-                           "pretrain_tiny.yaml")
 
 
 def _stage(title):
@@ -146,7 +145,7 @@ def main(argv=None) -> int:
     from xlnet_tf.pretraining.pretraining_config import load_run_config
 
     run_dir = os.path.join(workdir, "pretrain")
-    config = load_run_config([TINY_CONFIG], [
+    config = load_run_config([resolve_config("tiny", "pretrain")], [
         f"data.train_files={records}", f"data.vocabulary={vocabulary}",
         f"model.vocabulary_size={vocabulary_size}", "distribution.strategy=one_device",
     ] + list(args.overrides))
@@ -214,8 +213,8 @@ def show_what_was_learned(loss, records, vocabulary, vocabulary_size, preset, he
 def next_command(run_dir, records, vocabulary, vocabulary_size, overrides=()):
     """The `xlnet-tf pretrain` command that continues the quick start's run, from any directory.
 
-    The config is named (`tiny`, shipped with the package, the same file as
-    `resources/pretrain_tiny.yaml`) and every path is absolute.
+    The config is named (`tiny`, shipped with the package, the file this run used)
+    and every path is absolute.
     """
     sets = [f"data.train_files={os.path.abspath(records)}",
             f"model.vocabulary_size={vocabulary_size}",

@@ -22,21 +22,21 @@ def _parser():
     )
     parser.add_argument("--input", nargs="+", required=True, help="text files or globs (local or gs://); "
                         "one sentence per line, blank line between documents")
-    parser.add_renamed_argument("--vocab-size", type=int, required=True, dest="vocab_size")
+    parser.add_argument("--vocab-size", type=int, required=True, dest="vocab_size")
     parser.add_argument("--output", required=True, help="path of the spiece.model to write")
-    parser.add_renamed_argument("--character-coverage", type=float, default=0.99995, dest="character_coverage")
-    parser.add_renamed_argument("--input-sentence-size", type=int, default=10_000_000,
+    parser.add_argument("--character-coverage", type=float, default=0.99995, dest="character_coverage")
+    parser.add_argument("--input-sentence-size", type=int, default=10_000_000,
                                 dest="input_sentence_size", help="sentences sampled for training; 0 = all")
     parser.add_argument("--no-shuffle", action="store_true", help="take the first sentences instead of sampling")
-    parser.add_renamed_argument("--extra-symbols", default=" ".join(DEFAULT_EXTRA_SYMBOLS), dest="extra_symbols",
+    parser.add_argument("--extra-symbols", default=" ".join(DEFAULT_EXTRA_SYMBOLS), dest="extra_symbols",
                                 help="space-separated user-defined pieces after <eop> (default: the original's "
                                 "punctuation); pass '' for none")
     parser.add_argument("--lowercase", action="store_true", help="uncased vocabulary")
-    parser.add_renamed_argument("--keep-accents", action="store_true", dest="keep_accents")
-    parser.add_renamed_argument("--max-sentence-chars", type=int, default=4096, dest="max_sentence_chars")
+    parser.add_argument("--keep-accents", action="store_true", dest="keep_accents")
+    parser.add_argument("--max-sentence-chars", type=int, default=4096, dest="max_sentence_chars")
     parser.add_argument("--soft-vocab-limit", action="store_true",
                         help="allow a smaller vocabulary than asked when the corpus is too small")
-    parser.add_renamed_argument("--num-threads", type=int, default=None, dest="num_threads")
+    parser.add_argument("--num-threads", type=int, default=None, dest="num_threads")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--verbose", action="store_true")
     return parser

@@ -12,8 +12,6 @@ import os
 
 import tensorflow as tf
 
-from xlnet_tf.storage.renamed_keys import RENAMED_KEYS, renamed_keys
-
 from xlnet_tf.formats.finetuning_records import EXAMPLE_ID_KEY
 from xlnet_tf.formats.finetuning_records import FEATURE_KEYS
 from xlnet_tf.formats.finetuning_records import FORMAT
@@ -32,8 +30,7 @@ def read_finetuning_manifest(directory):
         directory: output directory of `xlnet-tf prepare-finetuning`.
 
     Returns:
-        The manifest dict; keys an earlier version spelled differently
-        (`task.kind`) come back under today's names (`task.task_type`).
+        The manifest dict.
 
     Raises:
         FileNotFoundError: no manifest in `directory`.
@@ -47,12 +44,11 @@ def read_finetuning_manifest(directory):
         manifest = json.load(f)
     if manifest.get("format") != FORMAT:
         raise ValueError(f"{path!r} has format {manifest.get('format')!r}, expected {FORMAT!r}.")
-    return renamed_keys(manifest, RENAMED_KEYS["finetuning_manifest"], source=path, warn=False)
+    return manifest
 
 
 def records_max_segments(manifest):
-    """Segments per example of a records directory: the manifest's `max_segments` (1 when absent,
-    as in manifests written before long documents)."""
+    """Segments per example of a records directory: the manifest's `max_segments` (1 when absent)."""
     value = manifest.get("max_segments", 1)
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"The fine-tuning manifest's max_segments must be an int >= 1, got {value!r}.")
@@ -62,7 +58,7 @@ def records_max_segments(manifest):
 def _feature_spec(task_type, length):
     spec = {k: tf.io.FixedLenFeature([length], tf.int64) for k in FEATURE_KEYS}
     spec[EXAMPLE_ID_KEY] = tf.io.FixedLenFeature([], tf.string)
-    # Records written before the flag existed read as -1 (unknown).
+    # Token classification records do not carry the flag: they read as -1 (unknown).
     spec[TRUNCATED_KEY] = tf.io.FixedLenFeature([], tf.int64, default_value=-1)
     if task_type == "classification":
         spec[LABEL_KEY] = tf.io.FixedLenFeature([], tf.int64)

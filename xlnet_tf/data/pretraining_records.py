@@ -41,10 +41,6 @@ class Shard:
     chunk_length: int
     offset: int
 
-    def record_length(self, index):
-        """Tokens held by record `index` (a Python int)."""
-        return min(self.chunk_length, self.num_tokens - index * self.chunk_length)
-
 
 class PretrainingRecords:
     """The shards matched by a file pattern, checked against their manifests.

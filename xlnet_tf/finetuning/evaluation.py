@@ -94,7 +94,7 @@ def evaluate(model, task, tokenizer, batch_size, data_dir=None, collapse_warning
     if not logits:
         raise ValueError("The evaluation set is empty.")
     truncated = np.concatenate(truncated)
-    # -1: records written before the flag existed; the count is then unknown (null).
+    # -1: records that do not carry the flag (token classification); the count is then unknown (null).
     truncated_examples = None if (truncated < 0).any() else int(truncated.sum())
     if task.task_type == "token_classification":
         logits = np.concatenate([x.reshape(-1, x.shape[-1]) for x in logits])

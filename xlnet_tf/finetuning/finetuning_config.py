@@ -20,7 +20,6 @@ from typing import Any, List, Mapping, Optional, Sequence
 
 
 from xlnet_tf.config_schema import ConfigError, build_section, check_sections
-from xlnet_tf.storage.renamed_keys import RENAMED_KEYS, renamed_keys
 from xlnet_tf.data.finetuning_tasks import DATASETS, METRICS, TASK_TYPES, dataset_spec, default_metrics
 from xlnet_tf.training.config_sources import merge_config_sources
 from xlnet_tf.training.run_sections import (DistributionSection, OptimizerSection, RunConfigFile,
@@ -149,7 +148,6 @@ def finetune_config_from_dict(values: Mapping[str, Any]) -> FinetuneConfig:
     # A run's own config.yaml records where it trained and what it changed in the initial
     # preset; those records are output, not settings, so feeding the file back must not trip on them.
     values = without_run_records(dict(values))
-    values = renamed_keys(values, RENAMED_KEYS["run_config"], error=ConfigError)
     check_sections(values, _SECTIONS, "A fine-tuning config")
     config = FinetuneConfig(**{name: build_section(name, cls, values.get(name) or {})
                                for name, cls in _SECTIONS.items()})

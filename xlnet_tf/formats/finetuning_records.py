@@ -21,8 +21,7 @@ MANIFEST_FILE = "manifest.json"
 SHARD_COUNTS_FILE = "_shard_counts"
 SHARD_SUFFIX = ".tfrecord"
 
-# Task types a fine-tuning record directory can hold (`manifest["task"]["task_type"]`;
-# manifests of earlier versions spell it `kind`, still read).
+# Task types a fine-tuning record directory can hold (`manifest["task"]["task_type"]`).
 CLASSIFICATION = "classification"
 REGRESSION = "regression"
 TOKEN_CLASSIFICATION = "token_classification"

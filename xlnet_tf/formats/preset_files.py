@@ -12,7 +12,7 @@ Example:
 """
 
 # ---- keras-hub's layout (written by every saver here, read by keras-hub too)
-# The serialized `XLNetBackbone` (in the earlier layout: a plain `XLNetConfig` dict).
+# The serialized `XLNetBackbone`.
 CONFIG_FILE = "config.json"
 # The backbone's weights.
 WEIGHTS_FILE = "model.weights.h5"
@@ -35,10 +35,6 @@ VOCABULARY_FILE = "spiece.model"
 # In a fine-tuned task preset: how raw text was packed, and the serving metadata
 # (task type, text fields, label names, SQuAD `null_score_threshold`, ...).
 PREPROCESSING_FILE = "preprocessing.json"
-
-# ---- the earlier layout, still read
-# `task.json` of the earlier layout carries `"format": TASK_PRESET_FORMAT`.
-TASK_PRESET_FORMAT = "xlnet_tf.task.v1"
 
 # Names under which `tokenizer.json` registers the tokenizer class.
 TOKENIZER_REGISTERED_NAME = "xlnet_tf>XLNetTokenizer"

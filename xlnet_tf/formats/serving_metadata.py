@@ -16,7 +16,7 @@ METADATA_FORMAT = "xlnet_tf.serving.v1"
 # Top-level keys (written with sorted keys):
 # - format: METADATA_FORMAT;
 # - task_type: "classification", "regression", "token_classification", "span" or
-#   "multiple_choice" (files of earlier versions spell it `task`, still read);
+#   "multiple_choice";
 # - sequence_length: the packed length the model was exported for;
 # - has_text_pair: whether the text signature takes a second text;
 # - num_choices: choices per example (multiple choice), else null;

@@ -1,4 +1,4 @@
-"""Reading and writing preset directories, in keras-hub's layout (read: both layouts).
+"""Reading and writing preset directories, in keras-hub's layout.
 
 The layout written everywhere (`XLNetBackbone`, `XLNetPretrainer` and the task
 models' `save_to_preset`, the converters, the named-preset cache, the
@@ -18,9 +18,6 @@ pretraining export, `xlnet-tf finetune`'s `final/`) is keras-hub's, so
   vocabulary path: `prepare-pretraining --vocab`, `data.vocabulary`) and, in a
   fine-tuned task preset, `preprocessing.json` (the serving metadata: task type,
   text fields, label names, SQuAD `null_score_threshold`, ...).
-
-The project's earlier layout (`config.json` = a plain `XLNetConfig` dict, `task.json`
-`"xlnet_tf.task.v1"` with every weight in `task.weights.h5`) is still read.
 
 Every file of a preset is written atomically (`xlnet_tf.storage.atomic_files`):
 an interrupted save leaves each file either complete or as before, never a
@@ -120,27 +117,6 @@ def write_arrays(path, arrays):
     return atomic_files.write_bytes(path, buffer.getvalue())
 
 
-def copy_vocabulary(source_dir_or_file, preset_dir):
-    """Copies `spiece.model` into the preset when the source has one; returns whether it did."""
-    gfile = _gfile()
-    source = source_dir_or_file
-    if source and gfile.isdir(source):
-        source = os.path.join(source, VOCABULARY_FILE)
-    if source and gfile.exists(source) and not gfile.isdir(source):
-        target = os.path.join(preset_dir, VOCABULARY_FILE)
-        if _same_path(source, target):
-            return True
-        atomic_files.copy_file(source, target)
-        return True
-    return False
-
-
-def _same_path(a, b):
-    if atomic_files.is_local(a) and atomic_files.is_local(b):
-        return os.path.abspath(a) == os.path.abspath(b)
-    return str(a).rstrip("/") == str(b).rstrip("/")
-
-
 # ---------------------------------------------------------------- reading any preset
 # Schemes whose files keras-hub's `get_file` downloads into a local cache.
 HUB_SCHEMES = ("hf://", "kaggle://", "modelscope://")
@@ -204,7 +180,7 @@ def fetch(preset, filename, required=True):
 
 
 def read_config_json(preset):
-    """The parsed `config.json` of a preset (either layout)."""
+    """The parsed `config.json` of a preset."""
     return read_json(fetch(preset, CONFIG_FILE))
 
 
@@ -213,22 +189,29 @@ def is_keras_hub_layout(config_json):
     return isinstance(config_json, dict) and "registered_name" in config_json
 
 
-def backbone_config_dict(config_json):
-    """The `XLNetConfig` dict of a parsed `config.json`, in either layout."""
-    if is_keras_hub_layout(config_json):
-        inner = config_json.get("config", {})
-        if "config" not in inner:
-            raise ValueError(f"config.json holds a {config_json.get('class_name')!r}, not an "
-                             "XLNetBackbone (no XLNetConfig inside).")
-        return inner["config"]
-    return config_json
+def backbone_config_dict(config_json, source=CONFIG_FILE):
+    """The `XLNetConfig` dict of a parsed `config.json` (a serialized `XLNetBackbone`).
+
+    Raises:
+        ValueError: `config_json` is not a serialized Keras object holding an `XLNetConfig`
+            (e.g. an original or Hugging Face checkpoint's config, which `xlnet-tf convert` reads).
+    """
+    if not is_keras_hub_layout(config_json):
+        raise ValueError(f"{source} is not a preset's config.json (a serialized XLNetBackbone with a "
+                         "'registered_name', as save_to_preset writes); convert an original or Hugging Face "
+                         "checkpoint with `xlnet-tf convert` first.")
+    inner = config_json.get("config", {})
+    if "config" not in inner:
+        raise ValueError(f"{source} holds a {config_json.get('class_name')!r}, not an "
+                         "XLNetBackbone (no XLNetConfig inside).")
+    return inner["config"]
 
 
 def read_backbone_config(preset):
-    """The `XLNetConfig` of a preset, whatever its layout (project's or keras-hub's)."""
+    """The `XLNetConfig` of a preset."""
     from xlnet_tf.models.xlnet_config import XLNetConfig
 
-    return XLNetConfig.from_any_dict(backbone_config_dict(read_config_json(preset)))
+    return XLNetConfig.from_any_dict(backbone_config_dict(read_config_json(preset), f"{preset}/{CONFIG_FILE}"))
 
 
 def vocabulary_path(preset, required=True):

@@ -438,8 +438,7 @@ class XLNetBackbone(Backbone):
                 a directory (local, `gs://`, `ram://`) or a `hf://` / `kaggle://`
                 handle, holding `config.json` and `model.weights.h5` in
                 keras-hub's layout (`config.json` = a serialized `XLNetBackbone`,
-                what `save_to_preset` writes) or the project's earlier one
-                (`config.json` = an `XLNetConfig` dict).
+                what `save_to_preset` writes).
             dtype: a dtype policy for the new model.
             load_weights: False builds the architecture with fresh weights.
             **config_overrides: `XLNetConfig` fields to change (e.g. `memory_length`,
@@ -453,12 +452,12 @@ class XLNetBackbone(Backbone):
         """
         preset = preset_io.resolve(preset)
         config_json = preset_io.read_config_json(preset)
-        if preset_io.is_keras_hub_layout(config_json):
-            registered = config_json.get("registered_name", "")
-            if registered != "xlnet_tf>XLNetBackbone":
-                raise ValueError(f"Preset {preset} holds a {config_json.get('class_name')!r} "
-                                 f"({registered}), not an XLNetBackbone.")
-        config = XLNetConfig.from_any_dict(preset_io.backbone_config_dict(config_json))
+        config_dict = preset_io.backbone_config_dict(config_json, f"{preset}/{preset_io.CONFIG_FILE}")
+        registered = config_json.get("registered_name", "")
+        if registered != "xlnet_tf>XLNetBackbone":
+            raise ValueError(f"Preset {preset} holds a {config_json.get('class_name')!r} "
+                             f"({registered}), not an XLNetBackbone.")
+        config = XLNetConfig.from_any_dict(config_dict)
         if config_overrides:
             shape_fields = {"vocabulary_size", "num_layers", "num_heads", "head_dim", "hidden_dim",
                             "intermediate_dim", "untie_relative_bias"}

@@ -7,7 +7,6 @@ fails before any weight is built.
 """
 
 import dataclasses
-import json
 from typing import Any, Mapping
 
 from xlnet_tf.config_schema import ConfigError, check_value  # noqa: F401 (ConfigError: re-exported)
@@ -162,8 +161,8 @@ class XLNetConfig:
         """Reads a preset's `config.json`, an original `xlnet_config.json` or a Hugging Face `config.json`.
 
         A preset's `config.json` is keras-hub's serialized `XLNetBackbone`
-        (`{"module", "class_name", "config": {"config": {...}}, "registered_name"}`)
-        or, in presets written before, the plain `XLNetConfig` dict.
+        (`{"module", "class_name", "config": {"config": {...}}, "registered_name"}`);
+        a plain `XLNetConfig` dict is read too.
 
         The format is detected from the keys. Original and Hugging Face files are
         translated field by field; keys that describe nothing in the network
@@ -226,28 +225,3 @@ class XLNetConfig:
             if "dropout" in translated:
                 translated.setdefault("attention_dropout", translated["dropout"])
         return cls.from_dict(translated)
-
-    def save_json(self, path: str) -> None:
-        import tensorflow as tf
-
-        with tf.io.gfile.GFile(path, "w") as f:
-            json.dump(self.to_dict(), f, indent=2, sort_keys=True)
-            f.write("\n")
-
-
-def load_config_file(path: str) -> XLNetConfig:
-    """Loads an `XLNetConfig` from a `.json` or `.yaml` file."""
-    if path.endswith((".yaml", ".yml")):
-        import yaml
-
-        import tensorflow as tf  # gfile: the file may be on gs:// or ram://.
-
-        if not tf.io.gfile.exists(path):
-            raise ConfigError(f"Config file not found: {path}")
-        with tf.io.gfile.GFile(path, "r") as f:
-            values = yaml.safe_load(f.read()) or {}
-        try:
-            return XLNetConfig.from_any_dict(values)
-        except ConfigError as e:
-            raise ConfigError(f"{path}: {e}") from e
-    return XLNetConfig.from_json(path)

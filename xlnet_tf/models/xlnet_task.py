@@ -12,9 +12,7 @@ and `load_task_preset`) is in keras-hub's layout (see `xlnet_tf.models.preset_io
   metadata `xlnet-tf export` needs (task type, sequence length, text fields, label names,
   SQuAD `null_score_threshold`, ...).
 
-Still read: the earlier layout (`config.json` an `XLNetConfig` dict, `task.json` with
-`"format": "xlnet_tf.task.v1"`, every weight in `task.weights.h5`). A backbone or
-pretraining preset (no `task.json`) gives the backbone's weights and a fresh head.
+A backbone or pretraining preset (no `task.json`) gives the backbone's weights and a fresh head.
 """
 
 import os
@@ -28,7 +26,6 @@ from keras_hub.src.utils.pipeline_model import _contains_string_data
 
 from xlnet_tf.formats.preset_files import PREPROCESSING_FILE
 from xlnet_tf.formats.preset_files import TASK_CONFIG_FILE
-from xlnet_tf.formats.preset_files import TASK_PRESET_FORMAT
 from xlnet_tf.formats.preset_files import TASK_WEIGHTS_FILE
 from xlnet_tf.formats.preset_files import WEIGHTS_FILE as BACKBONE_WEIGHTS_FILE
 from xlnet_tf.formats.special_tokens import CLS_TOKEN_ID
@@ -324,23 +321,14 @@ class XLNetTask(Task):
 
     @classmethod
     def from_config(cls, config):
-        """Rebuilds the model; the backbone comes serialized (`backbone`) or, in task
-        presets written before it was, as its `XLNetConfig` dict (`backbone_config`)."""
-        from xlnet_tf.models.xlnet_config import XLNetConfig
-        from xlnet_tf.models.xlnet_backbone import XLNetBackbone
-
+        """Rebuilds the model from `get_config`'s dict (the backbone serialized under `backbone`)."""
         config = dict(config)
         if isinstance(config.get("dtype"), dict):
             config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-        backbone_config = config.pop("backbone_config", None)
         backbone = config.pop("backbone", None)
         if backbone is None:
-            if backbone_config is None:
-                raise ValueError(f"{cls.__name__}.from_config needs `backbone` (or `backbone_config`); "
-                                 f"got keys {sorted(config)}.")
-            backbone = XLNetBackbone(XLNetConfig.from_dict(backbone_config),
-                                     dtype=config.get("dtype"))
-        elif isinstance(backbone, dict):
+            raise ValueError(f"{cls.__name__}.from_config needs `backbone`; got keys {sorted(config)}.")
+        if isinstance(backbone, dict):
             backbone = keras.saving.deserialize_keras_object(backbone)
         if isinstance(config.get("preprocessor"), dict):
             config["preprocessor"] = keras.saving.deserialize_keras_object(config["preprocessor"])
@@ -474,11 +462,6 @@ class XLNetTask(Task):
             proto = tokenizer.proto
         if preprocessing is None and self.preprocessor is not None:
             preprocessing = self.default_preprocessing_info()
-        if preprocessing is not None:  # a dict saved by an earlier version may say `lower_case`
-            from xlnet_tf.storage.renamed_keys import RENAMED_KEYS, renamed_keys
-
-            preprocessing = renamed_keys(preprocessing, RENAMED_KEYS["preprocessing"],
-                                         source="preprocessing", warn=False)
         lowercase = (preprocessing or {}).get("lowercase")
         if lowercase is None:
             lowercase = bool(getattr(tokenizer, "lowercase", False))
@@ -583,21 +566,16 @@ HEAD_SHAPE_ARGUMENTS = ("num_classes",)
 
 
 def _load_task(task_class, preset, saved, task_file, load_weights, overrides):
-    """Builds `task_class` from a parsed `task.json` of either layout and loads its weights."""
-    from xlnet_tf.models.xlnet_config import XLNetConfig
+    """Builds `task_class` from a parsed `task.json` and loads its weights."""
     from xlnet_tf.models import preset_io
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 
-    keras_hub_layout = preset_io.is_keras_hub_layout(saved)
-    if not keras_hub_layout and saved.get("format") != TASK_PRESET_FORMAT:
-        raise ValueError(f"{task_file}: format {saved.get('format')!r}, expected {TASK_PRESET_FORMAT!r} "
-                         "or a serialized task model (keras-hub's layout).")
-    if keras_hub_layout and saved.get("registered_name") != f"xlnet_tf>{task_class.__name__}":
+    if saved.get("registered_name") != f"xlnet_tf>{task_class.__name__}":
         raise ValueError(f"{task_file} holds {saved.get('registered_name')!r}, not an "
                          f"xlnet_tf>{task_class.__name__}.")
     config = dict(saved.get("config") or {})
     # The backbone comes from config.json, the preprocessor from preprocessor.json.
-    for key in ("backbone", "backbone_config", "preprocessor"):
+    for key in ("backbone", "preprocessor"):
         config.pop(key, None)
     # As keras-hub's Task.from_preset: a new head size keeps the trained backbone and
     # starts a fresh head, instead of failing on the saved head's shapes.
@@ -608,11 +586,9 @@ def _load_task(task_class, preset, saved, task_file, load_weights, overrides):
         config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
     if "preprocessor" not in config:
         config["preprocessor"] = task_class._preset_preprocessor(preset)
-    backbone_config = XLNetConfig.from_any_dict(
-        preset_io.backbone_config_dict(preset_io.read_config_json(preset)))
+    backbone_config = preset_io.read_backbone_config(preset)
     backbone = XLNetBackbone(backbone_config, dtype=config.get("dtype"))
-    # Compiled after the weights: a file of the earlier layout may also hold an
-    # optimizer's state, which a freshly compiled optimizer could not take.
+    # Compiled after the weights are loaded, so no optimizer state is built before them.
     compile_defaults = config.pop("compile", True)
     model = task_class(backbone=backbone, compile=False, **config)
     if not model.built:
@@ -621,14 +597,9 @@ def _load_task(task_class, preset, saved, task_file, load_weights, overrides):
         weights = preset_io.fetch(preset, TASK_WEIGHTS_FILE, required=False)
         if weights is None:
             raise FileNotFoundError(f"Task weights not found: {os.path.join(preset, TASK_WEIGHTS_FILE)}")
-        head_layers = [layer for layer in model._flatten_layers(include_self=False, recursive=False)
-                       if layer is not backbone]
-        if keras_hub_layout:
-            preset_io.load_weights(backbone, preset_io.fetch(preset, BACKBONE_WEIGHTS_FILE))
-            if not resized:
-                preset_io.load_weights(model, weights, objects_to_skip=list(backbone._flatten_layers()))
-        else:
-            preset_io.load_weights(model, weights, objects_to_skip=head_layers if resized else None)
+        preset_io.load_weights(backbone, preset_io.fetch(preset, BACKBONE_WEIGHTS_FILE))
+        if not resized:
+            preset_io.load_weights(model, weights, objects_to_skip=list(backbone._flatten_layers()))
         if resized:
             changes = ", ".join(f"{key} {old} -> {new}" for key, (old, new) in resized.items())
             warnings.warn(f"{preset}: {changes}: the backbone's trained weights are loaded and the "

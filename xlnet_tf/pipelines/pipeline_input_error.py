@@ -7,8 +7,8 @@ class PipelineInputError(ValueError):
     The commands catch it and print its message as one line, with no traceback.
 
     Example:
-        >>> raise PipelineInputError("--num_shards must be >= 1, got 0.")
+        >>> raise PipelineInputError("--num-shards must be >= 1, got 0.")
         Traceback (most recent call last):
         ...
-        PipelineInputError: --num_shards must be >= 1, got 0.
+        PipelineInputError: --num-shards must be >= 1, got 0.
     """

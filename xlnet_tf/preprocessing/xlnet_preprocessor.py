@@ -15,9 +15,6 @@ from xlnet_tf.preprocessing.segment_layout import packed_length
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 from xlnet_tf.text_normalization import replace_undecodable
 
-PACKED_KEYS = ("token_ids", "segment_ids", "padding_mask")
-
-
 def is_packed(x):
     """Whether `x` is already a dict of packed ids (passed through unchanged)."""
     return isinstance(x, dict) and "token_ids" in x

@@ -11,7 +11,6 @@ from keras_hub.tokenizers import SentencePieceTokenizer
 
 from xlnet_tf.preprocessing.digit_comma_split import DigitCommaSplit
 from xlnet_tf.formats import special_tokens
-from xlnet_tf.formats.preset_files import PREPROCESSING_FILE
 from xlnet_tf.formats.preset_files import TOKENIZER_CONFIG_FILE
 from xlnet_tf.formats.preset_files import TOKENIZER_REGISTERED_NAME
 from xlnet_tf.formats.special_tokens import SPECIAL_PIECES
@@ -101,18 +100,6 @@ class XLNetTokenizer(SentencePieceTokenizer):
         for piece, name in zip(SPECIAL_PIECES, ("unk", "start", "end", "cls", "sep", "pad", "mask", "eod", "eop")):
             self._add_special_token(piece, f"{name}_token")
         super().__init__(proto=_decode_proto(proto), sequence_length=sequence_length, dtype=dtype, **kwargs)
-
-    # The earlier spellings of `unk_token_id`, `cls_token_id`, ..., kept for one release. Unlike
-    # keras-hub's attributes they need no loaded vocabulary: the ids are fixed by the format.
-    unk_id = property(lambda self: special_tokens.UNK_TOKEN_ID, doc="Id of `<unk>` (0).")
-    bos_id = property(lambda self: special_tokens.BOS_TOKEN_ID, doc="Id of `<s>` (1).")
-    eos_id = property(lambda self: special_tokens.EOS_TOKEN_ID, doc="Id of `</s>` (2).")
-    cls_id = property(lambda self: special_tokens.CLS_TOKEN_ID, doc="Id of `<cls>` (3).")
-    sep_id = property(lambda self: special_tokens.SEP_TOKEN_ID, doc="Id of `<sep>` (4).")
-    pad_id = property(lambda self: special_tokens.PAD_TOKEN_ID, doc="Id of `<pad>` (5).")
-    mask_id = property(lambda self: special_tokens.MASK_TOKEN_ID, doc="Id of `<mask>` (6).")
-    eod_id = property(lambda self: special_tokens.EOD_TOKEN_ID, doc="Id of `<eod>` (7).")
-    eop_id = property(lambda self: special_tokens.EOP_TOKEN_ID, doc="Id of `<eop>` (8).")
 
     @property
     def special_ids(self):
@@ -258,10 +245,9 @@ class XLNetTokenizer(SentencePieceTokenizer):
         """The tokenizer of a preset: a name (`xlnet-tf presets`), a directory (local,
         `gs://`, `ram://`) or a `hf://` / `kaggle://` handle.
 
-        Reads keras-hub's layout (`tokenizer.json` + `assets/tokenizer/vocabulary.spm`)
-        or the project's (`spiece.model`, and in a fine-tuned task preset the
-        lowercasing recorded in `preprocessing.json`). `kwargs` override the
-        saved constructor arguments.
+        Reads keras-hub's layout (`tokenizer.json` + `assets/tokenizer/vocabulary.spm`);
+        a directory with only a `spiece.model` gives a tokenizer with the default
+        settings. `kwargs` override the saved constructor arguments.
 
         Example:
         >>> tokenizer = XLNetTokenizer.from_preset("xlnet_base_cased")  # doctest: +SKIP
@@ -278,15 +264,6 @@ class XLNetTokenizer(SentencePieceTokenizer):
             settings = dict(config.get("config", {}))
             if isinstance(settings.get("dtype"), dict):  # serialized by keras-hub's / our preset writer
                 settings["dtype"] = keras.dtype_policies.deserialize(settings["dtype"]).name
-        else:
-            info = preset_io.fetch(preset, PREPROCESSING_FILE, required=False)
-            if info is not None:
-                from xlnet_tf.storage.renamed_keys import RENAMED_KEYS, renamed_keys
-
-                info = renamed_keys(preset_io.read_json(info), RENAMED_KEYS["preprocessing"],
-                                    source=info, warn=False)
-                if info.get("lowercase") is not None:
-                    settings["lowercase"] = bool(info["lowercase"])
         settings.update(kwargs)
         if settings.get("proto") is None:
             settings["proto"] = preset_io.read_bytes(preset_io.vocabulary_path(preset))

@@ -10,8 +10,7 @@ Files can still be damaged later (a full disk, a bad copy, a killed sync tool),
 so the manifest also records the size and sha256 of every file of the entry
 (`preset_files`), and `entry_problem` checks them on the first load in a process
 (once per file: a file whose size and modification time are unchanged since it
-passed is not read again). Entries written before the manifest had those
-records get the HDF5 read-back check of their weights files instead.
+passed is not read again).
 """
 
 import contextlib
@@ -98,9 +97,8 @@ def entry_problem(directory):
     """Why the cached preset in `directory` cannot be trusted, or None when every file checks out.
 
     Each file recorded in the manifest must exist with its recorded size and
-    sha256; a manifest without records (an older entry) has its `*.h5` files read
-    back instead (`weights_file_problem`). A file that passed keeps its result
-    for this process while its size and modification time stay the same.
+    sha256. A file that passed keeps its result for this process while its size
+    and modification time stay the same.
 
     Returns:
         None, or one sentence naming every damaged file and what is wrong with it.
@@ -112,25 +110,14 @@ def entry_problem(directory):
     if manifest is None:
         return f"{MANIFEST_FILE} is missing"
     records = manifest.get("preset_files") if isinstance(manifest, dict) else None
-    problems = []
     if records is None:
-        from xlnet_tf.storage.atomic_files import weights_file_problem
-
-        for root, _, names in os.walk(directory):
-            for name in sorted(names):
-                path = os.path.join(root, name)
-                if name.endswith(".h5") and not _passed(path):
-                    problem = weights_file_problem(path)
-                    if problem:
-                        problems.append(f"{os.path.relpath(path, directory)}: {problem}")
-                    else:
-                        _remember(path)
-    else:
-        for record in records:
-            path = os.path.join(directory, *record["path"].split("/"))
-            problem = _record_problem(path, record)
-            if problem:
-                problems.append(f"{record['path']}: {problem}")
+        return f"{MANIFEST_FILE} records no preset_files"
+    problems = []
+    for record in records:
+        path = os.path.join(directory, *record["path"].split("/"))
+        problem = _record_problem(path, record)
+        if problem:
+            problems.append(f"{record['path']}: {problem}")
     return "; ".join(problems) or None
 
 

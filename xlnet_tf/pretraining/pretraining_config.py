@@ -21,7 +21,6 @@ from xlnet_tf.data.check_pretraining_sizes import check_pretraining_sizes
 from xlnet_tf.training.run_sections import (RunConfigFile, DistributionSection, OptimizerSection,
                                             TrainingSection, validate_training,
                                             without_run_records)
-from xlnet_tf.storage.renamed_keys import RENAMED_KEYS, renamed_keys
 from xlnet_tf.training.config_sources import merge_config_sources, parse_override  # noqa: F401
 
 
@@ -113,7 +112,6 @@ def run_config_from_dict(values: Mapping[str, Any]) -> RunConfig:
     """
     values = without_run_records(values)  # A run's config.yaml fed back: its records are output.
     check_sections(values, {"model", *_SECTIONS}, "A run config")
-    values = renamed_keys(values, RENAMED_KEYS["run_config"], error=ConfigError)
     model_values = values.get("model", {}) or {}
     try:
         model = XLNetConfig.from_dict(model_values)

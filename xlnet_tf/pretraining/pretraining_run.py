@@ -150,8 +150,7 @@ def _vocabulary_file(config, records):
     return None
 
 
-def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, extra_callbacks=(),
-                    export=False) -> dict:
+def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, extra_callbacks=()) -> dict:
     """Pretrains (or resumes) the run described by `config` in `workdir`.
 
     The chief holds `workdir/RUN_LOCK` (`xlnet_tf.storage.run_lock.RunLock`) from
@@ -163,9 +162,6 @@ def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, extra_cal
         workdir: work directory (created if needed).
         strategy: a strategy to use instead of resolving `config.distribution`.
         extra_callbacks: more Keras callbacks for `fit`.
-        export: only `False` (the default) is accepted: the run no longer exports;
-            callers export the summary's `pretrainer` (see Returns). Kept for one
-            release so that callers passing `export=False` keep working.
 
     Returns:
         A summary dict: final logs, steps, replicas, batch sizes; on the chief also
@@ -179,9 +175,6 @@ def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, extra_cal
     >>> export_pretrainer(summary["pretrainer"], "gs://bucket/runs/base/export",
     ...                   vocabulary=summary["vocabulary"])  # doctest: +SKIP
     """
-    if export:
-        raise TypeError("run_pretraining no longer exports: pass the summary's `pretrainer` and "
-                        "`vocabulary` to xlnet_tf.serving.export_pretrained.export_pretrainer.")
     with contextlib.ExitStack() as run_scope:
         return _run_pretraining(config, workdir, run_scope, strategy=strategy,
                                 extra_callbacks=extra_callbacks)

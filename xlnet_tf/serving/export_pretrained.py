@@ -32,8 +32,6 @@ from xlnet_tf.formats.special_tokens import PAD_TOKEN_ID
 from xlnet_tf.storage import atomic_files
 from xlnet_tf.storage.output_directory import check_output_directory, normalized_path
 
-# The old spelling of `PAD_TOKEN_ID`, kept for one release.
-PAD_ID = PAD_TOKEN_ID
 PRESET_SUBDIR = "preset"
 SAVED_MODEL_SUBDIR = "saved_model"
 

@@ -7,7 +7,6 @@ import tensorflow as tf
 
 from xlnet_tf.serving.export_task_model import export_task_model
 from xlnet_tf.storage.output_directory import check_output_directory
-from xlnet_tf.storage.renamed_keys import RENAMED_KEYS, renamed_keys
 
 from xlnet_tf.formats.preset_files import PREPROCESSING_FILE
 from xlnet_tf.formats.preset_files import TASK_CONFIG_FILE as TASK_FILE
@@ -78,9 +77,9 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
                         dtype="float32", jit_compile=False, trim_padding=None):
     """Exports the fine-tuned model of `workdir` as a two-signature SavedModel.
 
-    Reads the task preset (`WORKDIR/final/`, keras-hub's layout or the earlier
-    one: `task.json`, the weights, the vocabulary and the packing: `preprocessing.json`
-    as `xlnet-tf finetune` writes it, else what `preprocessor.json` and the task
+    Reads the task preset (`WORKDIR/final/`, keras-hub's layout: `task.json`, the
+    weights, the vocabulary and the packing: `preprocessing.json` as
+    `xlnet-tf finetune` writes it, else what `preprocessor.json` and the task
     class say; multiple choice also needs `num_choices` or `num_classes` in
     `preprocessing.json`; `max_segments` there, above 1 for a model with
     recurrence memory, exports signatures that take documents of any length),
@@ -135,8 +134,7 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
         raise FileNotFoundError(f"{preprocessing_file} is missing: the export needs the fine-tuning packing.")
     preprocessing = _layout_preprocessing(preset, task_config)
     if tf.io.gfile.exists(preprocessing_file):
-        preprocessing.update(renamed_keys(_read_json(preprocessing_file), RENAMED_KEYS["preprocessing"],
-                                          source=preprocessing_file, warn=False))
+        preprocessing.update(_read_json(preprocessing_file))
     task_type = preprocessing.get("task_type")
     if task_type == "classification" and task_class == "XLNetClassifier":
         num_classes = (task_config.get("config") or {}).get("num_classes", 2)

@@ -6,7 +6,6 @@ import os
 from xlnet_tf.formats.preset_files import TASK_CONFIG_FILE
 from xlnet_tf.formats.serving_metadata import METADATA_FILE
 from xlnet_tf.serving.prediction_record import prediction_record
-from xlnet_tf.storage.renamed_keys import RENAMED_KEYS, renamed_keys
 
 # Per task: the strings-in signature's two inputs (first, second).
 INPUT_NAMES = {"span": ("context", "question"), "multiple_choice": ("context", "choices")}
@@ -26,9 +25,7 @@ def _read_metadata(model_dir):
     if not _gfile().exists(path):
         return {}
     with _gfile().GFile(path, "r") as f:
-        metadata = json.load(f)
-    # Models exported by an earlier version say `task`.
-    return renamed_keys(metadata, RENAMED_KEYS["serving_metadata"], source=path, warn=False)
+        return json.load(f)
 
 
 NEEDS_TASK_EXPORT = ("`xlnet-tf predict` needs the SavedModel of a fine-tuned task: fine-tune one with "

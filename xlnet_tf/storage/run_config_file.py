@@ -6,13 +6,12 @@ import os
 import yaml
 
 from xlnet_tf.storage import atomic_files
-from xlnet_tf.storage.renamed_keys import RENAMED_KEYS, renamed_keys
 
 _log = logging.getLogger(__name__)
 
 CONFIG_FILE = "config.yaml"
 # The last line of every config.yaml a run writes: a file without it was cut short
-# (copied partially, damaged, or written in place by an older version).
+# (copied partially or damaged).
 END_MARKER = "# end of run config\n"
 
 
@@ -27,9 +26,7 @@ def read_run_config(workdir):
 
     None also when the file is damaged or incomplete (no end marker, not a YAML
     mapping): a one-line warning names it, and the run rewrites it. Reads
-    through `tf.io.gfile` for non-local work directories. Keys an older version
-    spelled differently (`data.seq_length`) come back under today's names, so
-    they are compared with this run's values.
+    through `tf.io.gfile` for non-local work directories.
     """
     import tensorflow as tf
 
@@ -46,11 +43,6 @@ def read_run_config(workdir):
         problem = str(error).splitlines()[0]
     if problem is None and not text.endswith(END_MARKER):
         problem = f"incomplete: its last line is not {END_MARKER.strip()!r}"
-    if problem is None:
-        try:
-            values = renamed_keys(values, RENAMED_KEYS["run_config"], source=path, warn=False)
-        except ValueError as error:  # both spellings: not a file this project wrote
-            problem = str(error)
     if problem:
         _log.warning("%s is unreadable (%s); not compared with this run's config, and rewritten.",
                      path, problem)

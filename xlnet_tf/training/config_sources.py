@@ -2,8 +2,7 @@
 
 Both runs load their config through `merge_config_sources` and then check the merged
 dict with their own schema (`xlnet_tf.pretraining.pretraining_config`,
-`xlnet_tf.finetuning.finetuning_config`). Keys an older version spelled differently
-are renamed per source (`xlnet_tf.storage.renamed_keys`). No TensorFlow import for local files.
+`xlnet_tf.finetuning.finetuning_config`). No TensorFlow import for local files.
 
 Example:
 >>> merge_config_sources([], ["training.train_steps=10", "optimizer.learning_rate=1e-3"])
@@ -15,7 +14,6 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from xlnet_tf.config_schema import ConfigError
-from xlnet_tf.storage.renamed_keys import RENAMED_KEYS, renamed_keys
 
 
 def _merge(base: dict, override: Mapping[str, Any], where: str) -> dict:
@@ -69,11 +67,7 @@ def merge_config_sources(files: Sequence[str], overrides: Sequence[str] = ()) ->
             raise ConfigError(f"{path} is not valid YAML: {e}") from e
         if not isinstance(values, Mapping):
             raise ConfigError(f"{path}: top level must be a mapping of sections.")
-        # Renamed per source: each file or --set may use an old name, none may use both.
-        values = renamed_keys(values, RENAMED_KEYS["run_config"], source=path, error=ConfigError)
         merged = _merge(merged, values, path)
     for text in overrides:
-        override = renamed_keys(parse_override(text), RENAMED_KEYS["run_config"], source=f"--set {text}",
-                                error=ConfigError)
-        merged = _merge(merged, override, text)
+        merged = _merge(merged, parse_override(text), text)
     return merged
