@@ -76,7 +76,6 @@ def time_budget(seconds):
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     workdir = os.path.abspath(args.workdir)
     os.makedirs(workdir, exist_ok=True)
     started = time.time()
