@@ -8,6 +8,8 @@ built. The work directory afterwards holds:
     config.yaml      the fully resolved run config
     metrics.jsonl    one JSON object per logged step (step, loss, accuracy, learning_rate, ...)
     logs/            TensorBoard event files
+    loss.png         the loss curve against uniform guessing (and the context-free loss when the
+                     caller gives it), redrawn at epoch ends and when the run ends
     checkpoints/     ckpt-{step}.weights.h5, the newest `keep_checkpoints`
     backup/          RunBackup state (resume after any interruption, even mid-write)
     RUN_LOCK         while a run is active: who holds the work directory (one run at a time)
@@ -151,7 +153,7 @@ def _vocabulary_file(config, records):
 
 
 def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, extra_callbacks=(),
-                    export=False) -> dict:
+                    export=False, context_free_loss=None) -> dict:
     """Pretrains (or resumes) the run described by `config` in `workdir`.
 
     The chief holds `workdir/RUN_LOCK` (`xlnet_tf.storage.run_lock.RunLock`) from
@@ -166,6 +168,9 @@ def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, extra_cal
         export: only `False` (the default) is accepted: the run no longer exports;
             callers export the summary's `pretrainer` (see Returns). Kept for one
             release so that callers passing `export=False` keep working.
+        context_free_loss: the loss of a model that ignores context
+            (`learning_report.context_free_entropy` of the records), drawn on
+            `loss.png` next to uniform guessing; None draws uniform guessing only.
 
     Returns:
         A summary dict: final logs, steps, replicas, batch sizes; on the chief also
@@ -184,10 +189,10 @@ def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, extra_cal
                         "`vocabulary` to xlnet_tf.serving.export_pretrained.export_pretrainer.")
     with contextlib.ExitStack() as run_scope:
         return _run_pretraining(config, workdir, run_scope, strategy=strategy,
-                                extra_callbacks=extra_callbacks)
+                                extra_callbacks=extra_callbacks, context_free_loss=context_free_loss)
 
 
-def _run_pretraining(config, workdir, run_scope, *, strategy, extra_callbacks):
+def _run_pretraining(config, workdir, run_scope, *, strategy, extra_callbacks, context_free_loss):
     """`run_pretraining`; `run_scope` (an ExitStack) releases the run lock when the run ends."""
     import keras
     import tensorflow as tf
@@ -196,6 +201,8 @@ def _run_pretraining(config, workdir, run_scope, *, strategy, extra_callbacks):
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
     from xlnet_tf.optimizers.all_reduced_adamw import create_optimizer
+    from xlnet_tf.pretraining.learning_report import reference_losses
+    from xlnet_tf.pretraining.loss_curve import LOSS_CURVE_FILE, LossCurvePlot
     from xlnet_tf.training import callbacks as run_callbacks
     from xlnet_tf.training.run_setup import RunSetup
 
@@ -277,9 +284,10 @@ def _run_pretraining(config, workdir, run_scope, *, strategy, extra_callbacks):
         directory.backup_callback(),
     ]
     if is_chief:
+        metrics_path = os.path.join(workdir, "metrics.jsonl")
         callbacks += [
             run_callbacks.JsonlMetricsLogger(
-                os.path.join(workdir, "metrics.jsonl"), steps_per_epoch=t.steps_per_epoch,
+                metrics_path, steps_per_epoch=t.steps_per_epoch,
                 every_steps=t.log_every_steps,
                 global_batch_size=global_batch * t.gradient_accumulation_steps,
                 micro_batches_per_step=t.gradient_accumulation_steps),
@@ -290,6 +298,9 @@ def _run_pretraining(config, workdir, run_scope, *, strategy, extra_callbacks):
                                              steps_per_epoch=t.steps_per_epoch,
                                              every_steps=t.log_every_steps,
                                              micro_batches_per_step=t.gradient_accumulation_steps),
+            # After the metrics logger: an epoch's last line is in the file when the curve is drawn.
+            LossCurvePlot(metrics_path, os.path.join(workdir, LOSS_CURVE_FILE),
+                          reference_losses(m.vocabulary_size, context_free_loss)),
         ]
     callbacks += list(extra_callbacks)
     directory.announce_resume(t.steps_per_epoch, t.train_steps, is_chief)
