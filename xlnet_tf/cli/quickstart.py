@@ -148,15 +148,21 @@ def main(argv=None) -> int:
     from xlnet_tf.pretraining.pretraining_run import run_pretraining
     from xlnet_tf.training.callbacks import read_metrics
 
+    from xlnet_tf.config_schema import ConfigError
+
     run_dir = os.path.join(workdir, "pretrain")
-    config = load_run_config([TINY_CONFIG], [
-        f"data.train_files={records}", f"data.vocabulary={vocabulary}",
-        f"model.vocabulary_size={vocabulary_size}", "distribution.strategy=one_device",
-    ] + list(args.overrides))
-    # A pass over the quick start's small records: the context-free line of loss.png and of the summary.
-    context_free = context_free_entropy(records)
-    summary = run_pretraining(config, run_dir, extra_callbacks=[time_budget(args.minutes * 60)],
-                              context_free_loss=context_free)
+    try:
+        config = load_run_config([TINY_CONFIG], [
+            f"data.train_files={records}", f"data.vocabulary={vocabulary}",
+            f"model.vocabulary_size={vocabulary_size}", "distribution.strategy=one_device",
+        ] + list(args.overrides))
+        # A pass over the quick start's small records: the context-free line of loss.png and of the summary.
+        context_free = context_free_entropy(records)
+        summary = run_pretraining(config, run_dir, extra_callbacks=[time_budget(args.minutes * 60)],
+                                  context_free_loss=context_free)
+    except ConfigError as e:  # A bad --set, or a work directory of another run.
+        print(f"xlnet-tf quickstart: error: {e}", file=sys.stderr)
+        return 2
     lines = read_metrics(os.path.join(run_dir, "metrics.jsonl"))
 
     # 5. Export of the trained model.
