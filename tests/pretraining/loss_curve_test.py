@@ -8,8 +8,14 @@ import numpy as np
 import pytest
 
 from xlnet_tf.pretraining.learning_report import reference_losses
-from xlnet_tf.pretraining.loss_curve import (DPI, FIGURE_INCHES, LOSS_COLOR, REFERENCE_COLORS, LossCurvePlot,
-                                             write_loss_curve)
+from xlnet_tf.pretraining.loss_curve import (
+    DPI,
+    FIGURE_INCHES,
+    LOSS_COLOR,
+    REFERENCE_COLORS,
+    LossCurvePlot,
+    write_loss_curve,
+)
 
 
 def read_png(path):
@@ -39,9 +45,9 @@ def check_loss_curve(path):
 
 
 def _write_metrics(path, losses, first_step=10):
+    records = [{"step": first_step + 10 * i, "loss": loss, "accuracy": 0.1} for i, loss in enumerate(losses)]
     with open(path, "w") as f:
-        for i, loss in enumerate(losses):
-            f.write(json.dumps({"step": first_step + 10 * i, "loss": loss, "accuracy": 0.1}) + "\n")
+        f.writelines(json.dumps(record) + "\n" for record in records)
 
 
 def test_curve_with_both_reference_lines(tmp_path):

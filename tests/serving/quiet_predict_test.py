@@ -21,7 +21,7 @@ def test_predict_prints_no_startup_line_but_its_own_warning(real_classifier_expo
     assert result.returncode == 0, result.stderr
     assert [json.loads(line)["text"] for line in result.stdout.splitlines()] == ["fine", "caf\ufffd au lait"]
     # Only the warning about the user's data, nothing from TensorFlow.
-    assert result.stderr.splitlines() == [
-        f"xlnet-tf predict: warning: {source}:2 is not valid UTF-8; each undecodable byte sequence "
-        "was replaced with U+FFFD before the model."], result.stderr
+    warning = (f"xlnet-tf predict: warning: {source}:2 is not valid UTF-8; each undecodable byte sequence "
+               "was replaced with U+FFFD before the model.")
+    assert result.stderr.splitlines() == [warning], result.stderr
     assert not startup_lines(result.stderr)

@@ -14,8 +14,10 @@ Beam is imported:
   after all when that import fails;
 - the `root`, `absl`, `tensorflow` and `apache_beam` Python loggers at ERROR.
 
-The project's own messages stay: its loggers (`xlnet_tf.*`) keep WARNING, and
-its `warnings.warn` and printed warnings are untouched.
+Messages about the user's own run stay: the project's loggers (`xlnet_tf.*`)
+and Beam's about the options it was given (`Unparseable argument: --direct_num_worker.
+Did you mean '--direct_num_workers'?`) keep WARNING, and the project's
+`warnings.warn` and printed warnings are untouched.
 """
 
 import contextlib
@@ -27,7 +29,8 @@ import tempfile
 
 # Python loggers of the libraries whose INFO and WARNING lines a user did not ask for.
 LIBRARY_LOGGERS = ("", "absl", "tensorflow", "apache_beam")
-PROJECT_LOGGER = "xlnet_tf"
+# Loggers that speak of the user's own run and command line: they keep WARNING.
+KEPT_LOGGERS = ("xlnet_tf", "apache_beam.options")
 # Modules whose native libraries write to standard error while they load.
 NATIVE_NOISE_MODULES = ("tensorflow",)
 
@@ -49,9 +52,10 @@ def quiet_library_logs(verbose=False):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     for name in LIBRARY_LOGGERS:
         logging.getLogger(name).setLevel(logging.ERROR)
-    project = logging.getLogger(PROJECT_LOGGER)
-    if project.level == logging.NOTSET:  # Would inherit the root's ERROR.
-        project.setLevel(logging.WARNING)
+    for name in KEPT_LOGGERS:
+        kept = logging.getLogger(name)
+        if kept.level == logging.NOTSET:  # Would inherit ERROR.
+            kept.setLevel(logging.WARNING)
     for name in NATIVE_NOISE_MODULES:
         if name not in sys.modules and not any(
                 isinstance(finder, _QuietLoad) and finder.name == name for finder in sys.meta_path):

@@ -142,13 +142,12 @@ def main(argv=None) -> int:
 
     # 4. Pretraining.
     _stage(f"4/5 pretraining the tiny XLNet (its configured steps, at most {args.minutes:g} minutes)")
+    from xlnet_tf.config_schema import ConfigError
     from xlnet_tf.pretraining.learning_report import context_free_entropy
     from xlnet_tf.pretraining.loss_curve import LOSS_CURVE_FILE
     from xlnet_tf.pretraining.pretraining_config import load_run_config
     from xlnet_tf.pretraining.pretraining_run import run_pretraining
     from xlnet_tf.training.callbacks import read_metrics
-
-    from xlnet_tf.config_schema import ConfigError
 
     run_dir = os.path.join(workdir, "pretrain")
     try:
