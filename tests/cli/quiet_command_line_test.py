@@ -128,3 +128,17 @@ def test_prepare_pretraining_prints_no_startup_line(tmp_path):
     expected = tensorflow_startup_lines()
     if expected:  # What TensorFlow prints on this machine comes back with --verbose.
         assert startup_lines(verbose.stderr)
+
+
+@pytest.mark.subprocess
+def test_light_commands_load_neither_tensorflow_nor_matplotlib(tmp_path):
+    # The quiet set-up imports nothing; matplotlib is imported only where loss.png is drawn.
+    script = ("import sys\nfrom xlnet_tf.cli.main import main\n"
+              "assert main(['--version']) == 0 and main(['--help']) == 0\n"
+              "assert main(['configs']) == 0\n"
+              "print(sorted(m for m in ('tensorflow', 'keras', 'apache_beam', 'matplotlib') if m in sys.modules))\n")
+    result = subprocess.run([sys.executable, "-c", script], check=False, cwd=tmp_path, capture_output=True,
+                            text=True, timeout=120, env=user_environment())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "[]"
+    assert result.stderr == ""
