@@ -137,6 +137,7 @@ def test_a_finished_run_does_not_train_again(finished_run, capsys):
     assert out[0] == ("Devices: OneDeviceStrategy, 1 replica, CPU: this run trains on the CPU "
                       "(no TPU or GPU in use).")
     assert "Resuming at step 8" in "\n".join(out)
+    assert f"loss curve: {os.path.join(finished_run, 'loss.png')}" in out  # Redrawn at the end of the run.
     with open(config_path) as f:
         assert yaml.safe_load(f)["devices"] == cpu
     assert open(os.path.join(finished_run, "metrics.jsonl")).read() == before

@@ -68,10 +68,18 @@ def native_stderr_captured():
 
     What was written is discarded when the block succeeds and written to the
     real standard error when it raises, so a failing import keeps its story.
+    Without a standard error or a temporary file the block runs as is.
     """
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as captured:
+    _flush_stderr()
+    with contextlib.ExitStack() as files:
+        try:
+            captured = files.enter_context(tempfile.TemporaryFile())
+            saved = os.dup(2)
+        except OSError:  # No temporary file, or no standard error (a detached process).
+            captured = None
+        if captured is None:
+            yield
+            return
         os.dup2(captured.fileno(), 2)
         try:
             yield
@@ -80,12 +88,16 @@ def native_stderr_captured():
             captured.seek(0)
             os.write(2, captured.read())
             raise
-        else:
-            _restore(saved)
+        _restore(saved)
+
+
+def _flush_stderr():
+    if sys.stderr is not None:
+        sys.stderr.flush()
 
 
 def _restore(saved):
-    sys.stderr.flush()
+    _flush_stderr()
     os.dup2(saved, 2)
     os.close(saved)
 

@@ -144,7 +144,6 @@ def main(argv=None) -> int:
     _stage(f"4/5 pretraining the tiny XLNet (its configured steps, at most {args.minutes:g} minutes)")
     from xlnet_tf.config_schema import ConfigError
     from xlnet_tf.pretraining.learning_report import context_free_entropy
-    from xlnet_tf.pretraining.loss_curve import LOSS_CURVE_FILE
     from xlnet_tf.pretraining.pretraining_config import load_run_config
     from xlnet_tf.pretraining.pretraining_run import run_pretraining
     from xlnet_tf.training.callbacks import read_metrics
@@ -176,7 +175,7 @@ def main(argv=None) -> int:
         first, last = lines[0], lines[-1]
         print(f"\nloss {first['loss']:.3f} at step {first['step']} -> {last['loss']:.3f} at step "
               f"{last['step']} (accuracy {first['accuracy']:.3f} -> {last['accuracy']:.3f}).")
-        print(f"Loss curve: {os.path.join(run_dir, LOSS_CURVE_FILE)}")
+        print(f"loss curve: {summary['loss_curve']}")
         show_what_was_learned(last["loss"], context_free, vocabulary, vocabulary_size,
                               summary.get("export", {}).get("preset"), heldout)
     print(f"Done in {(time.time() - started) / 60:.1f} minutes. Work directory: {workdir}")

@@ -175,7 +175,8 @@ def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, extra_cal
     Returns:
         A summary dict: final logs, steps, replicas, batch sizes; on the chief also
         `pretrainer` (the trained model) and `vocabulary` (its spiece.model or None),
-        what `xlnet_tf.serving.export_pretrained.export_pretrainer` takes.
+        what `xlnet_tf.serving.export_pretrained.export_pretrainer` takes, and
+        `loss_curve` (the path of `loss.png`; None before a loss is logged).
 
     Example:
     >>> config = run_config_from_dict({"data": {"train_files": "gs://bucket/records"},
@@ -284,7 +285,7 @@ def _run_pretraining(config, workdir, run_scope, *, strategy, extra_callbacks, c
         directory.backup_callback(),
     ]
     if is_chief:
-        metrics_path = os.path.join(workdir, "metrics.jsonl")
+        metrics_path, loss_curve = os.path.join(workdir, "metrics.jsonl"), os.path.join(workdir, LOSS_CURVE_FILE)
         callbacks += [
             run_callbacks.JsonlMetricsLogger(
                 metrics_path, steps_per_epoch=t.steps_per_epoch,
@@ -299,8 +300,7 @@ def _run_pretraining(config, workdir, run_scope, *, strategy, extra_callbacks, c
                                              every_steps=t.log_every_steps,
                                              micro_batches_per_step=t.gradient_accumulation_steps),
             # After the metrics logger: an epoch's last line is in the file when the curve is drawn.
-            LossCurvePlot(metrics_path, os.path.join(workdir, LOSS_CURVE_FILE),
-                          reference_losses(m.vocabulary_size, context_free_loss)),
+            LossCurvePlot(metrics_path, loss_curve, reference_losses(m.vocabulary_size, context_free_loss)),
         ]
     callbacks += list(extra_callbacks)
     directory.announce_resume(t.steps_per_epoch, t.train_steps, is_chief)
@@ -311,5 +311,6 @@ def _run_pretraining(config, workdir, run_scope, *, strategy, extra_callbacks, c
                              shuffle=False)
     summary = setup.summary(history, first_step=first_step, train_steps=t.train_steps)
     if is_chief:
-        summary.update(pretrainer=pretrainer, vocabulary=_vocabulary_file(config, records))
+        summary.update(pretrainer=pretrainer, vocabulary=_vocabulary_file(config, records),
+                       loss_curve=loss_curve if tf.io.gfile.exists(loss_curve) else None)
     return summary
