@@ -18,7 +18,7 @@ DISTRIBUTIONS = {
     "keras_hub": "keras-hub", "tensorflow_datasets": "tensorflow-datasets",
     "sentencepiece": "sentencepiece", "h5py": "h5py", "yaml": "pyyaml", "safetensors": "safetensors",
     "numpy": "numpy", "apache_beam": "apache-beam", "google_crc32c": "google-crc32c", "torch": "torch",
-    "transformers": "transformers",
+    "transformers": "transformers", "matplotlib": "matplotlib",
 }
 
 

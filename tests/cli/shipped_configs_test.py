@@ -136,3 +136,21 @@ def test_config_file_on_another_filesystem(capsys):
     missing = path.replace("mine", "missing")
     with pytest.raises(UnknownConfigError, match=f"Config file not found: {missing}"):
         resolve_config(missing, "pretrain")
+
+
+def test_quickstart_bad_override_is_one_line(tmp_path, capsys):
+    import shutil
+
+    from tests.harness import write_pretraining_records
+    from xlnet_tf.cli.quickstart import main as quickstart
+    from xlnet_tf.formats.preset_files import VOCABULARY_FILE
+
+    # Vocabulary and records already there: the run starts at its pretraining stage.
+    vocabulary = str(tmp_path / VOCABULARY_FILE)
+    shutil.copy(os.path.join(REPO, "tests", "testdata", "tiny_spiece.model"), vocabulary)
+    write_pretraining_records(str(tmp_path / "records"), [(list(range(9, 60)), [0] * 51)], vocabulary=vocabulary)
+    argv = ["--workdir", str(tmp_path), "--input", "unused.txt", "--set", "optimizer.warmup_steps=5000"]
+    assert quickstart(argv) == 2
+    assert capsys.readouterr().err == ("xlnet-tf quickstart: error: optimizer.warmup_steps (5000) exceeds "
+                                       "training.train_steps (1400).\n")
+    assert not (tmp_path / "pretrain").exists()

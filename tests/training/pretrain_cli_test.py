@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 import yaml
 
+from tests.pretraining.loss_curve_test import check_loss_curve, has_color
 from tests.training.helpers import TINY_RUN, cyclic_tokens, write_records
 from xlnet_tf.cli import pretrain as pretrain_cli
 from xlnet_tf.cli import export
@@ -67,13 +68,21 @@ def test_config_file_errors_name_the_file(tmp_path, capsys, records):
 
 def test_work_directory_contents(finished_run):
     names = set(os.listdir(finished_run))
-    assert {"config.yaml", "metrics.jsonl", "checkpoints", "logs", "backup", "export"} <= names
+    assert {"config.yaml", "metrics.jsonl", "checkpoints", "logs", "backup", "export", "loss.png"} <= names
     lines = [json.loads(line) for line in open(os.path.join(finished_run, "metrics.jsonl"))]
     assert [line["step"] for line in lines] == [2, 4, 6, 8]
     assert all(np.isfinite(line["loss"]) and 0 <= line["accuracy"] <= 1 for line in lines)
     assert sorted(os.listdir(os.path.join(finished_run, "checkpoints"))) == [
         "ckpt-00000004.weights.h5", "ckpt-00000008.weights.h5"]
     assert os.listdir(os.path.join(finished_run, "logs", "train"))
+
+
+def test_loss_curve_next_to_the_tensorboard_logs(finished_run):
+    from xlnet_tf.pretraining.loss_curve import REFERENCE_COLORS
+
+    image = check_loss_curve(os.path.join(finished_run, "loss.png"))
+    # `xlnet-tf pretrain` draws uniform guessing only (the context-free loss needs a pass over the records).
+    assert has_color(image, REFERENCE_COLORS[0]) and not has_color(image, REFERENCE_COLORS[1])
 
 
 def test_backup_keeps_the_recurrence_memory_of_the_last_two_epochs(finished_run):
@@ -128,6 +137,7 @@ def test_a_finished_run_does_not_train_again(finished_run, capsys):
     assert out[0] == ("Devices: OneDeviceStrategy, 1 replica, CPU: this run trains on the CPU "
                       "(no TPU or GPU in use).")
     assert "Resuming at step 8" in "\n".join(out)
+    assert f"loss curve: {os.path.join(finished_run, 'loss.png')}" in out  # Redrawn at the end of the run.
     with open(config_path) as f:
         assert yaml.safe_load(f)["devices"] == cpu
     assert open(os.path.join(finished_run, "metrics.jsonl")).read() == before

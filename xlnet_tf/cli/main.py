@@ -7,10 +7,18 @@ subcommand runs, so `xlnet-tf --help` stays fast and a broken optional
 dependency only affects the command that needs it. Commands that need an
 optional extra (`pip install "xlnet_tf[beam]"`) say so in one line when it is
 missing.
+
+Global options come before the command: `--verbose` shows the libraries' own
+log lines (TensorFlow's start-up notices, Beam's and absl's warnings), which
+are silenced otherwise (`xlnet_tf.cli.library_logs`); `--version` prints the
+installed version.
 """
 
 import importlib
+import importlib.metadata
 import sys
+
+from xlnet_tf.cli.library_logs import quiet_library_logs
 
 COMMANDS = {
     "convert": ("xlnet_tf.cli.convert:main", "checkpoint conversion (tf1 | transformers) to a preset directory"),
@@ -58,10 +66,29 @@ def _missing_extra(command, error=None):
             f'pip install "xlnet_tf[{extra}]"')
 
 
+def installed_version() -> str:
+    """The version of the installed distribution; the package's own `__version__` when not installed.
+
+    Example:
+    >>> installed_version()  # doctest: +SKIP
+    '0.1.0'
+    """
+    try:
+        return importlib.metadata.version("xlnet_tf")
+    except importlib.metadata.PackageNotFoundError:  # A checkout on PYTHONPATH.
+        from xlnet_tf import __version__
+
+        return __version__
+
+
 def _usage() -> str:
-    lines = ["usage: xlnet-tf COMMAND [ARGS...]", "", "commands:"]
+    lines = ["usage: xlnet-tf [--verbose] COMMAND [ARGS...]", "       xlnet-tf --version", "", "commands:"]
     for name, (_, help_text) in COMMANDS.items():
         lines.append(f"  {name:<22}{help_text}")
+    lines.append("")
+    lines.append("options (before COMMAND):")
+    lines.append(f"  {'--verbose':<22}show TensorFlow's, Beam's and absl's own log lines (hidden otherwise)")
+    lines.append(f"  {'--version':<22}print the version and exit")
     lines.append("")
     lines.append("Run `xlnet-tf COMMAND --help` for a command's options.")
     return "\n".join(lines)
@@ -69,6 +96,14 @@ def _usage() -> str:
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    verbose = bool(argv) and argv[0] == "--verbose"
+    if verbose:
+        argv = argv[1:]
+    if argv and argv[0] == "--version":
+        print(installed_version())
+        return 0
+    # Before any command module (and TensorFlow or Beam) is imported.
+    quiet_library_logs(verbose)
     if not argv or argv[0] in ("-h", "--help"):
         print(_usage())
         return 0

@@ -41,6 +41,8 @@ def main(argv=None) -> int:
         return 2
     final = ", ".join(f"{k} {v:.4f}" for k, v in summary["final"].items())
     print(f"Done: {summary['train_steps']} steps on {summary['replicas']} replica(s); {final}.")
+    if summary.get("loss_curve"):
+        print(f"loss curve: {summary['loss_curve']}")
     if not args.no_export and summary.get("pretrainer") is not None:  # The chief exports.
         import os
 

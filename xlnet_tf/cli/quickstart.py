@@ -9,7 +9,8 @@
 3. records: what `xlnet-tf prepare-pretraining` runs, the Beam job's
    `prepare_pretraining_data` (DirectRunner);
 4. pretraining: the tiny model of `configs/pretrain/tiny.yaml` (`--config tiny`) for `--minutes`
-   on this machine's CPU, printing the loss as it falls;
+   on this machine's CPU, printing the loss as it falls and drawing it into `pretrain/loss.png`
+   (next to TensorBoard's `pretrain/logs/`) against uniform guessing and a model that ignores context;
 5. export: a preset directory and a SavedModel (with a `generate` signature); then what the
    model learned: masked-word guesses and continuations of held-out sentence beginnings.
 
@@ -75,7 +76,6 @@ def time_budget(seconds):
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     workdir = os.path.abspath(args.workdir)
     os.makedirs(workdir, exist_ok=True)
     started = time.time()
@@ -141,16 +141,26 @@ def main(argv=None) -> int:
 
     # 4. Pretraining.
     _stage(f"4/5 pretraining the tiny XLNet (its configured steps, at most {args.minutes:g} minutes)")
-    from xlnet_tf.pretraining.pretraining_run import run_pretraining
+    from xlnet_tf.config_schema import ConfigError
+    from xlnet_tf.pretraining.learning_report import context_free_entropy
     from xlnet_tf.pretraining.pretraining_config import load_run_config
+    from xlnet_tf.pretraining.pretraining_run import run_pretraining
+    from xlnet_tf.training.callbacks import read_metrics
 
     run_dir = os.path.join(workdir, "pretrain")
-    config = load_run_config([resolve_config("tiny", "pretrain")], [
-        f"data.train_files={records}", f"data.vocabulary={vocabulary}",
-        f"model.vocabulary_size={vocabulary_size}", "distribution.strategy=one_device",
-    ] + list(args.overrides))
-    summary = run_pretraining(config, run_dir, extra_callbacks=[time_budget(args.minutes * 60)])
-    lines = [json.loads(l) for l in open(os.path.join(run_dir, "metrics.jsonl")) if l.strip()]
+    try:
+        config = load_run_config([resolve_config("tiny", "pretrain")], [
+            f"data.train_files={records}", f"data.vocabulary={vocabulary}",
+            f"model.vocabulary_size={vocabulary_size}", "distribution.strategy=one_device",
+        ] + list(args.overrides))
+        # A pass over the quick start's small records: the context-free line of loss.png and of the summary.
+        context_free = context_free_entropy(records)
+        summary = run_pretraining(config, run_dir, extra_callbacks=[time_budget(args.minutes * 60)],
+                                  context_free_loss=context_free)
+    except ConfigError as e:  # A bad --set, or a work directory of another run.
+        print(f"xlnet-tf quickstart: error: {e}", file=sys.stderr)
+        return 2
+    lines = read_metrics(os.path.join(run_dir, "metrics.jsonl"))
 
     # 5. Export of the trained model.
     _stage("5/5 export")
@@ -164,7 +174,8 @@ def main(argv=None) -> int:
         first, last = lines[0], lines[-1]
         print(f"\nloss {first['loss']:.3f} at step {first['step']} -> {last['loss']:.3f} at step "
               f"{last['step']} (accuracy {first['accuracy']:.3f} -> {last['accuracy']:.3f}).")
-        show_what_was_learned(last["loss"], records, vocabulary, vocabulary_size,
+        print(f"loss curve: {summary['loss_curve']}")
+        show_what_was_learned(last["loss"], context_free, vocabulary, vocabulary_size,
                               summary.get("export", {}).get("preset"), heldout)
     print(f"Done in {(time.time() - started) / 60:.1f} minutes. Work directory: {workdir}")
     print(f"Next: {next_command(run_dir, records, vocabulary, vocabulary_size, args.overrides)}"
@@ -172,20 +183,21 @@ def main(argv=None) -> int:
     return 0
 
 
-def show_what_was_learned(loss, records, vocabulary, vocabulary_size, preset, heldout,
+def show_what_was_learned(loss, context_free, vocabulary, vocabulary_size, preset, heldout,
                           num_sentences=6):
     """Prints the loss against the context-free and uniform figures, masked-word guesses, continuations.
+
+    `context_free` is `context_free_entropy` of the run's records.
 
     The guesses and the continued beginnings are of sentences of `heldout` (never trained on)
     when there is one.
     """
     import sentencepiece as spm
 
-    from xlnet_tf.pretraining.learning_report import (context_free_entropy, describe_loss,
-                                                      format_continuations, format_predictions,
+    from xlnet_tf.pretraining.learning_report import (describe_loss, format_continuations, format_predictions,
                                                       masked_word_predictions, sentence_continuations)
 
-    print(describe_loss(loss, context_free_entropy(records), vocabulary_size))
+    print(describe_loss(loss, context_free, vocabulary_size))
     if not preset or not heldout or not os.path.exists(heldout):
         return
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer

@@ -3,7 +3,9 @@
 `context_free_entropy` is the loss of the best model that ignores context (the unigram
 entropy of the tokens it would predict), `masked_word_predictions` shows a trained
 pretrainer's top guesses for one masked word of each held-out sentence, and
-`sentence_continuations` how its `XLNetCausalLM` continues sentence beginnings.
+`sentence_continuations` how its `XLNetCausalLM` continues sentence beginnings;
+`reference_losses` are the two figures a loss is read against (also the lines of
+the run's `loss.png`, `xlnet_tf.pretraining.loss_curve`).
 """
 
 import math
@@ -149,9 +151,34 @@ def format_continuations(results):
     return lines
 
 
+UNIFORM_LABEL = "uniform guessing"
+CONTEXT_FREE_LABEL = "a model that ignores context"
+
+
+def reference_losses(vocabulary_size, context_free=None):
+    """The losses a trained model is read against: uniform guessing and, when known, the context-free model.
+
+    Args:
+        vocabulary_size: pieces in the vocabulary; uniform guessing loses `log(vocabulary_size)`.
+        context_free: `context_free_entropy` of the records, or None when not computed
+            (it takes a pass over every record).
+
+    Returns:
+        dict, label -> nats per predicted token, highest first.
+
+    Example:
+    >>> reference_losses(4000, context_free=5.7)
+    {'uniform guessing': 8.294049640102028, 'a model that ignores context': 5.7}
+    """
+    references = {UNIFORM_LABEL: math.log(vocabulary_size)}
+    if context_free is not None:
+        references[CONTEXT_FREE_LABEL] = float(context_free)
+    return references
+
+
 def describe_loss(loss, context_free, vocabulary_size):
     """One line placing a loss between uniform guessing and the context-free model."""
-    uniform = math.log(vocabulary_size)
+    uniform = reference_losses(vocabulary_size)[UNIFORM_LABEL]
     gap = context_free - loss
     where = f"{gap:.3f} nats below" if gap >= 0 else f"{-gap:.3f} nats above"
     return (f"loss {loss:.3f} nats per predicted token, {where} a model that ignores context "

@@ -8,6 +8,8 @@ built. The work directory afterwards holds:
     config.yaml      the fully resolved run config
     metrics.jsonl    one JSON object per logged step (step, loss, accuracy, learning_rate, ...)
     logs/            TensorBoard event files
+    loss.png         the loss curve against uniform guessing (and the context-free loss when the
+                     caller gives it), redrawn at epoch ends and when the run ends
     checkpoints/     ckpt-{step}.weights.h5, the newest `keep_checkpoints`
     backup/          RunBackup state (resume after any interruption, even mid-write)
     RUN_LOCK         while a run is active: who holds the work directory (one run at a time)
@@ -150,7 +152,8 @@ def _vocabulary_file(config, records):
     return None
 
 
-def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, extra_callbacks=()) -> dict:
+def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, extra_callbacks=(),
+                    context_free_loss=None) -> dict:
     """Pretrains (or resumes) the run described by `config` in `workdir`.
 
     The chief holds `workdir/RUN_LOCK` (`xlnet_tf.storage.run_lock.RunLock`) from
@@ -162,11 +165,15 @@ def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, extra_cal
         workdir: work directory (created if needed).
         strategy: a strategy to use instead of resolving `config.distribution`.
         extra_callbacks: more Keras callbacks for `fit`.
+        context_free_loss: the loss of a model that ignores context
+            (`learning_report.context_free_entropy` of the records), drawn on
+            `loss.png` next to uniform guessing; None draws uniform guessing only.
 
     Returns:
         A summary dict: final logs, steps, replicas, batch sizes; on the chief also
         `pretrainer` (the trained model) and `vocabulary` (its spiece.model or None),
-        what `xlnet_tf.serving.export_pretrained.export_pretrainer` takes.
+        what `xlnet_tf.serving.export_pretrained.export_pretrainer` takes, and
+        `loss_curve` (the path of `loss.png`; None before a loss is logged).
 
     Example:
     >>> config = run_config_from_dict({"data": {"train_files": "gs://bucket/records"},
@@ -177,10 +184,10 @@ def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, extra_cal
     """
     with contextlib.ExitStack() as run_scope:
         return _run_pretraining(config, workdir, run_scope, strategy=strategy,
-                                extra_callbacks=extra_callbacks)
+                                extra_callbacks=extra_callbacks, context_free_loss=context_free_loss)
 
 
-def _run_pretraining(config, workdir, run_scope, *, strategy, extra_callbacks):
+def _run_pretraining(config, workdir, run_scope, *, strategy, extra_callbacks, context_free_loss):
     """`run_pretraining`; `run_scope` (an ExitStack) releases the run lock when the run ends."""
     import keras
     import tensorflow as tf
@@ -189,6 +196,8 @@ def _run_pretraining(config, workdir, run_scope, *, strategy, extra_callbacks):
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
     from xlnet_tf.optimizers.all_reduced_adamw import create_optimizer
+    from xlnet_tf.pretraining.learning_report import reference_losses
+    from xlnet_tf.pretraining.loss_curve import LOSS_CURVE_FILE, LossCurvePlot
     from xlnet_tf.training import callbacks as run_callbacks
     from xlnet_tf.training.run_setup import RunSetup
 
@@ -270,9 +279,10 @@ def _run_pretraining(config, workdir, run_scope, *, strategy, extra_callbacks):
         directory.backup_callback(),
     ]
     if is_chief:
+        metrics_path, loss_curve = os.path.join(workdir, "metrics.jsonl"), os.path.join(workdir, LOSS_CURVE_FILE)
         callbacks += [
             run_callbacks.JsonlMetricsLogger(
-                os.path.join(workdir, "metrics.jsonl"), steps_per_epoch=t.steps_per_epoch,
+                metrics_path, steps_per_epoch=t.steps_per_epoch,
                 every_steps=t.log_every_steps,
                 global_batch_size=global_batch * t.gradient_accumulation_steps,
                 micro_batches_per_step=t.gradient_accumulation_steps),
@@ -283,6 +293,8 @@ def _run_pretraining(config, workdir, run_scope, *, strategy, extra_callbacks):
                                              steps_per_epoch=t.steps_per_epoch,
                                              every_steps=t.log_every_steps,
                                              micro_batches_per_step=t.gradient_accumulation_steps),
+            # After the metrics logger: an epoch's last line is in the file when the curve is drawn.
+            LossCurvePlot(metrics_path, loss_curve, reference_losses(m.vocabulary_size, context_free_loss)),
         ]
     callbacks += list(extra_callbacks)
     directory.announce_resume(t.steps_per_epoch, t.train_steps, is_chief)
@@ -293,5 +305,6 @@ def _run_pretraining(config, workdir, run_scope, *, strategy, extra_callbacks):
                              shuffle=False)
     summary = setup.summary(history, first_step=first_step, train_steps=t.train_steps)
     if is_chief:
-        summary.update(pretrainer=pretrainer, vocabulary=_vocabulary_file(config, records))
+        summary.update(pretrainer=pretrainer, vocabulary=_vocabulary_file(config, records),
+                       loss_curve=loss_curve if tf.io.gfile.exists(loss_curve) else None)
     return summary

@@ -104,15 +104,10 @@ def truncate_jsonl(path, max_step):
     """
     if not tf.io.gfile.exists(path):
         return
-    with tf.io.gfile.GFile(path, "r") as f:
-        lines = [line for line in f.read().splitlines() if line.strip()]
+    lines = _metrics_lines(path)
     kept, dropped = [], []
-    for number, line in enumerate(lines, 1):
-        try:
-            record = json.loads(line)
-            step = record.get("step", 0) if isinstance(record, dict) else None
-        except ValueError:
-            step = None
+    for number, (line, record) in enumerate(lines, 1):
+        step = None if record is None else record.get("step", 0)
         if step is None:
             dropped.append(number)
         elif step <= max_step:
@@ -121,6 +116,32 @@ def truncate_jsonl(path, max_step):
         warnings.warn(f"{path}: dropped unreadable line(s) {dropped} (left by an interrupted write).")
     if len(kept) != len(lines):
         atomic_files.write_text(path, "".join(line + "\n" for line in kept))
+
+
+def read_metrics(path):
+    """The records of a `metrics.jsonl` file in order, without unreadable lines; [] when there is no file.
+
+    Example:
+    >>> [record["loss"] for record in read_metrics("runs/tiny/metrics.jsonl")]  # doctest: +SKIP
+    [8.29, 7.91, 7.40]
+    """
+    if not tf.io.gfile.exists(path):
+        return []
+    return [record for _, record in _metrics_lines(path) if record is not None]
+
+
+def _metrics_lines(path):
+    """`(line, record)` for each non-blank line of a metrics file; record None for an unreadable line."""
+    with tf.io.gfile.GFile(path, "r") as f:
+        lines = [line for line in f.read().splitlines() if line.strip()]
+    parsed = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        parsed.append((line, record if isinstance(record, dict) else None))
+    return parsed
 
 
 class TensorBoardScalars(keras.callbacks.Callback):
