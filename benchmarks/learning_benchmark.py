@@ -3,14 +3,20 @@
 A synthetic language with known answers: a sparse Markov chain over made-up words, each
 spelled in several pieces of a small SentencePiece vocabulary. A masked word depends on
 the rest of the text only through its Markov blanket (one neighbour each side for a
-first-order chain, two for a second-order one), so the best possible score of a masked
-middle word is exactly `H(W_t | W_{t-2}, W_{t-1}, W_{t+1}, W_{t+2})`, enumerated from the
-chain.
+first-order chain, two for a second-order one). The scoring input also shows how many
+pieces the masked word has (one target slot per piece; nothing else of it), so the best
+possible score of a masked middle word is exactly
+`H(W_t | W_{t-2}, W_{t-1}, W_{t+1}, W_{t+2}, pieces of W_t)` under the run's own spelling,
+enumerated from the chain: "the bound" of every table. The both-sides entropy without the
+piece count, `H(W_t | W_{t-2}, W_{t-1}, W_{t+1}, W_{t+2})`, is printed beside it; a score
+may go below that one.
 
 `--family` runs a family of such languages (`FAMILY`: about 1, 2, 4 and 6 pieces per word,
 2 to 8 likely successors, sentences of 6 to 24 words, a second-order chain), one table row
 per language: nats per masked word by the chain rule, its exact bound, the ratio and the
-independent-pieces score.
+independent-pieces score. `--from-json WORKDIR/family_rows.jsonl` re-prints a family run;
+rows recorded before the bound given the piece count get it from the run's vocabulary in
+WORKDIR.
 
 The run:
 1. writes a training corpus and a held-out corpus from the chain;
@@ -23,7 +29,8 @@ The run:
    sizes, steps, optimizer and schedule;
 5. scores held-out text: one masked word per window, nats per word by the chain rule over its
    pieces (left-to-right factorization order through perm_mask / target_mapping, every other
-   token visible) and with its pieces predicted independently, next to the exact bound.
+   token visible) and with its pieces predicted independently, next to the exact bound given
+   the word's piece count.
 
     python benchmarks/learning_benchmark.py --output benchmarks/learning_benchmark_results.txt
     python benchmarks/learning_benchmark.py --steps 200 --no-hf --set optimizer.learning_rate=2e-3
