@@ -963,7 +963,7 @@ def main(argv=None):
         if args.only_hf:
             write_text(args.output, table + "\n")  # the HF side's hand-over file, read back at once
         else:
-            note = f" ({args.note})" if args.note else ""
+            note = f" ({args.note})" if args.note and not args.from_json else ""  # a re-print's note is its title
             prepend_results(args.output, f"{time.strftime('%Y-%m-%d')}: {command}{note}", table)
         write_text(os.path.splitext(args.output)[0] + ".json", json.dumps(figures, indent=1))
     return 0
