@@ -332,3 +332,23 @@ def test_results_rows_take_the_bound_given_pieces_and_skip_older_ratios():
     assert [(r.against, r.ratio) for r in rows] == [("exact entropy bound", 4.02)]
     # A run recorded with the both-sides figure as its bound: that ratio is not to a bound.
     assert lb.result_rows(section("/ bound", "1.29x")) == []
+
+
+def test_single_language_table_measures_against_the_bound_given_pieces():
+    from benchmarks import results_table
+
+    config = {"model": {"vocabulary_size": 40, "initializer_range": 0.02, "dropout": 0.0, "memory_length": 64,
+                        "reuse_length": 64, "bi_data": True},
+              "data": {"sequence_length": 128, "num_predict": 32, "perm_size": 64},
+              "training": {"global_batch_size": 8}, "optimizer": {"learning_rate": 2e-3, "warmup_steps": 200,
+                                                                  "adam_epsilon": 1e-8}}
+    figures = {"bounds": {"both_sides": 0.566, "both_sides_given_pieces": 0.182, "left": 1.753, "unigram": 3.384},
+               "pieces": {"mean_pieces": 4.2, "token_unigram": 2.86, "token_rate_left": 0.417},
+               "heldout_bound": 0.571, "heldout_bound_given_pieces": 0.19, "heldout_pieces": 4.14, "steps": 1400,
+               "config": config, "ours": {"chain": 0.76, "independent": 2.653, "epoch_losses": [0.243],
+                                          "seconds": 228.0}}
+    table = lb.format_table(figures)
+    assert "piece count (the bound) 0.182 (held-out sample 0.190), both neighbours only 0.566" in table
+    report = "# 2026-11-28: python benchmarks/learning_benchmark.py --fast-records --no-hf\n" + table
+    [row] = [r for s in results_table.sections(report) for r in lb.result_rows(s)]
+    assert (row.against, row.ratio) == ("exact entropy bound", 4.0)  # 0.76 / 0.19, not 0.76 / 0.571
