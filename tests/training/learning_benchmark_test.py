@@ -352,3 +352,15 @@ def test_single_language_table_measures_against_the_bound_given_pieces():
     report = "# 2026-11-28: python benchmarks/learning_benchmark.py --fast-records --no-hf\n" + table
     [row] = [r for s in results_table.sections(report) for r in lb.result_rows(s)]
     assert (row.against, row.ratio) == ("exact entropy bound", 4.0)  # 0.76 / 0.19, not 0.76 / 0.571
+
+
+def test_reprinting_a_run_without_the_bound_given_pieces_is_refused(tmp_path):
+    single = tmp_path / "single.json"
+    single.write_text('{"bounds": {"both_sides": 0.5}, "heldout_bound": 0.5}')
+    with pytest.raises(SystemExit, match=r"--from-json .*single.json: a run recorded with only the both-sides bound"):
+        lb.main(["--steps", "1", "--from-json", str(single)])
+    rows = tmp_path / "family_rows.jsonl"
+    rows.write_text('{"language": {"name": "1-piece"}, "seed": 0, "heldout_bound": 0.2}\n')
+    with pytest.raises(SystemExit, match=r"--from-json .*family_rows.jsonl: the 1-piece row \(seed 0\) has no bound "
+                                         r"given the piece count, and its run's vocabulary .* is missing"):
+        lb.main(["--steps", "1", "--from-json", str(rows)])
