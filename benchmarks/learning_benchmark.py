@@ -161,7 +161,7 @@ class MarkovLanguage:
             left: `(W_{t-2}, W_{t-1})`.
             right: `(W_{t+1}, W_{t+2})`.
             piece_counts: with `pieces`, the pieces each word is spelled with: the posterior is
-                then also conditioned on `W_t` having `pieces` pieces (0 for other words).
+                then also conditioned on `W_t` having `pieces` pieces (words of other counts get 0).
             pieces: the masked word's piece count, as its target slots show it.
         """
         (a, b), (d, e) = left, right
