@@ -186,9 +186,181 @@ def test_family_table_and_results_keep_their_history(tmp_path):
     row = {"language": dict(lb.FAMILY[0], syllables=[2, 3]), "seed": 0, "steps": 1400,
            "bounds": {"both_sides": 0.2, "left": 1.1, "unigram": 3.0}, "pieces": 1.05,
            "heldout_bound": 0.25, "chain": 0.3, "independent": 0.31, "config": config}
+    row["bounds"]["both_sides_given_pieces"], row["heldout_bound_given_pieces"] = 0.15, 0.2
     table = lb.format_family_table([row])
-    assert "| 1-piece | 1 | 4 | 6 | 1.05 | 0.200 (0.250) | 1.100 | 3.000 | 0.300 | 1.20x | 0.310 | 0 |" in table
+    # The ratio is to the bound given the piece count (0.2), the both-sides figures beside it.
+    assert ("| 1-piece | 1 | 4 | 6 | 1.05 | 0.150 (0.200) | 0.200 (0.250) | 1.100 | 3.000 | 0.300 | 1.50x | "
+            "0.310 | 0 |") in table
     path = tmp_path / "results.txt"
     path.write_text("# older\nold table\n")
     lb.prepend_results(str(path), "newer", "new table")
     assert path.read_text() == "# newer\nnew table\n\n# older\nold table\n"
+
+
+# ---------------------------------------------------------------- the bound given the piece count
+
+def _given_pieces_by_enumeration(language, counts):
+    """H(W_t | W_{t-2}, W_{t-1}, W_{t+1}, W_{t+2}, pieces of W_t) by summing the five-word table."""
+    joint = {words + (counts[words[2]],): prob for words, prob in _blanket_joint(language).items()}
+    return _conditional_entropy(joint, 2, (0, 1, 3, 4, 5))
+
+
+@pytest.mark.parametrize("order", [1, 2])
+def test_bound_given_pieces_matches_brute_force_enumeration(order):
+    language = lb.MarkovLanguage(num_words=5, successors=3, seed=2, syllables=(1, 2), order=order, tail=0.05)
+    for counts in ([1, 2, 2, 3, 1], [1, 1, 1, 1, 2], [4, 3, 2, 1, 5]):
+        bounds = language.entropies(piece_counts=counts)
+        assert bounds["both_sides_given_pieces"] == pytest.approx(
+            _given_pieces_by_enumeration(language, counts), abs=1e-9)
+        assert bounds["both_sides_given_pieces"] < bounds["both_sides"] - 1e-3
+    # Each word its own piece count: the count names the word, nothing is left to predict.
+    assert language.entropies(piece_counts=[1, 2, 3, 4, 5])["both_sides_given_pieces"] == pytest.approx(0.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("order", [1, 2])
+def test_bound_given_pieces_equals_both_sides_when_every_word_has_the_same_count(order):
+    language = lb.MarkovLanguage(num_words=12, successors=4, seed=1, order=order, tail=0.1)
+    bounds = language.entropies(piece_counts=[3] * 12)
+    assert bounds["both_sides_given_pieces"] == pytest.approx(bounds["both_sides"], abs=1e-12)
+    assert "both_sides_given_pieces" not in language.entropies()
+
+
+@pytest.mark.parametrize("order", [1, 2])
+def test_bound_given_pieces_never_exceeds_both_sides(order):
+    language = lb.MarkovLanguage(num_words=12, successors=4, seed=2, order=order, tail=0.1)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        bounds = language.entropies(piece_counts=rng.integers(1, 5, 12))
+        assert 0.0 <= bounds["both_sides_given_pieces"] < bounds["both_sides"]
+
+
+@pytest.mark.parametrize("order", [1, 2])
+def test_an_oracle_shown_the_piece_count_scores_the_bound(order):
+    """The posterior restricted to the revealed count scores exactly the bound, enumerated and sampled."""
+    language = lb.MarkovLanguage(num_words=5, successors=3, seed=4, syllables=(1, 2), order=order, tail=0.05)
+    counts = [1, 2, 2, 3, 2]
+    bound = language.entropies(piece_counts=counts)["both_sides_given_pieces"]
+
+    def oracle_nats(a, b, c, d, e):
+        return -math.log(language.middle_posterior((a, b), (d, e), counts, counts[c])[c])
+
+    expected = sum(prob * oracle_nats(*words) for words, prob in _blanket_joint(language).items() if prob > 0)
+    assert expected == pytest.approx(bound, abs=1e-9)
+    stream = language.sample(10_000, np.random.default_rng(1))
+    sampled = [oracle_nats(*stream[t - 2:t + 3]) for t in range(2, len(stream) - 2)]
+    assert np.mean(sampled) == pytest.approx(bound, abs=0.03)
+
+
+def test_heldout_windows_reveal_the_piece_count_and_score_the_oracle():
+    language = lb.MarkovLanguage(num_words=5, successors=3, seed=4, syllables=(1, 2), tail=0.05)
+    spellings = [[10], [11, 12], [13, 14], [15, 16, 17], [18, 19]]
+    counts = [len(s) for s in spellings]
+    windows = lb.heldout_windows(language, spellings, sequence_length=24, count=200, seed=0, special_ids=SPECIAL)
+    for i in range(200):
+        positions = windows["target_positions"][i][windows["target_positions"][i] >= 0]
+        word = spellings.index(windows["target_ids"][i][:len(positions)].tolist())
+        # One target slot per piece: what the scoring input shows of the masked word.
+        assert len(positions) == counts[word]
+        same_count = [w for w in range(5) if counts[w] == counts[word]]
+        if len(same_count) == 1:  # the count names the word
+            assert windows["bound_given_pieces"][i] == pytest.approx(0.0, abs=1e-12)
+    assert (windows["bound_given_pieces"] <= windows["bound"] + 1e-12).all()
+    assert windows["bound_given_pieces"].mean() < windows["bound"].mean()
+
+
+def test_piece_counts_are_checked():
+    language = lb.MarkovLanguage(num_words=4, successors=2)
+    for counts in ([1, 2, 3], [1, 2, 0, 1], [1.5, 2, 2, 1]):
+        with pytest.raises(ValueError, match=r"piece_counts must hold one positive integer per word \(4\)"):
+            language.entropies(piece_counts=counts)
+
+
+def _tiny_family_run(tmp_path):
+    """A family workdir as a run leaves it: the run's vocabulary and a row recorded before the new bound."""
+    from xlnet_tf.tokenizer_training import train_vocabulary
+
+    spec = {"name": "tiny", "num_words": 8, "successors": 3, "syllables": [1, 3], "vocab_size": 34,
+            "sentence_words": 6, "order": 1}
+    language = lb.family_language(spec)
+    corpus = tmp_path / "corpus.txt"
+    language.write_text(str(corpus), language.sample(3_000, np.random.default_rng(0)), words_per_line=6)
+    vocabulary = tmp_path / "run" / "tiny" / "data" / "spiece.model"
+    vocabulary.parent.mkdir(parents=True)
+    train_vocabulary(str(corpus), 34, str(vocabulary), character_coverage=1.0, num_threads=1, seed=0)
+    spellings = lb.spell_words(str(vocabulary), language.words)
+    windows = lb.heldout_windows(language, spellings, sequence_length=32, count=50, seed=0,
+                                 special_ids=lb.special_ids())
+    row = {"language": spec, "seed": 0, "bounds": language.entropies(),
+           "pieces": lb.piece_statistics(language, spellings)["mean_pieces"],
+           "heldout_bound": float(windows["bound"].mean()), "chain": 1.0,
+           "config": {"data": {"sequence_length": 32}}}
+    return row, str(tmp_path / "run" / "family_rows.jsonl"), language, spellings, windows
+
+
+def test_older_family_rows_get_their_bound_from_the_runs_vocabulary(tmp_path):
+    import argparse
+
+    row, rows_file, language, spellings, windows = _tiny_family_run(tmp_path)
+    args = argparse.Namespace(eval_words=50, seed=0)
+    completed = lb.with_bound_given_pieces(row, rows_file, args)
+    counts = [len(s) for s in spellings]
+    assert completed["piece_counts"] == counts and len(set(counts)) > 1
+    assert completed["bounds"]["both_sides_given_pieces"] == pytest.approx(
+        language.entropies(piece_counts=counts)["both_sides_given_pieces"], abs=1e-12)
+    assert completed["heldout_bound_given_pieces"] == pytest.approx(windows["bound_given_pieces"].mean(), abs=1e-12)
+    assert lb.with_bound_given_pieces(completed, "elsewhere.jsonl", args) is completed
+    # Other held-out windows than the run's: refused, not silently re-derived.
+    with pytest.raises(ValueError, match=r"the tiny row \(seed 0\): .*--eval-words 40 --seed 0 give .*not the "
+                                         r"recorded"):
+        lb.with_bound_given_pieces(row, rows_file, argparse.Namespace(eval_words=40, seed=0))
+    with pytest.raises(ValueError, match=r"has no bound given the piece count, and its run's vocabulary .*"
+                                         r"nowhere/tiny/data/spiece.model.* is missing"):
+        lb.with_bound_given_pieces(row, str(tmp_path / "nowhere" / "family_rows.jsonl"), args)
+
+
+def test_results_rows_take_the_bound_given_pieces_and_skip_older_ratios():
+    from benchmarks import results_table
+
+    def section(column, ratio):
+        return results_table.sections(
+            "# 2026-11-28: python benchmarks/learning_benchmark.py --fast-records --no-hf\n"
+            f"| model | masked word, chain rule (nats) | {column} | independent pieces (nats) |\n"
+            "|---|---|---|---|\n"
+            f"| ours (config above) | 0.734 | {ratio} | 2.653 |\n")[0]
+
+    rows = lb.result_rows(section("/ bound given pieces", "4.02x"))
+    assert [(r.against, r.ratio) for r in rows] == [("exact entropy bound", 4.02)]
+    # A run recorded with the both-sides figure as its bound: that ratio is not to a bound.
+    assert lb.result_rows(section("/ bound", "1.29x")) == []
+
+
+def test_single_language_table_measures_against_the_bound_given_pieces():
+    from benchmarks import results_table
+
+    config = {"model": {"vocabulary_size": 40, "initializer_range": 0.02, "dropout": 0.0, "memory_length": 64,
+                        "reuse_length": 64, "bi_data": True},
+              "data": {"sequence_length": 128, "num_predict": 32, "perm_size": 64},
+              "training": {"global_batch_size": 8}, "optimizer": {"learning_rate": 2e-3, "warmup_steps": 200,
+                                                                  "adam_epsilon": 1e-8}}
+    figures = {"bounds": {"both_sides": 0.566, "both_sides_given_pieces": 0.182, "left": 1.753, "unigram": 3.384},
+               "pieces": {"mean_pieces": 4.2, "token_unigram": 2.86, "token_rate_left": 0.417},
+               "heldout_bound": 0.571, "heldout_bound_given_pieces": 0.19, "heldout_pieces": 4.14, "steps": 1400,
+               "config": config, "ours": {"chain": 0.76, "independent": 2.653, "epoch_losses": [0.243],
+                                          "seconds": 228.0}}
+    table = lb.format_table(figures)
+    assert "piece count (the bound) 0.182 (held-out sample 0.190), both neighbours only 0.566" in table
+    report = "# 2026-11-28: python benchmarks/learning_benchmark.py --fast-records --no-hf\n" + table
+    [row] = [r for s in results_table.sections(report) for r in lb.result_rows(s)]
+    assert (row.against, row.ratio) == ("exact entropy bound", 4.0)  # 0.76 / 0.19, not 0.76 / 0.571
+
+
+def test_reprinting_a_run_without_the_bound_given_pieces_is_refused(tmp_path):
+    single = tmp_path / "single.json"
+    single.write_text('{"bounds": {"both_sides": 0.5}, "heldout_bound": 0.5}')
+    with pytest.raises(SystemExit, match=r"--from-json .*single.json: a run recorded with only the both-sides bound"):
+        lb.main(["--steps", "1", "--from-json", str(single)])
+    rows = tmp_path / "family_rows.jsonl"
+    rows.write_text('{"language": {"name": "1-piece"}, "seed": 0, "heldout_bound": 0.2}\n')
+    with pytest.raises(SystemExit, match=r"--from-json .*family_rows.jsonl: the 1-piece row \(seed 0\) has no bound "
+                                         r"given the piece count, and its run's vocabulary .* is missing"):
+        lb.main(["--steps", "1", "--from-json", str(rows)])
