@@ -244,7 +244,10 @@ class XLNetTask(Task):
                 train_steps, weight_decay)`; or any Keras optimizer.
             loss: `"auto"`: the task's loss (`default_compile_arguments`).
             metrics: `"auto"`: the task's metrics.
-            learning_rate, warmup_steps, train_steps, weight_decay: for the default optimizer.
+            learning_rate: for the default optimizer.
+            warmup_steps: for the default optimizer.
+            train_steps: for the default optimizer.
+            weight_decay: for the default optimizer.
             **kwargs: other `keras.Model.compile` arguments.
 
         Example:
