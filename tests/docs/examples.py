@@ -29,7 +29,7 @@ OTHER_HEADER = re.compile(r"^(\s*)(Args|Arguments|Call arguments|Returns|Yields|
                           r"|References|See also|Warning|Warnings|Todo):\s*$")
 PYTHON = {"python", "py", "python3", "pycon"}
 SHELL = {"bash", "sh", "shell", "console", "zsh"}
-DOCTEST_FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+DOCTEST_FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE | doctest.FAIL_FAST
 
 
 class ExampleError(AssertionError):
@@ -312,5 +312,6 @@ def run_docstring_example(example, namespace):
     report = []
     runner = doctest.DocTestRunner(optionflags=DOCTEST_FLAGS, verbose=False)
     runner.run(test, out=report.append, clear_globs=False)
+    namespace.update(test.globs)  # DocTest ran on a copy; the class's next method example continues it
     if runner.failures:
         raise ExampleError("".join(report))

@@ -73,7 +73,7 @@ class XLNetTokenizer(SentencePieceTokenizer):
         `[B, sequence_length]` dense when `sequence_length` is set).
 
     Example:
-    >>> tokenizer = XLNetTokenizer("tests/testdata/tiny_spiece.model")
+    >>> tokenizer = XLNetTokenizer("spiece.model")
     >>> ids = tokenizer("A quiet river.")
     >>> tokenizer.detokenize(ids)
     'A quiet river.'
@@ -264,7 +264,7 @@ class XLNetTokenizer(SentencePieceTokenizer):
         saved constructor arguments.
 
         Example:
-        >>> tokenizer = XLNetTokenizer.from_preset("xlnet_base_cased")  # doctest: +SKIP
+        >>> tokenizer = XLNetTokenizer.from_preset("xlnet_base_cased")
         """
         from xlnet_tf.models import preset_io
 
