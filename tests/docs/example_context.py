@@ -7,7 +7,9 @@ of tests/presets with its embedding and LM bias widened to the 200 pieces of the
 so any English text the examples use stays inside the vocabulary. Nothing reaches the internet.
 
 Each example runs in a fresh working directory holding `spiece.model` (that vocabulary), `corpus/` (a few
-text files), and `records/` (tiny pretraining records), the files the examples name.
+text files), and `records/` (tiny pretraining records), the files the examples name. Examples that start
+from an earlier step's output also find it there (`ARTIFACTS`): `runs/mrpc`, a fine-tuning work directory
+(its `final/` task preset: a pair classifier on the named preset), and `exports/mrpc/1`, its SavedModel.
 """
 
 import io
@@ -19,10 +21,12 @@ import numpy as np
 import pytest
 
 from tests.presets.conftest import RELEASE_ARCHIVE, RELEASE_FOLDER, SPIECE, TF1_DIR, publish_hf
+from tests.harness import write_pretraining_records
 from tests.presets.preset_server import PresetServer
 
 TESTDATA = os.path.join(os.path.dirname(__file__), "..", "testdata")
 VOCABULARY_SIZE = 200  # The pieces of tests/testdata/tiny_spiece.model.
+RECORD_TOKENS = 2048  # per shard, two shards: `records/` holds 4,096 tokens.
 WIDENED = ("model/transformer/word_embedding/lookup_table", "model/lm_loss/bias")
 
 
@@ -72,6 +76,11 @@ def populate_workdir(directory):
     for index, part in enumerate((documents[:half], documents[half:])):
         with open(os.path.join(corpus, f"part-{index}.txt"), "w", encoding="utf-8") as f:
             f.write("\n\n".join(part) + "\n")
+    rng = np.random.default_rng(0)
+    streams = [(rng.integers(9, VOCABULARY_SIZE, RECORD_TOKENS).tolist(),
+                (np.arange(RECORD_TOKENS) // 16 % 2).tolist()) for _ in range(2)]
+    write_pretraining_records(os.path.join(directory, "records"), streams, chunk_length=512,
+                              vocabulary_size=VOCABULARY_SIZE, vocabulary=os.path.join(directory, "spiece.model"))
 
 
 @pytest.fixture(scope="session")
@@ -89,9 +98,48 @@ def served_presets(tmp_path_factory):
     monkeypatch.undo()
 
 
+@pytest.fixture(scope="session")
+def finetuning_run(served_presets, tmp_path_factory):
+    """`runs/mrpc`: what `xlnet-tf finetune` leaves for export, its `final/` task preset."""
+    from xlnet_tf import XLNetClassifier, finetune_config_from_dict
+
+    run = tmp_path_factory.mktemp("artifacts") / "runs" / "mrpc"
+    XLNetClassifier.from_preset("xlnet_base_cased", num_classes=2).save_to_preset(str(run / "final"))
+    config = finetune_config_from_dict({"task": {"dataset": "glue/mrpc"}, "training": {"global_batch_size": 32}})
+    (run / "config.yaml").write_text(config.to_yaml(), encoding="utf-8")
+    return run
+
+
+@pytest.fixture(scope="session")
+def task_export(finetuning_run, tmp_path_factory):
+    """`exports/mrpc/1`: the SavedModel of `finetuning_run` (what `xlnet-tf export` writes)."""
+    from xlnet_tf.serving import export_task_workdir
+
+    output = tmp_path_factory.mktemp("artifacts") / "exports" / "mrpc" / "1"
+    export_task_workdir(str(finetuning_run), str(output))
+    return output
+
+
+# The earlier steps' outputs an example starts from: public name -> {path in the workdir: fixture}.
+ARTIFACTS = {
+    "xlnet_tf.export_workdir": {"runs/mrpc": "finetuning_run"},
+    "xlnet_tf.serving.export_task_workdir": {"runs/mrpc": "finetuning_run"},
+    "xlnet_tf.serving.SavedModelPredictor": {"exports/mrpc/1": "task_export"},
+    "xlnet_tf.serving.signature_custom_ops": {"exports/mrpc/1": "task_export"},
+}
+
+
 @pytest.fixture
 def example_workdir(served_presets, tmp_path, monkeypatch):
     """A fresh working directory with the files the examples name; the presets are served."""
     populate_workdir(str(tmp_path))
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+def link_artifacts(request, workdir, public_name):
+    """Links the earlier steps' outputs that the example of `public_name` starts from into `workdir`."""
+    for relative, fixture in ARTIFACTS.get(public_name, {}).items():
+        target = workdir / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(request.getfixturevalue(fixture), target)

@@ -12,7 +12,8 @@ import os
 import pytest
 
 from tests.docs import examples
-from tests.docs.example_context import example_workdir, served_presets  # noqa: F401 - fixtures
+from tests.docs.example_context import (  # noqa: F401 - fixtures
+    example_workdir, finetuning_run, link_artifacts, served_presets, task_export)
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # Markdown whose python blocks run: the README and the user guide.
@@ -45,7 +46,8 @@ def test_xlnet_tf_command_lines_parse(relative):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("public_name, obj", PUBLIC, ids=[name for name, _ in PUBLIC])
-def test_docstring_examples_run(public_name, obj, example_workdir):
+def test_docstring_examples_run(public_name, obj, example_workdir, request):
+    link_artifacts(request, example_workdir, public_name)
     found = examples.docstring_examples(obj, public_name)
     namespace = examples.example_namespace(found[0].module) if found else None
     for example in found:

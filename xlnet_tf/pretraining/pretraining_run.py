@@ -173,6 +173,7 @@ def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, extra_cal
         what `xlnet_tf.serving.export_pretrained.export_pretrainer` takes.
 
     Example:
+    >>> # skip-example: a Base-size run on a bucket; tests/notebooks runs this call on the CPU
     >>> config = run_config_from_dict({"data": {"train_files": "gs://bucket/records"},
     ...                                "training": {"global_batch_size": 256}})
     >>> summary = run_pretraining(config, "gs://bucket/runs/base")  # doctest: +SKIP
