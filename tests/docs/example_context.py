@@ -104,7 +104,11 @@ def finetuning_run(served_presets, tmp_path_factory):
     from xlnet_tf import XLNetClassifier, finetune_config_from_dict
 
     run = tmp_path_factory.mktemp("artifacts") / "runs" / "mrpc"
-    XLNetClassifier.from_preset("xlnet_base_cased", num_classes=2).save_to_preset(str(run / "final"))
+    # What a GLUE MRPC run writes: a sentence-pair classifier and its packing.
+    preprocessing = {"task_type": "classification", "sequence_length": 128, "text_fields": ["sentence1", "sentence2"],
+                     "label_names": ["not_equivalent", "equivalent"]}
+    classifier = XLNetClassifier.from_preset("xlnet_base_cased", num_classes=2)
+    classifier.save_to_preset(str(run / "final"), preprocessing=preprocessing)
     config = finetune_config_from_dict({"task": {"dataset": "glue/mrpc"}, "training": {"global_batch_size": 32}})
     (run / "config.yaml").write_text(config.to_yaml(), encoding="utf-8")
     return run
@@ -120,8 +124,9 @@ def task_export(finetuning_run, tmp_path_factory):
     return output
 
 
-# The earlier steps' outputs an example starts from: public name -> {path in the workdir: fixture}.
+# The earlier steps' outputs an example starts from: public name or markdown file -> {path in the workdir: fixture}.
 ARTIFACTS = {
+    "docs/guide/serving.md": {"runs/mrpc": "finetuning_run"},
     "xlnet_tf.export_workdir": {"runs/mrpc": "finetuning_run"},
     "xlnet_tf.serving.export_task_workdir": {"runs/mrpc": "finetuning_run"},
     "xlnet_tf.serving.SavedModelPredictor": {"exports/mrpc/1": "task_export"},
@@ -137,9 +142,9 @@ def example_workdir(served_presets, tmp_path, monkeypatch):
     return tmp_path
 
 
-def link_artifacts(request, workdir, public_name):
-    """Links the earlier steps' outputs that the example of `public_name` starts from into `workdir`."""
-    for relative, fixture in ARTIFACTS.get(public_name, {}).items():
+def link_artifacts(request, workdir, name):
+    """Links the earlier steps' outputs that the examples of `name` (see `ARTIFACTS`) start from into `workdir`."""
+    for relative, fixture in ARTIFACTS.get(name, {}).items():
         target = workdir / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         os.symlink(request.getfixturevalue(fixture), target)

@@ -145,7 +145,7 @@ def check_command(command, where):
     """
     from xlnet_tf.cli.main import COMMANDS
 
-    words = shlex.split(command)
+    words = shlex.split(command, comments=True)
     words = words[3:] if words[:3] == ["python", "-m", "xlnet_tf.cli"] else words[1:]
     if not words or words[0] in ("-h", "--help", "--version"):
         return

@@ -33,7 +33,8 @@ def _blocks(relative):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("relative", RUNNABLE_DOCS)
-def test_python_blocks_of_the_readme_and_the_guide_run(relative, example_workdir):
+def test_python_blocks_of_the_readme_and_the_guide_run(relative, example_workdir, request):
+    link_artifacts(request, example_workdir, relative)
     blocks = _blocks(relative)
     run, skipped = examples.run_python_blocks(blocks)
     assert run + skipped == sum(block.language in examples.PYTHON for block in blocks)
