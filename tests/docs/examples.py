@@ -77,7 +77,7 @@ def markdown_blocks(path, text=None):
         reason = skip.group(1).strip() if skip else None
         if skip and not reason:
             raise ExampleError(f"{path}:{start + 1}: skip-example needs a reason: <!-- skip-example: REASON -->")
-        code = textwrap.dedent("\n".join(line[len(indent):] if line.startswith(indent) else line for line in body))
+        code = textwrap.dedent("\n".join(line.removeprefix(indent) for line in body))
         blocks.append(Block(f"{path}:{start + 1}", language, code, reason))
     return blocks
 
@@ -97,7 +97,7 @@ def run_python_blocks(blocks, namespace=None):
             skipped += 1
             continue
         try:
-            exec(compile(block.code, block.where, "exec"), namespace)
+            exec(compile(block.code, block.where, "exec"), namespace)  # noqa: S102 - running the examples is the point
         except Exception as e:
             raise ExampleError(f"{block.where}: the example raised {type(e).__name__}: {e}") from e
         run += 1
@@ -113,8 +113,7 @@ def shell_commands(code):
     commands = []
     for line in joined.splitlines():
         line = line.strip()
-        if line.startswith("$ "):
-            line = line[2:]
+        line = line.removeprefix("$ ")
         for part in re.split(r"\s*(?:&&|\|\||;)\s*", line):
             if part.startswith(("xlnet-tf ", "python -m xlnet_tf.cli ")) or part == "xlnet-tf":
                 commands.append(part)

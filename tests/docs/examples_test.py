@@ -12,8 +12,7 @@ import os
 import pytest
 
 from tests.docs import examples
-from tests.docs.example_context import (  # noqa: F401 - fixtures
-    example_workdir, finetuning_run, link_artifacts, served_presets, task_export)
+from tests.docs.example_context import link_artifacts
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # Markdown whose python blocks run: the README and the user guide.
@@ -130,7 +129,7 @@ def test_doctest_skip_is_refused_and_a_skip_comment_needs_a_reason():
         examples.run_docstring_example(_docstring_example(">>> 1 / 0  # doctest: +SKIP\n"), {})
     assert _docstring_example(">>> # skip-example: needs a TPU\n>>> 1 / 0\n").skip == "needs a TPU"
     with pytest.raises(examples.ExampleError, match="skip-example needs a reason"):
-        _docstring_example(">>> # skip-example:\n>>> 1 / 0\n").skip
+        assert _docstring_example(">>> # skip-example:\n>>> 1 / 0\n").skip is None
 
 
 def test_the_example_section_ends_at_the_next_section():
