@@ -1,24 +1,17 @@
 """The API reference pages (docs/api/) against the packages' `__all__`, both ways."""
 
 import importlib
-import importlib.util
-import inspect
 import os
 import re
 import shutil
 
 import pytest
 
+from tests.docs import examples
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 API_DIR = os.path.join(REPO, "docs", "api")
 DIRECTIVE = re.compile(r"^::: (\S+)$", re.MULTILINE)
-
-
-def _tool():
-    spec = importlib.util.spec_from_file_location("write_api_pages", os.path.join(REPO, "tools", "write_api_pages.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _object_pages():
@@ -35,24 +28,6 @@ def _object_pages():
     return pages
 
 
-def _public_objects():
-    """`{(package, name): object}` for every class and function in `xlnet_tf.__all__` and subpackages' `__all__`."""
-    import pkgutil
-
-    import xlnet_tf
-
-    packages = ["xlnet_tf"] + sorted(info.name for info in pkgutil.walk_packages(xlnet_tf.__path__, "xlnet_tf.")
-                                     if info.ispkg)
-    found = {}
-    for package_name in packages:
-        package = importlib.import_module(package_name)
-        for name in getattr(package, "__all__", ()):
-            obj = getattr(package, name)
-            if inspect.isclass(obj) or inspect.isfunction(obj):
-                found[(package_name, name)] = obj
-    return found
-
-
 def _resolve(path):
     """The object a directive names (`module.qualname`)."""
     module_name, _, attribute = path.rpartition(".")
@@ -60,7 +35,7 @@ def _resolve(path):
 
 
 def test_every_public_class_and_function_has_a_page_and_every_page_is_public():
-    public = _public_objects()
+    public = {(package, name): obj for package, name, obj in examples.public_names()}
     pages = _object_pages()
     assert ("xlnet_tf", "XLNetBackbone") in public and ("xlnet_tf.serving", "TaskServingModule") in public
     documented = {}
@@ -79,12 +54,12 @@ def test_every_public_class_and_function_has_a_page_and_every_page_is_public():
 
 
 def test_the_pages_are_what_the_script_writes():
-    tool = _tool()
+    tool = examples.api_pages_tool()
     assert tool.differences(API_DIR, tool.api_pages()) == []
 
 
 def test_the_check_names_a_missing_page_a_stale_page_and_an_edited_page(tmp_path):
-    tool = _tool()
+    tool = examples.api_pages_tool()
     api_dir = str(tmp_path / "api")
     shutil.copytree(API_DIR, api_dir)
     os.remove(os.path.join(api_dir, "xlnet_tf", "XLNetBackbone.md"))

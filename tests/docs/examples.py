@@ -11,12 +11,12 @@
   without a reason is an error, and so is doctest's `+SKIP`, which carries none.
 """
 
+import argparse
 import dataclasses
 import doctest
 import importlib
 import inspect
 import os
-import pkgutil
 import re
 import shlex
 import textwrap
@@ -29,6 +29,7 @@ OTHER_HEADER = re.compile(r"^(\s*)(Args|Arguments|Call arguments|Returns|Yields|
                           r"|References|See also|Warning|Warnings|Todo):\s*$")
 PYTHON = {"python", "py", "python3", "pycon"}
 SHELL = {"bash", "sh", "shell", "console", "zsh"}
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DOCTEST_FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE | doctest.FAIL_FAST
 
 
@@ -165,7 +166,7 @@ def check_command(command, where):
                 raise ValueError(f"unrecognized arguments (neither the job's nor Beam's): {' '.join(unknown)}")
         else:
             parser.parse_args(argv)
-    except (ValueError, SystemExit) as e:
+    except (argparse.ArgumentError, ValueError, SystemExit) as e:
         raise ExampleError(f"{where}: `{command}` does not parse: {e}") from None
 
 
@@ -187,23 +188,36 @@ def check_shell_blocks(blocks):
 # ---- docstrings -----------------------------------------------------------------------------------------------
 
 
-def public_objects():
-    """`[(qualified public name, object)]`: classes and functions of `xlnet_tf.__all__` and subpackages' `__all__`.
+def api_pages_tool():
+    """`tools/write_api_pages.py` as a module: it defines which packages are public (`public_packages`)."""
+    import importlib.util
 
-    An object exported by several packages appears once, under the first (`xlnet_tf`, then alphabetical).
-    """
-    import xlnet_tf
+    path = os.path.join(REPO, "tools", "write_api_pages.py")
+    spec = importlib.util.spec_from_file_location("write_api_pages", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-    packages = ["xlnet_tf"] + sorted(info.name for info in pkgutil.walk_packages(xlnet_tf.__path__, "xlnet_tf.")
-                                     if info.ispkg)
-    found, seen = [], set()
-    for package_name in packages:
+
+def public_names():
+    """`[(package, name, object)]`: every class and function of `xlnet_tf.__all__` and subpackages' `__all__`."""
+    found = []
+    for package_name in api_pages_tool().public_packages():
         package = importlib.import_module(package_name)
-        for name in getattr(package, "__all__", ()):
+        for name in package.__all__:
             obj = getattr(package, name)
-            if (inspect.isclass(obj) or inspect.isfunction(obj)) and id(obj) not in seen:
-                seen.add(id(obj))
-                found.append((f"{package_name}.{name}", obj))
+            if inspect.isclass(obj) or inspect.isfunction(obj):
+                found.append((package_name, name, obj))
+    return found
+
+
+def public_objects():
+    """`[(qualified public name, object)]`: `public_names` with each object once, under its first package."""
+    found, seen = [], set()
+    for package_name, name, obj in public_names():
+        if id(obj) not in seen:
+            seen.add(id(obj))
+            found.append((f"{package_name}.{name}", obj))
     return found
 
 
