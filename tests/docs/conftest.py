@@ -10,9 +10,9 @@ from tests.presets.conftest import RELEASE_ARCHIVE, publish_hf
 from tests.presets.preset_server import PresetServer
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def served_presets(tmp_path_factory):
-    """Serves the named presets' files on 127.0.0.1 and points the preset code at them for the session."""
+    """Serves the named presets' files on 127.0.0.1 and points the preset code at them (undone after the module)."""
     monkeypatch = pytest.MonkeyPatch()
     monkeypatch.setenv("XLNET_TF_HOME", str(tmp_path_factory.mktemp("xlnet_tf_home")))
     with PresetServer() as server:
@@ -25,7 +25,7 @@ def served_presets(tmp_path_factory):
     monkeypatch.undo()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def finetuning_run(served_presets, tmp_path_factory):
     """`runs/mrpc`: what `xlnet-tf finetune` leaves for export, its `final/` task preset."""
     from xlnet_tf import XLNetClassifier, finetune_config_from_dict
@@ -41,7 +41,7 @@ def finetuning_run(served_presets, tmp_path_factory):
     return run
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def task_export(finetuning_run, tmp_path_factory):
     """`exports/mrpc/1`: the SavedModel of `finetuning_run` (what `xlnet-tf export` writes)."""
     from xlnet_tf.serving import export_task_workdir
