@@ -3,8 +3,8 @@
 - Markdown: every fenced block whose info string is `python`/`py` runs; every `bash`/`sh`/`shell`/`console`
   block is scanned for `xlnet-tf` command lines, each parsed by its subcommand's parser without running.
   The blocks of one file run in order in one namespace, as a reader would paste them.
-- Docstrings: the `Example:` section of each public class and function (the `__all__` of `xlnet_tf` and its
-  subpackages) and of each public method a class defines. Doctest lines (`>>>`) run under `doctest` (their
+- Docstrings: the `Example:` section of each public package (`xlnet_tf` and its subpackages with an
+  `__all__`), of each public class and function (their `__all__`) and of each public method a class defines. Doctest lines (`>>>`) run under `doctest` (their
   shown output is compared); fenced python blocks run as code. A class's methods continue its namespace.
 - Skipping: `<!-- skip-example: REASON -->` on the line before a markdown block, or `>>> # skip-example:
   REASON` (or `# skip-example: REASON` first in a fenced block) at the top of a docstring section. A skip
@@ -295,7 +295,10 @@ def example_namespace(module):
     namespace = dict(vars(module))
     for name in xlnet_tf.__all__:
         namespace.setdefault(name, getattr(xlnet_tf, name))
-    package = importlib.import_module(module.__name__.rsplit(".", 1)[0]) if "." in module.__name__ else xlnet_tf
+    if hasattr(module, "__path__"):  # a package's own docstring: its public names
+        package = module
+    else:
+        package = importlib.import_module(module.__name__.rsplit(".", 1)[0]) if "." in module.__name__ else xlnet_tf
     for name in getattr(package, "__all__", ()):
         namespace.setdefault(name, getattr(package, name))
     namespace.update({"np": np, "tf": tf, "keras": keras, "os": os, "__name__": "__example__"})

@@ -7,6 +7,7 @@ See `examples.py` for the rules (and the skip marker, which needs a reason).
 """
 
 import glob
+import importlib
 import os
 
 import pytest
@@ -22,6 +23,7 @@ RUNNABLE_DOCS = ["README.md"] + sorted(os.path.relpath(p, REPO) for p in glob.gl
 SHELL_DOCS = sorted(set(RUNNABLE_DOCS) | {os.path.relpath(p, REPO) for p in glob.glob(
     os.path.join(REPO, "docs", "**", "*.md"), recursive=True)} | {"pipelines/README.md"})
 PUBLIC = examples.public_objects()
+PACKAGES = examples.api_pages_tool().public_packages()
 # At most this many skipped examples in all (each with its reason).
 MAX_SKIPS = 6
 
@@ -55,8 +57,18 @@ def test_docstring_examples_run(public_name, obj, example_workdir, request):
             examples.run_docstring_example(example, namespace)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("package_name", PACKAGES)
+def test_package_docstring_examples_run(package_name, example_workdir):
+    package = importlib.import_module(package_name)
+    for example in examples.docstring_examples(package, package_name):
+        if example.skip is None:
+            examples.run_docstring_example(example, examples.example_namespace(package))
+
+
 def test_skipped_examples_are_few_and_give_reasons():
-    skips = [(example.where, example.skip) for name, obj in PUBLIC
+    documented = PUBLIC + [(name, importlib.import_module(name)) for name in PACKAGES]
+    skips = [(example.where, example.skip) for name, obj in documented
              for example in examples.docstring_examples(obj, name) if example.skip]
     skips += [(block.where, block.skip) for relative in RUNNABLE_DOCS for block in _blocks(relative)
               if block.skip and block.language in examples.PYTHON]
