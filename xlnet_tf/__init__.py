@@ -9,9 +9,8 @@ Data readers live in `xlnet_tf.data`, serving in `xlnet_tf.serving`.
 
 Example:
 >>> import xlnet_tf
->>> strategy = xlnet_tf.resolve_strategy("auto")  # doctest: +SKIP
->>> xlnet_tf.per_replica_batch_size(256, strategy.num_replicas_in_sync)  # doctest: +SKIP
-32
+>>> strategy = xlnet_tf.resolve_strategy("auto")  # the TPU, else the GPUs, else the CPU
+>>> per_replica = xlnet_tf.per_replica_batch_size(256, strategy.num_replicas_in_sync)
 
 Names are imported on first use, so that light modules (for example the text normalization
 that Beam workers import) do not pay for loading Keras and the models. Importing the package

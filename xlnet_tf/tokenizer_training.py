@@ -150,7 +150,9 @@ def train_vocabulary(
         VocabularyTrainingError: missing input, no text, or a bad setting.
 
     Example:
-    >>> train_vocabulary("corpus/*.txt", 32000, "spiece.model")  # doctest: +SKIP
+    >>> summary = train_vocabulary("corpus/*.txt", 200, "spiece.model")  # 32000 on a full corpus
+    >>> summary["vocabulary_size"], summary["files"]
+    (200, ['corpus/part-0.txt', 'corpus/part-1.txt'])
     """
     import sentencepiece as spm
 

@@ -61,8 +61,9 @@ class PretrainingRecords:
             directories were built with different vocabularies.
 
     Example:
-        >>> records = PretrainingRecords("/data/records/pretrain-*.tfrecord")
+        >>> records = PretrainingRecords("records/pretrain-*.tfrecord")
         >>> records.num_tokens, records.special_ids["sep"]
+        (4096, 4)
     """
 
     def __init__(self, file_pattern):

@@ -148,6 +148,7 @@ def run_finetuning(config: FinetuneConfig, workdir: str, *, strategy=None) -> di
         `{"eval": {...final metrics...}, "final_dir": path, "train_steps": int, ...}`.
 
     Example:
+    >>> # skip-example: downloads GLUE MRPC from TensorFlow Datasets; tests/notebooks runs this call on the CPU
     >>> config = finetune_config_from_dict({
     ...     "task": {"dataset": "glue/mrpc"},
     ...     "training": {"init_from": "runs/base/export/preset", "global_batch_size": 32}})

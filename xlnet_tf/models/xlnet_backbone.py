@@ -416,7 +416,7 @@ class XLNetBackbone(Backbone):
                 `vocabulary_file`, vocabulary) go into `tokenizer.json`.
 
         Example:
-        >>> backbone.save_to_preset("my_preset", vocabulary_file="spiece.model")  # doctest: +SKIP
+        >>> backbone.save_to_preset("my_preset", vocabulary_file="spiece.model")
         """
         del max_shard_size  # One weights file: XLNet-large is 1.4 GB.
         preset_io.make_preset_dir(preset_dir)
@@ -448,7 +448,7 @@ class XLNetBackbone(Backbone):
             An `XLNetBackbone`.
 
         Example:
-        >>> backbone = XLNetBackbone.from_preset("xlnet_base_cased")  # doctest: +SKIP
+        >>> backbone = XLNetBackbone.from_preset("xlnet_base_cased")
         """
         preset = preset_io.resolve(preset)
         config_json = preset_io.read_config_json(preset)

@@ -34,12 +34,11 @@ class XLNetClassifier(XLNetTask):
     Args:
         backbone: an `XLNetBackbone`.
         num_classes: number of classes; 1 gives a single regression output.
-        preprocessor: an `XLNetClassifierPreprocessor` (raw text in `fit`/`predict`), or None.
-        compile: compile with the defaults (AdamW with warmup, cross-entropy + accuracy,
-            or mean squared error for regression).
         dropout: dropout rate of the summary (the original fine-tuning used 0.1).
         cls_token_id: id of `<cls>` in the vocabulary (3 for the released one).
-        **kwargs: `name`, `dtype`, `trainable`.
+        **kwargs: `preprocessor`: an `XLNetClassifierPreprocessor` (raw text in `fit`/`predict`), or None;
+            `compile`: compile with the defaults (AdamW with warmup, cross-entropy + accuracy,
+            or mean squared error for regression); `name`, `dtype`, `trainable`.
 
     Call arguments:
         inputs: dict with `token_ids` int32 `[B, L]`, `segment_ids` int32 `[B, L]`,

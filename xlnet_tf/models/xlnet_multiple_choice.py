@@ -41,8 +41,10 @@ class XLNetMultipleChoice(XLNetTask):
         float32 logits `[B, C]`.
 
     Example:
+    >>> backbone = XLNetBackbone.from_preset("xlnet_base_cased")
     >>> model = XLNetMultipleChoice(backbone)
-    >>> model({"token_ids": ids, "segment_ids": seg, "padding_mask": mask}).shape  # ids: [2, 4, 16]
+    >>> ids = np.full((2, 4, 16), 11)  # [B, choices, L]
+    >>> model({"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": np.ones_like(ids)}).shape
     TensorShape([2, 4])
     """
 

@@ -333,7 +333,7 @@ class XLNetPretrainer(keras.Model):
             tokenizer: optional `XLNetTokenizer` whose settings are saved.
 
         Example:
-        >>> pretrainer.save_to_preset("my_preset", vocabulary_file="spiece.model")  # doctest: +SKIP
+        >>> pretrainer.save_to_preset("my_preset", vocabulary_file="spiece.model")
         """
         self.backbone.save_to_preset(preset_dir, vocabulary_file, max_shard_size, tokenizer=tokenizer)
         preset_io.write_arrays(os.path.join(preset_dir, preset_io.LM_HEAD_FILE),
@@ -356,7 +356,7 @@ class XLNetPretrainer(keras.Model):
             An `XLNetPretrainer`.
 
         Example:
-        >>> pretrainer = XLNetPretrainer.from_preset("xlnet_base_cased")  # doctest: +SKIP
+        >>> pretrainer = XLNetPretrainer.from_preset("xlnet_base_cased")
         """
         preset = preset_io.resolve(preset)
         backbone = XLNetBackbone.from_preset(

@@ -57,9 +57,13 @@ class XLNetSpanLabeler(XLNetTask):
         int32 `[B, K1, K2]` (the end candidates of the k-th start), `cls_logits` `[B]`.
 
     Example:
+    >>> backbone = XLNetBackbone.from_preset("xlnet_base_cased")
+    >>> preprocessor = XLNetSpanLabelerPreprocessor.from_preset("xlnet_base_cased", sequence_length=32)
+    >>> features = preprocessor({"context": ["The fox jumps."], "question": ["Who jumps?"]})
     >>> model = XLNetSpanLabeler(backbone)
     >>> out = model(features)            # inference beam
     >>> out["end_top_index"].shape       # [B, 5, 5]
+    TensorShape([1, 5, 5])
     """
 
     preprocessor_class_name = "XLNetSpanLabelerPreprocessor"

@@ -118,6 +118,11 @@ class XLNetTask(Task):
             or None (inputs must then be packed ids).
         compile: compile with the defaults (`compile()`) once built.
         **kwargs: `name`, `dtype`, `trainable` of `keras.Model`.
+
+    Example:
+    >>> classifier = XLNetClassifier.from_preset("xlnet_base_cased", num_classes=2)
+    >>> classifier.predict(["A fine film.", "A dull film."], verbose=0).shape
+    (2, 2)
     """
 
     # The preprocessor class of each task, by name: `xlnet_tf.preprocessing`
@@ -241,7 +246,10 @@ class XLNetTask(Task):
                 train_steps, weight_decay)`; or any Keras optimizer.
             loss: `"auto"`: the task's loss (`default_compile_arguments`).
             metrics: `"auto"`: the task's metrics.
-            learning_rate, warmup_steps, train_steps, weight_decay: for the default optimizer.
+            learning_rate: for the default optimizer.
+            warmup_steps: for the default optimizer.
+            train_steps: for the default optimizer.
+            weight_decay: for the default optimizer.
             **kwargs: other `keras.Model.compile` arguments.
 
         Example:
@@ -375,8 +383,9 @@ class XLNetTask(Task):
             ValueError: the preset holds a task model of another class.
 
         Example:
-        >>> classifier = XLNetClassifier.from_preset("xlnet_base_cased", num_classes=2)  # doctest: +SKIP
-        >>> classifier.fit(dataset_of_strings_and_labels)  # doctest: +SKIP
+        >>> classifier = XLNetClassifier.from_preset("xlnet_base_cased", num_classes=2)
+        >>> texts, labels = ["A fine film.", "A dull film."], [1, 0]
+        >>> history = classifier.fit(tf.data.Dataset.from_tensor_slices((texts, labels)).batch(2), verbose=0)
         """
         from xlnet_tf.models import preset_io
 
@@ -444,8 +453,9 @@ class XLNetTask(Task):
                 `preprocessing.json`; by default the preprocessor's settings, if any.
 
         Example:
-        >>> classifier.save_to_preset("my_classifier")  # doctest: +SKIP
-        >>> XLNetClassifier.from_preset("my_classifier").predict(["A fine film."])  # doctest: +SKIP
+        >>> classifier.save_to_preset("my_classifier")
+        >>> XLNetClassifier.from_preset("my_classifier").predict(["A fine film."], verbose=0).shape
+        (1, 2)
         """
         from xlnet_tf.models import preset_io
 

@@ -30,8 +30,11 @@ class XLNetTokenClassifier(XLNetTask):
         float32 logits `[B, L, num_classes]`.
 
     Example:
+    >>> backbone = XLNetBackbone.from_preset("xlnet_base_cased")
     >>> model = XLNetTokenClassifier(backbone, num_classes=9)
-    >>> model(features).shape  # features["token_ids"]: [2, 16]
+    >>> ids = np.full((2, 16), 11)
+    >>> features = {"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": np.ones_like(ids)}
+    >>> model(features).shape
     TensorShape([2, 16, 9])
     """
 

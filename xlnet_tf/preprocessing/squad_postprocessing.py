@@ -107,7 +107,8 @@ def squad_predictions(contexts, features, outputs, max_answer_length=64, null_sc
         features: dict of numpy arrays over all windows `[N, ...]`, including
             `example_id` (any hashable dtype) and the keys `squad_best_answer` reads.
         outputs: dict of numpy arrays of the span labeler over the same `N` windows.
-        max_answer_length, null_score_threshold: as in `squad_best_answer`.
+        max_answer_length: as in `squad_best_answer`.
+        null_score_threshold: as in `squad_best_answer`.
 
     Returns:
         dict `example_id -> SquadAnswer` (examples with no window are absent).

@@ -29,7 +29,7 @@ class XLNetCausalLMPreprocessor(CausalLMPreprocessor):
         `generate_postprocess`: strings.
 
     Example:
-    >>> tokenizer = XLNetTokenizer("tests/testdata/tiny_spiece.model")
+    >>> tokenizer = XLNetTokenizer("spiece.model")
     >>> preprocessor = XLNetCausalLMPreprocessor(tokenizer, sequence_length=8)
     >>> features = preprocessor.generate_preprocess(["the river"])
     >>> features["token_ids"].shape
@@ -55,6 +55,6 @@ class XLNetCausalLMPreprocessor(CausalLMPreprocessor):
         """The preprocessor of a preset's vocabulary (`XLNetTokenizer.from_preset`).
 
         Example:
-        >>> preprocessor = XLNetCausalLMPreprocessor.from_preset("my_preset")  # doctest: +SKIP
+        >>> preprocessor = XLNetCausalLMPreprocessor.from_preset("xlnet_base_cased")
         """
         return cls(XLNetTokenizer.from_preset(preset), sequence_length=sequence_length, **kwargs)

@@ -44,12 +44,14 @@ class XLNetClassifierPreprocessor(XLNetPreprocessor):
         (`keras.utils.pack_x_y_sample_weight`).
 
     Example:
+    >>> tokenizer = XLNetTokenizer("spiece.model")
     >>> preprocessor = XLNetClassifierPreprocessor(tokenizer, sequence_length=16)
     >>> preprocessor(["A quiet river."])["token_ids"].shape
     TensorShape([1, 16])
     >>> long = XLNetClassifierPreprocessor(tokenizer, sequence_length=16, max_segments=3)
     >>> long(["A quiet river."])["token_ids"].shape
     TensorShape([1, 3, 16])
+    >>> texts, labels = ["A quiet river.", "A loud one."], [1, 0]
     >>> ds = tf.data.Dataset.from_tensor_slices((texts, labels)).batch(8).map(preprocessor)
     """
 

@@ -39,6 +39,7 @@ class XLNetMultipleChoicePreprocessor(XLNetPreprocessor):
         `max_segments` > 1); `y`, `sample_weight` unchanged.
 
     Example:
+    >>> tokenizer = XLNetTokenizer("spiece.model")
     >>> preprocessor = XLNetMultipleChoicePreprocessor(tokenizer, sequence_length=32)
     >>> preprocessor({"context": ["The sky is blue."], "question": ["Its colour?"],
     ...               "choices": [["blue", "red"]]})["token_ids"].shape

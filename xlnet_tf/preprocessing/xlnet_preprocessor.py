@@ -136,7 +136,7 @@ class XLNetPreprocessor(Preprocessor):
         preset records.
 
         Example:
-        >>> preprocessor = XLNetClassifierPreprocessor.from_preset(  # doctest: +SKIP
+        >>> preprocessor = XLNetClassifierPreprocessor.from_preset(
         ...     "xlnet_base_cased", sequence_length=128)
         """
         from xlnet_tf.models import preset_io

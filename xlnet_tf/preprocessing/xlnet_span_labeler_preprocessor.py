@@ -44,6 +44,7 @@ class XLNetSpanLabelerPreprocessor(XLNetPreprocessor):
         "cls_logits": [B] float (1 = no answer)}`.
 
     Example:
+    >>> tokenizer = XLNetTokenizer("spiece.model")
     >>> preprocessor = XLNetSpanLabelerPreprocessor(tokenizer, sequence_length=64)
     >>> x, y = preprocessor({"context": ["The fox jumps."], "question": ["Who jumps?"]},
     ...                     {"answer_start": [4], "answer_text": ["fox"]})

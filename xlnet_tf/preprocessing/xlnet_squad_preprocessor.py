@@ -48,9 +48,11 @@ class XLNetSquadPreprocessor:
         doc_stride: window step in passage pieces (original: 128).
 
     Example:
+    >>> tokenizer = XLNetTokenizer("spiece.model")
     >>> pre = XLNetSquadPreprocessor(tokenizer, sequence_length=64, max_query_length=16, doc_stride=16)
     >>> windows = pre(tf.constant("The fox jumps."), tf.constant("Who jumps?"))
-    >>> windows["token_ids"].shape        # [num_windows, 64]
+    >>> windows["token_ids"].shape[1]        # token_ids: [num_windows, 64]
+    64
     """
 
     def __init__(self, tokenizer, sequence_length=512, max_query_length=64, doc_stride=128):

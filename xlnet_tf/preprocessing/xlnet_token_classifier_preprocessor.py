@@ -36,6 +36,7 @@ class XLNetTokenClassifierPreprocessor(XLNetPreprocessor):
         piece labels (-100 where ignored).
 
     Example:
+    >>> tokenizer = XLNetTokenizer("spiece.model")
     >>> preprocessor = XLNetTokenClassifierPreprocessor(tokenizer, sequence_length=16)
     >>> x, y = preprocessor(tf.ragged.constant([["John", "lives", "here"]]),
     ...                     tf.ragged.constant([[1, 0, 0]]))

@@ -72,7 +72,7 @@ class XLNetTokenizer(SentencePieceTokenizer):
         `[B, sequence_length]` dense when `sequence_length` is set).
 
     Example:
-    >>> tokenizer = XLNetTokenizer("tests/testdata/tiny_spiece.model")
+    >>> tokenizer = XLNetTokenizer("spiece.model")
     >>> ids = tokenizer("A quiet river.")
     >>> tokenizer.detokenize(ids)
     'A quiet river.'
@@ -250,7 +250,7 @@ class XLNetTokenizer(SentencePieceTokenizer):
         settings. `kwargs` override the saved constructor arguments.
 
         Example:
-        >>> tokenizer = XLNetTokenizer.from_preset("xlnet_base_cased")  # doctest: +SKIP
+        >>> tokenizer = XLNetTokenizer.from_preset("xlnet_base_cased")
         """
         from xlnet_tf.models import preset_io
 

@@ -30,7 +30,8 @@ class DownloadLimits:
 
     Example:
     >>> limits = DownloadLimits(timeout=10, deadline=3600)
-    >>> download_file(url, "/tmp/config.json", limits=limits)  # doctest: +SKIP
+    >>> limits.timeout, limits.deadline
+    (10.0, 3600.0)
     """
 
     def __init__(self, timeout=None, deadline=None):

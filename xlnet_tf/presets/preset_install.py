@@ -51,8 +51,8 @@ def download_preset(name, force=False, progress=None, timeout=None, deadline=Non
             message names the preset, the files and the fix, `force=True`).
 
     Example:
-    >>> directory = download_preset("xlnet_base_cased")  # doctest: +SKIP
-    >>> XLNetPretrainer.from_preset(directory)  # doctest: +SKIP
+    >>> directory = download_preset("xlnet_base_cased")
+    >>> pretrainer = XLNetPretrainer.from_preset(directory)
     """
     spec = get_preset_spec(name)
     entry = preset_cache.preset_cache_dir(name)

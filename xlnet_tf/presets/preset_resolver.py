@@ -29,7 +29,7 @@ def resolve_preset(name_or_path, progress=None):
             failed download, check or conversion, or a damaged cache entry (named, with the fix).
 
     Example:
-    >>> XLNetPretrainer.from_preset(resolve_preset("xlnet_base_cased"))  # doctest: +SKIP
+    >>> pretrainer = XLNetPretrainer.from_preset(resolve_preset("xlnet_base_cased"))
     """
     value = os.fspath(name_or_path)
     if "://" in value:

@@ -176,6 +176,7 @@ def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, extra_cal
         `loss_curve` (the path of `loss.png`; None before a loss is logged).
 
     Example:
+    >>> # skip-example: a Base-size run on a bucket; tests/notebooks runs this call on the CPU
     >>> config = run_config_from_dict({"data": {"train_files": "gs://bucket/records"},
     ...                                "training": {"global_batch_size": 256}})
     >>> summary = run_pretraining(config, "gs://bucket/runs/base")  # doctest: +SKIP

@@ -123,9 +123,8 @@ def export_pretrainer(pretrainer, output_dir, vocabulary=None, generation=None, 
         OutputExistsError: `output_dir` is not empty and `overwrite` is False.
 
     Example:
-    >>> summary = run_pretraining(config, "runs/base")  # doctest: +SKIP
-    >>> export_pretrainer(summary["pretrainer"], "runs/base/export",
-    ...                   vocabulary=summary["vocabulary"])  # doctest: +SKIP
+    >>> pretrainer = XLNetPretrainer.from_preset("xlnet_base_cased")  # or run_pretraining's summary["pretrainer"]
+    >>> export_pretrainer(pretrainer, "runs/base/export", vocabulary="spiece.model")
     {'preset': 'runs/base/export/preset', 'saved_model': 'runs/base/export/saved_model'}
     """
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
@@ -232,7 +231,8 @@ def export_workdir(workdir, output_dir, dtype="float32", jit_compile=False, trim
     new or empty, or `overwrite` replaces it whole; it may not be or hold `workdir`.
 
     Example:
-    >>> export_workdir("runs/mrpc", "exports/mrpc/1")  # doctest: +SKIP
+    >>> export_workdir("runs/mrpc", "exports/mrpc/1")
+    'exports/mrpc/1'
     """
     import tensorflow as tf
 

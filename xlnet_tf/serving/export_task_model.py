@@ -168,7 +168,9 @@ def export_task_model(model, output, *, metadata=None, overwrite=False, verify=T
     Example:
 
     ```python
-    export_task_model(classifier, "/tmp/sst2_model", task="classification",
+    classifier = XLNetClassifier.from_preset("xlnet_base_cased", num_classes=2)
+    packer_fn = TextPreprocessor(XLNetTokenizer("spiece.model"), XLNetPacker(128))
+    export_task_model(classifier, "exports/sst2/1", task="classification",
                       sequence_length=128, preprocessor=packer_fn,
                       label_names=["negative", "positive"])
     ```

@@ -113,7 +113,7 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
     Example:
 
     ```python
-    export_task_workdir("runs/sst2", "exports/sst2/1")
+    export_task_workdir("runs/mrpc", "exports/mrpc/1")
     ```
     """
     from xlnet_tf.models.xlnet_task import load_task_preset

@@ -72,9 +72,9 @@ class SavedModelPredictor:
         label_names: class names in id order, or None.
 
     Example:
-    >>> predictor = SavedModelPredictor("exports/mrpc/1")  # doctest: +SKIP
-    >>> list(predictor.predict([("The cat sat.", "A cat was sitting.")]))  # doctest: +SKIP
-    [{'text': 'The cat sat.', 'text_pair': 'A cat was sitting.', 'label': 1, ...}]
+    >>> predictor = SavedModelPredictor("exports/mrpc/1")
+    >>> list(predictor.predict([("The cat sat.", "A cat was sitting.")]))
+    [{'text': 'The cat sat.', 'text_pair': 'A cat was sitting.', 'label': ..., 'probabilities': [...]}]
     """
 
     def __init__(self, model_dir):

@@ -30,8 +30,8 @@ def signature_custom_ops(saved_model_dir, tags=("serve",)):
     Example:
 
     ```python
-    signature_custom_ops("exports/sst2")
-    # {'serve_token_ids': [], 'serving_default': ['NormalizeUTF8', 'SentencepieceTokenizeOp'], '<any>': [...]}
+    signature_custom_ops("exports/mrpc/1")
+    # {'serving_default': ['NormalizeUTF8', 'SentencepieceTokenizeOp'], 'serve_token_ids': [], ..., '<any>': [...]}
     ```
     """
     saved_model = saved_model_pb2.SavedModel()

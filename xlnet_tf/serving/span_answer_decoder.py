@@ -53,6 +53,8 @@ class SpanAnswerDecoder(tf.Module):
     Example:
 
     ```python
+    tokenizer = XLNetTokenizer("spiece.model")
+    span_labeler = XLNetSpanLabeler(XLNetBackbone.from_preset("xlnet_base_cased"))
     decoder = SpanAnswerDecoder(tokenizer, sequence_length=384, max_query_length=64, doc_stride=128)
     decoder.answer(span_labeler, tf.constant(["The fox jumps."]), tf.constant(["Who jumps?"]))
     ```

@@ -126,6 +126,8 @@ class TaskServingModule(tf.Module):
     Example:
 
     ```python
+    classifier = XLNetClassifier.from_preset("xlnet_base_cased", num_classes=2)
+    packer_fn = TextPreprocessor(XLNetTokenizer("spiece.model"), XLNetPacker(128))
     module = TaskServingModule(classifier, task="classification", sequence_length=128,
                                preprocessor=packer_fn, label_names=["neg", "pos"])
     module.serve_text(tf.constant(["a fine film"]))["probabilities"]  # [1, 2]
