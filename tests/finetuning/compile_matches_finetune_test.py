@@ -3,7 +3,7 @@
 Both paths start from one task preset (dropout 0), see the same five batches (the run's own
 training stream, rebuilt with its seed) and must end with the same weights. The settings
 exercise every part of the recipe: warmup and polynomial decay to a floor, layer-wise decay,
-a clip that binds, weight decay with its LayerNorm/bias exemptions, Adam's betas and epsilon.
+a global-norm clip, weight decay with its LayerNorm/bias exemptions, Adam's betas and epsilon.
 """
 
 import os
