@@ -10,6 +10,7 @@ import os
 
 import keras
 import numpy as np
+import pytest
 import yaml
 
 from tests.training.helpers import sentiment_jsonl
@@ -34,6 +35,7 @@ def _task_preset(path):
     return path
 
 
+@pytest.mark.slow
 def test_compile_defaults_and_finetune_run_end_with_the_same_weights(tmp_path):
     from xlnet_tf.data.finetuning import finetuning_dataset
     from xlnet_tf.finetuning.finetuning_config import finetune_config_from_dict, load_finetune_config
