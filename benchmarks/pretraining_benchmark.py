@@ -96,7 +96,7 @@ def run_keras(spec):
     from xlnet_tf.models.xlnet_config import XLNetConfig
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
-    from xlnet_tf.optimizers import create_optimizer
+    from xlnet_tf.optimizers import build_optimizer
 
     import_rss_gb = _peak_rss_gb()
     length, batch = spec["seq"], spec["batch"]
@@ -111,7 +111,7 @@ def run_keras(spec):
     with strategy.scope():
         model = XLNetPretrainer(XLNetBackbone(config, dtype=dtype,
                                               rematerialize=spec.get("remat", False)))
-        model.compile(optimizer=create_optimizer(model, learning_rate=1e-4, warmup_steps=1,
+        model.compile(optimizer=build_optimizer(model, learning_rate=1e-4, warmup_steps=1,
                                                  train_steps=1000),
                       jit_compile=spec["xla"])
         model.enable_recurrence_memory(batch // spec["replicas"])

@@ -51,10 +51,13 @@ def child(spec):
     tf.config.threading.set_inter_op_parallelism_threads(1)
     try:  # the layout since 2026-11-25
         from xlnet_tf.models.xlnet_config import XLNetConfig
-        from xlnet_tf.optimizers import create_optimizer
+        try:
+            from xlnet_tf.optimizers import build_optimizer
+        except ImportError:  # checkouts before the one optimizer builder
+            from xlnet_tf.optimizers import create_optimizer as build_optimizer
     except ImportError:  # older checkouts
         from xlnet_tf.config import XLNetConfig
-        from xlnet_tf.training import create_optimizer
+        from xlnet_tf.training import create_optimizer as build_optimizer
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 
@@ -63,7 +66,7 @@ def child(spec):
                          reuse_length=length // 2)
     dtype = "mixed_bfloat16" if spec["dtype"] == "bfloat16" else None
     model = XLNetPretrainer(XLNetBackbone(config, dtype=dtype))
-    model.compile(optimizer=create_optimizer(model, learning_rate=1e-4, warmup_steps=1, train_steps=1000))
+    model.compile(optimizer=build_optimizer(model, learning_rate=1e-4, warmup_steps=1, train_steps=1000))
     model.enable_recurrence_memory(batch)
     dataset = tf.data.Dataset.from_tensors(make_batch(batch, length)).repeat()
     peaks, resident = [], []

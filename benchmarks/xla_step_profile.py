@@ -8,7 +8,7 @@ dtype, the script times, alternating within every round, a `tf.function` without
   two_stream the pretraining forward (perm_mask, target_mapping with 85 predictions per 512, memory 3L/4
              reused at L/2, dropout 0.1 from a step seed) up to the logits and the loss;
   fwd_bwd    the same plus the gradients of every variable (backward = fwd_bwd - two_stream);
-  optimizer  the AdamW update (`create_optimizer`: `AllReducedAdamW`, fused) with fixed gradients;
+  optimizer  the AdamW update (`build_optimizer`: `AllReducedAdamW`, fused) with fixed gradients;
   memory     the recurrence-memory read and write of a step;
   step       `XLNetPretrainer.train_step` (what `fit` runs), all of the above;
   matmul     one `[B*L, H] x [H, 4H]` matmul, in the compute dtype: the codegen of a dot alone.
@@ -46,7 +46,7 @@ def build(args):
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
     from xlnet_tf.models.xlnet_config import XLNetConfig
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
-    from xlnet_tf.optimizers import create_optimizer
+    from xlnet_tf.optimizers import build_optimizer
 
     keras.utils.set_random_seed(0)
     length, batch = args.seq, args.batch
@@ -55,7 +55,7 @@ def build(args):
                          memory_length=3 * length // 4, reuse_length=length // 2)
     dtype = "mixed_bfloat16" if args.dtype == "bfloat16" else None
     model = XLNetPretrainer(XLNetBackbone(config, dtype=dtype))
-    model.compile(optimizer=create_optimizer(model, learning_rate=1e-4, warmup_steps=1, train_steps=1000))
+    model.compile(optimizer=build_optimizer(model, learning_rate=1e-4, warmup_steps=1, train_steps=1000))
     model.optimizer.build(model.trainable_variables)
     model.enable_recurrence_memory(batch)
     data = two_stream_batch(batch, length, 32000)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from xlnet_tf.models.xlnet_config import ConfigError
-from xlnet_tf.optimizers import WarmupDecaySchedule, create_optimizer, uses_weight_decay
+from xlnet_tf.optimizers import WarmupDecaySchedule, build_optimizer, uses_weight_decay
 from xlnet_tf.pretraining.pretraining_config import load_run_config, parse_override
 from xlnet_tf.training.strategy import StrategyError, resolve_batch_sizes
 
@@ -39,7 +39,7 @@ def test_weight_decay_skips_layer_norm_and_biases():
     assert all(("norm" in p or "bias" in p) for p in skipped)
     for name in ("lm_bias", "content_attention_bias", "layer_norm/gamma", "feedforward_output/bias"):
         assert any(name in p for p in skipped), name
-    optimizer = create_optimizer(model, learning_rate=1e-3, warmup_steps=1, train_steps=10)
+    optimizer = build_optimizer(model, learning_rate=1e-3, warmup_steps=1, train_steps=10)
     assert optimizer.epsilon == 1e-6 and optimizer.global_clipnorm == 1.0
 
 

@@ -14,7 +14,7 @@ import tensorflow as tf
 from tests.training.helpers import as_dataset, synthetic_batches, tiny_config
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import BACKBONE_INPUTS, XLNetPretrainer
-from xlnet_tf.optimizers import create_optimizer
+from xlnet_tf.optimizers import build_optimizer
 
 GLOBAL_BATCH = 4
 STEPS = 3
@@ -39,7 +39,7 @@ def _train(strategy, batches, weights=None):
         model = XLNetPretrainer(XLNetBackbone(tiny_config()))
         if weights is not None:
             model.set_weights(weights)
-        model.compile(optimizer=create_optimizer(
+        model.compile(optimizer=build_optimizer(
             model, learning_rate=1e-2, warmup_steps=1, train_steps=10, clip_norm=1e-3))
         model.enable_recurrence_memory(GLOBAL_BATCH // strategy.num_replicas_in_sync)
     initial = [w.copy() for w in model.get_weights()]

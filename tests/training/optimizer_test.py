@@ -8,7 +8,7 @@ import tensorflow as tf
 from tests.training.helpers import as_dataset, synthetic_batches, tiny_config
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
-from xlnet_tf.optimizers import create_optimizer
+from xlnet_tf.optimizers import build_optimizer
 from xlnet_tf.optimizers.all_reduced_adamw import AllReducedAdamW
 
 
@@ -81,9 +81,9 @@ def _train(fused, strategy=None, accumulation_steps=1, batch_size=4):
         keras.utils.set_random_seed(0)
         model = XLNetPretrainer(XLNetBackbone(tiny_config()))
         # A tiny clip norm so every step is clipped by the global norm.
-        model.compile(optimizer=create_optimizer(
+        model.compile(optimizer=build_optimizer(
             model, learning_rate=1e-2, warmup_steps=1, train_steps=10, clip_norm=0.05,
-            accumulation_steps=accumulation_steps, fused=fused))
+            gradient_accumulation_steps=accumulation_steps, fused=fused))
         model.enable_recurrence_memory(batch_size // (strategy.num_replicas_in_sync if strategy else 1))
     model.fit(as_dataset(batches).batch(batch_size), epochs=1, verbose=0, shuffle=False)
     return model.get_weights()

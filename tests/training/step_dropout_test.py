@@ -13,7 +13,7 @@ from tests.training.helpers import as_dataset, synthetic_batches, tiny_config
 from xlnet_tf.layers.seeded_dropout import micro_batch_counter, step_dropout_seed
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import BACKBONE_INPUTS, XLNetPretrainer
-from xlnet_tf.optimizers import create_optimizer
+from xlnet_tf.optimizers import build_optimizer
 
 DROPOUT = dict(dropout=0.3, attention_dropout=0.3, memory_length=0, reuse_length=0)
 
@@ -97,8 +97,8 @@ def test_steps_per_execution_and_rematerialization_keep_the_masks(jit_compile, r
 
 
 def _accumulating(model):
-    optimizer = create_optimizer(model, learning_rate=1e-2, warmup_steps=1, train_steps=10,
-                                 accumulation_steps=2)
+    optimizer = build_optimizer(model, learning_rate=1e-2, warmup_steps=1, train_steps=10,
+                                 gradient_accumulation_steps=2)
     model.compile(optimizer=optimizer)
     model.set_static_batch_size(2)
     optimizer.build(model.trainable_variables)

@@ -28,7 +28,8 @@ from xlnet_tf.optimizers.layerwise_adamw import LayerwiseAdamW
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 from xlnet_tf.training import strategy as strategy_module
-from xlnet_tf.optimizers.all_reduced_adamw import AllReducedAdamW, create_optimizer
+from xlnet_tf.optimizers.all_reduced_adamw import AllReducedAdamW
+from xlnet_tf.optimizers.build_optimizer import build_optimizer
 from xlnet_tf.pretraining.pretraining_config import run_config_from_dict
 from xlnet_tf.training.xla_check import function_op_types, jit_compiled_functions, xla_step_report
 
@@ -206,7 +207,7 @@ def test_under_tpu_the_whole_pretraining_step_with_keras_update_is_one_xla_compu
     with fake_tpu.scope():
         keras.utils.set_random_seed(0)
         model = XLNetPretrainer(XLNetBackbone(tiny_config()))
-        optimizer = create_optimizer(model, learning_rate=1e-2, warmup_steps=0, train_steps=10)
+        optimizer = build_optimizer(model, learning_rate=1e-2, warmup_steps=0, train_steps=10)
         model.compile(optimizer=optimizer, jit_compile=True, steps_per_execution=2)
         optimizer.build(model.trainable_variables)
         model.enable_recurrence_memory(4)

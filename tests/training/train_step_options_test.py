@@ -8,7 +8,7 @@ import tensorflow as tf
 from tests.training.helpers import as_dataset, synthetic_batches, tiny_config
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
-from xlnet_tf.optimizers import create_optimizer
+from xlnet_tf.optimizers import build_optimizer
 
 
 def _model(dtype=None, **config):
@@ -19,7 +19,7 @@ def _model(dtype=None, **config):
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
 def test_mixed_precision_trains_with_float32_weights(policy):
     model = _model(dtype=policy)
-    model.compile(optimizer=create_optimizer(model, learning_rate=1e-2, warmup_steps=1,
+    model.compile(optimizer=build_optimizer(model, learning_rate=1e-2, warmup_steps=1,
                                              train_steps=10,
                                              loss_scaling=policy == "mixed_float16"))
     model.enable_recurrence_memory(4)
@@ -42,9 +42,9 @@ def test_gradient_accumulation_equals_one_big_batch():
     big = _model(memory_length=0)
     small = _model(memory_length=0)
     small.set_weights(big.get_weights())
-    big.compile(optimizer=create_optimizer(big, learning_rate=1e-2, warmup_steps=0, train_steps=10))
-    small.compile(optimizer=create_optimizer(small, learning_rate=1e-2, warmup_steps=0,
-                                             train_steps=10, accumulation_steps=2))
+    big.compile(optimizer=build_optimizer(big, learning_rate=1e-2, warmup_steps=0, train_steps=10))
+    small.compile(optimizer=build_optimizer(small, learning_rate=1e-2, warmup_steps=0,
+                                             train_steps=10, gradient_accumulation_steps=2))
     big.fit(as_dataset(batches).batch(4), epochs=1, verbose=0)
     small.fit(as_dataset(batches).batch(2), epochs=1, verbose=0)
     for a, b in zip(big.get_weights(), small.get_weights()):

@@ -21,10 +21,10 @@ import yaml
 from tests.training.helpers import cyclic_tokens, write_records
 from xlnet_tf.data.pretraining import pretraining_dataset
 from xlnet_tf.finetuning.finetuning_run import build_task_model, compile_arguments
-from xlnet_tf.optimizers.layerwise_adamw import LayerwiseAdamW, layer_decay_multipliers
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
-from xlnet_tf.optimizers.all_reduced_adamw import create_optimizer
+from xlnet_tf.optimizers.build_optimizer import build_optimizer
+from xlnet_tf.training.run_sections import optimizer_arguments
 from xlnet_tf.pretraining.pretraining_config import run_config_from_dict
 from xlnet_tf.training.xla_check import (XlaCheckError, jit_compiled_functions,
                                          ops_without_xla_kernel, scan_hlo, xla_step_report)
@@ -62,10 +62,7 @@ def _pretrainer_and_batch(config, records):
     keras.utils.set_random_seed(0)
     dtype = None if t.mixed_precision == "float32" else t.mixed_precision
     model = XLNetPretrainer(XLNetBackbone(m, dtype=dtype))
-    optimizer = create_optimizer(
-        model, learning_rate=o.learning_rate, warmup_steps=o.warmup_steps, train_steps=t.train_steps,
-        end_learning_rate=o.end_learning_rate, decay_power=o.decay_power,
-        weight_decay=o.weight_decay, epsilon=o.adam_epsilon, clip_norm=o.clip_norm)
+    optimizer = build_optimizer(model, **optimizer_arguments(o, t))
     model.compile(optimizer=optimizer, jit_compile=t.jit_compile,
                   steps_per_execution=t.steps_per_execution)
     optimizer.build(model.trainable_variables)
@@ -141,9 +138,7 @@ def _finetuning_model(task_type, sequence_length, batch_size):
                                  head_dropout=0.1)
     model = build_task_model(task, backbone)
     model.build_with_dummy_inputs()
-    optimizer = LayerwiseAdamW(learning_rate_multipliers=layer_decay_multipliers(backbone, 0.75),
-                               learning_rate=3e-5, weight_decay=0.01, epsilon=1e-6,
-                               global_clipnorm=1.0)
+    optimizer = build_optimizer(model, learning_rate=3e-5, warmup_steps=10, train_steps=100, layer_decay=0.75)
     model.compile(optimizer=optimizer, jit_compile=True, steps_per_execution=10,
                   **compile_arguments(task))
     rng = np.random.default_rng(0)

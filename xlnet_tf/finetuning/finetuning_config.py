@@ -101,9 +101,12 @@ class FinetuneOptimizerSection(OptimizerSection):
 
     `layer_decay` < 1 multiplies the learning rate of block `i` (of N) by
     `layer_decay ** (N - 1 - i)`; embeddings, relative biases and the head keep
-    the full rate (the variables the original code left unscaled).
+    the full rate (the variables the original code left unscaled). The keys are
+    `xlnet_tf.optimizers.build_optimizer`'s arguments, with its defaults (a
+    fine-tuning learning rate, 2e-5), so `XLNetTask.compile()` trains as a run does.
     """
 
+    learning_rate: float = 2e-5
     layer_decay: float = 1.0
 
 

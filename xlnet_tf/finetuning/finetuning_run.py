@@ -34,6 +34,7 @@ from xlnet_tf.config_schema import ConfigError
 from xlnet_tf.finetuning.finetuning_config import FinetuneConfig, finetune_config_from_dict, memory_off_warning
 from xlnet_tf.storage import atomic_files
 from xlnet_tf.training.run_directory import check_workdir, open_run_directory
+from xlnet_tf.training.run_sections import optimizer_arguments
 
 _log = logging.getLogger(__name__)
 FINAL_DIR = "final"
@@ -166,16 +167,14 @@ def _run_finetuning(config, workdir, run_scope, *, strategy):
 
     from xlnet_tf.data import finetuning as data
     from xlnet_tf.finetuning.evaluation import evaluate
-    from xlnet_tf.optimizers.layerwise_adamw import LayerwiseAdamW, layer_decay_multipliers
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+    from xlnet_tf.optimizers.build_optimizer import build_optimizer
     from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
-    from xlnet_tf.optimizers.all_reduced_adamw import uses_weight_decay
-    from xlnet_tf.optimizers.warmup_decay_schedule import WarmupDecaySchedule
     from xlnet_tf.training.callbacks import JsonlMetricsLogger
     from xlnet_tf.training.run_setup import RunSetup
 
     config = finetune_config_from_dict(config.to_dict())
-    t, o = config.training, config.optimizer
+    t = config.training
     init = t.init_from
     if not init:
         raise ConfigError("No initial model: pass --init PRESET_DIR (or set training.init_from).")
@@ -255,18 +254,7 @@ def _run_finetuning(config, workdir, run_scope, *, strategy):
         warning = memory_off_warning(task, model.backbone.config.memory_length)
         if warning and is_chief:
             print(f"Warning: {warning}")
-        schedule = WarmupDecaySchedule(o.learning_rate, warmup_steps=o.warmup_steps,
-                                       decay_steps=t.train_steps, end_learning_rate=o.end_learning_rate,
-                                       power=o.decay_power)
-        optimizer = LayerwiseAdamW(
-            learning_rate_multipliers=layer_decay_multipliers(model.backbone, o.layer_decay),
-            learning_rate=schedule, weight_decay=float(o.weight_decay), beta_1=o.beta_1,
-            beta_2=o.beta_2, epsilon=o.adam_epsilon, global_clipnorm=o.clip_norm or None)
-        if o.weight_decay:
-            optimizer.exclude_from_weight_decay(
-                var_list=[v for v in model.trainable_variables if not uses_weight_decay(v)])
-        if t.mixed_precision == "mixed_float16":
-            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        optimizer = build_optimizer(model, **optimizer_arguments(config.optimizer, t))
         model.compile(optimizer=optimizer, jit_compile=t.jit_compile,
                       steps_per_execution=t.steps_per_execution, **compile_arguments(task))
 

@@ -35,9 +35,10 @@ class XLNetPretrainer(keras.Model):
     before `fit`: each replica then feeds its previous step's `new_mems` back as
     `mems` (see `xlnet_tf.training.RecurrenceMemory`).
 
-    With an optimizer from `xlnet_tf.training.create_optimizer` the train step
-    sums gradients over replicas itself before global-norm clipping, so the
-    clip sees the true global gradient (Keras would clip per replica).
+    With an optimizer from `xlnet_tf.optimizers.build_optimizer` (an `AllReducedAdamW`,
+    chosen by `all_reduces_gradients`) the train step sums gradients over replicas
+    itself before global-norm clipping, so the clip sees the true global gradient
+    (Keras would clip per replica).
 
     Args:
         backbone: an `XLNetBackbone`.
@@ -66,6 +67,9 @@ class XLNetPretrainer(keras.Model):
     >>> pretrainer(batch)["logits"].shape
     TensorShape([2, 3, 50])
     """
+
+    # `train_step` sums the gradients over replicas before the optimizer sees them.
+    all_reduces_gradients = True
 
     def __init__(self, backbone, **kwargs):
         if "dtype" not in kwargs:

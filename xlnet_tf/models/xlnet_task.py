@@ -30,6 +30,9 @@ from xlnet_tf.formats.preset_files import TASK_WEIGHTS_FILE
 from xlnet_tf.formats.preset_files import WEIGHTS_FILE as BACKBONE_WEIGHTS_FILE
 from xlnet_tf.formats.special_tokens import CLS_TOKEN_ID
 from xlnet_tf.layers import seeded_dropout
+from xlnet_tf.optimizers.build_optimizer import BUILD_OPTIMIZER_ARGUMENTS
+from xlnet_tf.optimizers.build_optimizer import build_optimizer
+from xlnet_tf.optimizers.build_optimizer import exclude_from_weight_decay
 
 
 def cls_positions(token_ids, padding_mask, cls_token_id=CLS_TOKEN_ID):
@@ -172,17 +175,13 @@ class XLNetTask(Task):
     # ------------------------------------------------------------------ compile
     def compile_from_config(self, config):
         """Recompiles a loaded model (`.keras`) with its saved optimizer, loss and metrics."""
-        from xlnet_tf.optimizers.all_reduced_adamw import uses_weight_decay
-
         config = keras.saving.deserialize_keras_object(config)
         super().compile(**config)
         optimizer = self.optimizer
         if optimizer is None:
             return
         # The exclusions are by variable, so they are not in the saved config.
-        if getattr(optimizer, "weight_decay", None):
-            optimizer.exclude_from_weight_decay(
-                var_list=[v for v in self.trainable_variables if not uses_weight_decay(v)])
+        exclude_from_weight_decay(optimizer, self)
         # Build the slots only when the file holds them (a trained model): a model
         # saved before training (compiled at construction) has just the step counter.
         load_own_variables = optimizer.load_own_variables
@@ -203,62 +202,42 @@ class XLNetTask(Task):
     def _compile_settings(self):
         return {}
 
-    def default_optimizer(self, learning_rate=2e-5, warmup_steps=None, train_steps=None,
-                          weight_decay=0.01, epsilon=1e-6, clip_norm=1.0):
-        """AdamW with a linear warmup, then linear decay to 0 at `train_steps`.
-
-        When `train_steps` is unknown the rate stays at `learning_rate` after the
-        warmup. LayerNorm parameters and biases get no weight decay
-        (`xlnet_tf.optimizers.all_reduced_adamw.uses_weight_decay`).
-
-        Args:
-            learning_rate: peak learning rate (the original fine-tuning: 2e-5 .. 5e-5).
-            warmup_steps: linear warmup, in optimizer steps; default 10% of
-                `train_steps`, or 100 when it is unknown.
-            train_steps: total optimizer steps, or None.
-            weight_decay: decoupled weight decay.
-            epsilon: Adam epsilon (1e-6 as the original).
-            clip_norm: global gradient-norm clip (0: none).
-        """
-        from xlnet_tf.optimizers.all_reduced_adamw import uses_weight_decay
-        from xlnet_tf.optimizers.warmup_decay_schedule import WarmupDecaySchedule
-
-        if warmup_steps is None:
-            warmup_steps = 100 if train_steps is None else int(0.1 * train_steps)
-        if train_steps is None:
-            schedule = WarmupDecaySchedule(learning_rate, warmup_steps, max(warmup_steps, 1),
-                                           end_learning_rate=learning_rate)
-        else:
-            schedule = WarmupDecaySchedule(learning_rate, min(warmup_steps, train_steps), train_steps)
-        optimizer = keras.optimizers.AdamW(learning_rate=schedule, weight_decay=weight_decay,
-                                           epsilon=epsilon, global_clipnorm=clip_norm or None)
-        if weight_decay:
-            optimizer.exclude_from_weight_decay(
-                var_list=[v for v in self.trainable_variables if not uses_weight_decay(v)])
-        return optimizer
-
-    def compile(self, optimizer="auto", loss="auto", *, metrics="auto", learning_rate=2e-5,
-                warmup_steps=None, train_steps=None, weight_decay=0.01, **kwargs):
+    def compile(self, optimizer="auto", loss="auto", *, metrics="auto", **kwargs):
         """`keras.Model.compile` with this task's defaults for every `"auto"` argument.
 
+        The default optimizer is `xlnet_tf.optimizers.build_optimizer`'s, the one
+        `xlnet-tf finetune` trains with: AdamW on a linear warmup and decay,
+        global-norm clipping, no weight decay on LayerNorm parameters and biases,
+        optional layer-wise learning-rate decay. Its settings are
+        `build_optimizer`'s keyword arguments, named as the keys of the run
+        config's `optimizer` section (`learning_rate`, `warmup_steps`,
+        `train_steps`, `end_learning_rate`, `decay_power`, `weight_decay`,
+        `adam_epsilon`, `beta_1`, `beta_2`, `clip_norm`, `layer_decay`,
+        `gradient_accumulation_steps`, ...), with the same defaults.
+
         Args:
-            optimizer: `"auto"`: `default_optimizer(learning_rate, warmup_steps,
-                train_steps, weight_decay)`; or any Keras optimizer.
+            optimizer: `"auto"`: `build_optimizer(self, **settings)`; or any Keras
+                optimizer (e.g. a `build_optimizer` result).
             loss: `"auto"`: the task's loss (`default_compile_arguments`).
             metrics: `"auto"`: the task's metrics.
-            learning_rate: for the default optimizer.
-            warmup_steps: for the default optimizer.
-            train_steps: for the default optimizer.
-            weight_decay: for the default optimizer.
-            **kwargs: other `keras.Model.compile` arguments.
+            **kwargs: the default optimizer's settings (only with `optimizer="auto"`),
+                and other `keras.Model.compile` arguments.
+
+        Raises:
+            ValueError: optimizer settings given with an optimizer other than `"auto"`.
 
         Example:
-        >>> classifier.compile()  # AdamW 2e-5 with warmup, cross-entropy, accuracy
-        >>> classifier.compile(learning_rate=5e-5, train_steps=1000)
+        >>> classifier.compile()  # AdamW 2e-5 after 100 warmup steps, cross-entropy, accuracy
+        >>> classifier.compile(learning_rate=5e-5, train_steps=1000, layer_decay=0.75)
         """
-        defaults = type(self).default_compile_arguments(**self._compile_settings())
+        settings = {key: kwargs.pop(key) for key in BUILD_OPTIMIZER_ARGUMENTS if key in kwargs}
         if isinstance(optimizer, str) and optimizer == "auto":
-            optimizer = self.default_optimizer(learning_rate, warmup_steps, train_steps, weight_decay)
+            optimizer = build_optimizer(self, **settings)
+        elif settings:
+            raise ValueError(f"{sorted(settings)} set the default optimizer (optimizer=\"auto\"), but "
+                             f"optimizer={optimizer!r} was given: pass them to "
+                             "xlnet_tf.optimizers.build_optimizer instead, or drop them.")
+        defaults = type(self).default_compile_arguments(**self._compile_settings())
         if isinstance(loss, str) and loss == "auto":
             loss = defaults["loss"]
             if "loss_weights" in defaults:

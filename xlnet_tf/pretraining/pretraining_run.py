@@ -36,6 +36,7 @@ from xlnet_tf.formats import preset_files
 from xlnet_tf.config_schema import ConfigError
 from xlnet_tf.pretraining.pretraining_config import RunConfig, run_config_from_dict
 from xlnet_tf.training.run_directory import check_workdir, open_run_directory
+from xlnet_tf.training.run_sections import optimizer_arguments
 
 _log = logging.getLogger(__name__)
 
@@ -196,7 +197,7 @@ def _run_pretraining(config, workdir, run_scope, *, strategy, extra_callbacks, c
     from xlnet_tf.data.pretraining import pretraining_dataset, pretraining_steps_per_epoch
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
-    from xlnet_tf.optimizers.all_reduced_adamw import create_optimizer
+    from xlnet_tf.optimizers.build_optimizer import build_optimizer
     from xlnet_tf.pretraining.learning_report import reference_losses
     from xlnet_tf.pretraining.loss_curve import LOSS_CURVE_FILE, LossCurvePlot
     from xlnet_tf.training import callbacks as run_callbacks
@@ -237,15 +238,7 @@ def _run_pretraining(config, workdir, run_scope, *, strategy, extra_callbacks, c
         if t.init_from and first_epoch == 0:
             warm = XLNetPretrainer.from_preset(t.init_from)
             pretrainer.set_weights(warm.get_weights())
-        optimizer = create_optimizer(
-            pretrainer, learning_rate=config.optimizer.learning_rate,
-            warmup_steps=config.optimizer.warmup_steps, train_steps=t.train_steps,
-            end_learning_rate=config.optimizer.end_learning_rate,
-            decay_power=config.optimizer.decay_power, weight_decay=config.optimizer.weight_decay,
-            epsilon=config.optimizer.adam_epsilon, beta_1=config.optimizer.beta_1,
-            beta_2=config.optimizer.beta_2, clip_norm=config.optimizer.clip_norm,
-            accumulation_steps=t.gradient_accumulation_steps,
-            loss_scaling=t.mixed_precision == "mixed_float16")
+        optimizer = build_optimizer(pretrainer, **optimizer_arguments(config.optimizer, t))
         pretrainer.compile(optimizer=optimizer, jit_compile=t.jit_compile,
                            steps_per_execution=t.steps_per_execution)
         optimizer.build(pretrainer.trainable_variables)

@@ -168,3 +168,22 @@ def validate_training(training: TrainingSection, optimizer: OptimizerSection) ->
         raise ConfigError(f"optimizer.warmup_steps ({optimizer.warmup_steps}) exceeds "
                           f"training.train_steps ({t.train_steps}).")
     validate_optimizer(optimizer)
+
+
+def optimizer_arguments(optimizer: OptimizerSection, training: TrainingSection) -> dict:
+    """The `xlnet_tf.optimizers.build_optimizer` arguments of a run's config, key for key.
+
+    Every key of the `optimizer` section keeps its name, `training.train_steps` and
+    `training.gradient_accumulation_steps` too; `loss_scaling` follows from
+    `training.mixed_precision` (mixed_float16 needs it). `XLNetTask.compile` takes
+    the same arguments, so `classifier.compile(**optimizer_arguments(...))` trains
+    as `xlnet-tf finetune` does.
+
+    Example:
+    >>> arguments = optimizer_arguments(OptimizerSection(learning_rate=3e-5), TrainingSection(train_steps=500))
+    >>> arguments["learning_rate"], arguments["train_steps"], arguments["loss_scaling"]
+    (3e-05, 500, False)
+    """
+    return {**dataclasses.asdict(optimizer), "train_steps": training.train_steps,
+            "gradient_accumulation_steps": training.gradient_accumulation_steps,
+            "loss_scaling": training.mixed_precision == "mixed_float16"}
