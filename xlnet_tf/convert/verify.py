@@ -5,6 +5,7 @@ import os
 import numpy as np
 
 from xlnet_tf.convert.conversion_error import ConversionError
+from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 
 
 def _random_batch(config, seed=0, batch=2, length=12, num_predict=3):
@@ -112,8 +113,6 @@ def verify_conversion(pretrainer, source, input_path, mapping, preset_dir, log=p
     Returns:
         The largest absolute difference found (float).
     """
-    from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
-
     config = pretrainer.backbone.config
     batches = _random_batch(config)
     worst = 0.0

@@ -10,8 +10,12 @@ import dataclasses
 import json
 from typing import Any, Mapping
 
+import tensorflow as tf
+import yaml
+
 from xlnet_tf.config_schema import ConfigError, check_value  # noqa: F401 (ConfigError: re-exported)
 from xlnet_tf.storage import atomic_files
+from xlnet_tf.storage import preset_io
 
 ACTIVATIONS = ("gelu", "gelu_approximate", "relu", "tanh", "swish")
 ATTENTION_TYPES = ("bi", "uni")
@@ -228,8 +232,6 @@ class XLNetConfig:
         return cls.from_dict(translated)
 
     def save_json(self, path: str) -> None:
-        import tensorflow as tf
-
         with tf.io.gfile.GFile(path, "w") as f:
             json.dump(self.to_dict(), f, indent=2, sort_keys=True)
             f.write("\n")
@@ -238,10 +240,7 @@ class XLNetConfig:
 def load_config_file(path: str) -> XLNetConfig:
     """Loads an `XLNetConfig` from a `.json` or `.yaml` file."""
     if path.endswith((".yaml", ".yml")):
-        import yaml
-
-        import tensorflow as tf  # gfile: the file may be on gs:// or ram://.
-
+        # gfile: the file may be on gs:// or ram://.
         if not tf.io.gfile.exists(path):
             raise ConfigError(f"Config file not found: {path}")
         with tf.io.gfile.GFile(path, "r") as f:
@@ -251,3 +250,19 @@ def load_config_file(path: str) -> XLNetConfig:
         except ConfigError as e:
             raise ConfigError(f"{path}: {e}") from e
     return XLNetConfig.from_json(path)
+
+
+def read_backbone_config(preset):
+    """The `XLNetConfig` of a preset's `config.json`, whatever its layout (the project's or keras-hub's).
+
+    Args:
+        preset: a preset directory (local, `gs://`, `ram://`) or a `hf://` / `kaggle://` handle.
+
+    Returns:
+        The validated `XLNetConfig`.
+
+    Example:
+    >>> read_backbone_config("/tmp/xlnet_tiny").num_layers  # doctest: +SKIP
+    2
+    """
+    return XLNetConfig.from_any_dict(preset_io.backbone_config_dict(preset_io.read_config_json(preset)))

@@ -1,7 +1,7 @@
 """Shared base of the fine-tuning task models (backbone handling, presets, `<cls>` pooling).
 
 A task preset (written by `XLNetTask.save_to_preset`, read by `XLNetTask.from_preset`
-and `load_task_preset`) is in keras-hub's layout (see `xlnet_tf.models.preset_io`):
+and `load_task_preset`) is in keras-hub's layout (see `xlnet_tf.storage.preset_io`):
 
 - `config.json` + `model.weights.h5` + `metadata.json`: the backbone, as a backbone preset;
 - `task.json`: the serialized task model (backbone and preprocessor inside);
@@ -17,6 +17,7 @@ Still read: the earlier layout (`config.json` an `XLNetConfig` dict, `task.json`
 pretraining preset (no `task.json`) gives the backbone's weights and a fresh head.
 """
 
+import importlib
 import os
 import re
 import warnings
@@ -24,8 +25,8 @@ import warnings
 import keras
 from keras import ops
 from keras_hub.models import Task
-from keras_hub.src.utils.pipeline_model import _contains_string_data
 
+from xlnet_tf._keras_registration import KERAS_CLASSES, PACKAGE, DeferredClass
 from xlnet_tf.formats.preset_files import PREPROCESSING_FILE
 from xlnet_tf.formats.preset_files import TASK_CONFIG_FILE
 from xlnet_tf.formats.preset_files import TASK_PRESET_FORMAT
@@ -33,6 +34,14 @@ from xlnet_tf.formats.preset_files import TASK_WEIGHTS_FILE
 from xlnet_tf.formats.preset_files import WEIGHTS_FILE as BACKBONE_WEIGHTS_FILE
 from xlnet_tf.formats.special_tokens import CLS_TOKEN_ID
 from xlnet_tf.layers import seeded_dropout
+from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+from xlnet_tf.models.xlnet_config import XLNetConfig, read_backbone_config
+from xlnet_tf.optimizers.all_reduced_adamw import uses_weight_decay
+from xlnet_tf.optimizers.warmup_decay_schedule import WarmupDecaySchedule
+from xlnet_tf.preprocessing.string_inputs import contains_string_data
+from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
+from xlnet_tf.storage import preset_io
+from xlnet_tf.storage.renamed_keys import RENAMED_KEYS, renamed_keys
 
 
 def cls_positions(token_ids, padding_mask, cls_token_id=CLS_TOKEN_ID):
@@ -142,8 +151,6 @@ class XLNetTask(Task):
         """The preprocessor class of this task (None for the base)."""
         if cls.preprocessor_class_name is None:
             return None
-        import importlib
-
         module = re.sub(r"(?<!^)(?=[A-Z])", "_", cls.preprocessor_class_name).lower().replace("x_l_net", "xlnet")
         return getattr(importlib.import_module(f"xlnet_tf.preprocessing.{module}"),
                        cls.preprocessor_class_name)
@@ -158,20 +165,18 @@ class XLNetTask(Task):
 
     def __call__(self, *args, **kwargs):
         inputs = args[0] if args else kwargs.get("inputs")
-        if self.preprocessor is None and _contains_string_data(inputs):
+        if self.preprocessor is None and contains_string_data(inputs):
             raise ValueError(self._no_preprocessor_message())
         return super().__call__(*args, **kwargs)
 
     def preprocess_samples(self, x, y=None, sample_weight=None):
-        if self.preprocessor is None and _contains_string_data(x):
+        if self.preprocessor is None and contains_string_data(x):
             raise ValueError(self._no_preprocessor_message())
         return super().preprocess_samples(x, y, sample_weight)
 
     # ------------------------------------------------------------------ compile
     def compile_from_config(self, config):
         """Recompiles a loaded model (`.keras`) with its saved optimizer, loss and metrics."""
-        from xlnet_tf.optimizers.all_reduced_adamw import uses_weight_decay
-
         config = keras.saving.deserialize_keras_object(config)
         super().compile(**config)
         optimizer = self.optimizer
@@ -218,9 +223,6 @@ class XLNetTask(Task):
             epsilon: Adam epsilon (1e-6 as the original).
             clip_norm: global gradient-norm clip (0: none).
         """
-        from xlnet_tf.optimizers.all_reduced_adamw import uses_weight_decay
-        from xlnet_tf.optimizers.warmup_decay_schedule import WarmupDecaySchedule
-
         if warmup_steps is None:
             warmup_steps = 100 if train_steps is None else int(0.1 * train_steps)
         if train_steps is None:
@@ -326,9 +328,6 @@ class XLNetTask(Task):
     def from_config(cls, config):
         """Rebuilds the model; the backbone comes serialized (`backbone`) or, in task
         presets written before it was, as its `XLNetConfig` dict (`backbone_config`)."""
-        from xlnet_tf.models.xlnet_config import XLNetConfig
-        from xlnet_tf.models.xlnet_backbone import XLNetBackbone
-
         config = dict(config)
         if isinstance(config.get("dtype"), dict):
             config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
@@ -390,8 +389,6 @@ class XLNetTask(Task):
         >>> classifier = XLNetClassifier.from_preset("xlnet_base_cased", num_classes=2)  # doctest: +SKIP
         >>> classifier.fit(dataset_of_strings_and_labels)  # doctest: +SKIP
         """
-        from xlnet_tf.models import preset_io
-
         if cls is XLNetTask:
             raise ValueError("Call from_preset on a task class (XLNetClassifier, XLNetSpanLabeler, "
                              "XLNetMultipleChoice, XLNetTokenClassifier), or use load_task_preset().")
@@ -406,9 +403,7 @@ class XLNetTask(Task):
                     f"load it with {name}.from_preset() or load_task_preset(), or give "
                     f"{cls.__name__}.from_preset a backbone preset (config.json + model.weights.h5).")
             return _load_task(cls, preset, saved, task_file, load_weights, kwargs)
-        from xlnet_tf.models.xlnet_backbone import XLNetBackbone
-
-        backbone_config = preset_io.read_backbone_config(preset)
+        backbone_config = read_backbone_config(preset)
         adjustments = {k: new for k, (_, new) in finetuning_adjustments(backbone_config).items()}
         dtype = kwargs.get("dtype")
         if load_weights:
@@ -422,8 +417,6 @@ class XLNetTask(Task):
     @classmethod
     def _preset_preprocessor(cls, preset):
         """This task's preprocessor read from `preset`, or None when it has no vocabulary."""
-        from xlnet_tf.models import preset_io
-
         preprocessor_class = cls.preprocessor_class()
         if preprocessor_class is None or preset_io.vocabulary_path(preset, required=False) is None:
             return None
@@ -436,8 +429,6 @@ class XLNetTask(Task):
         preprocessor_class = type(self).preprocessor_class()
         if preprocessor_class is None or not preprocessing:
             return None
-        from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
-
         # Only serialized: the vocabulary is the preset's asset, so none is loaded here.
         tokenizer = XLNetTokenizer(proto=None, lowercase=bool(lowercase))
         return preprocessor_class(tokenizer=tokenizer, **preprocessor_class.preset_settings(preprocessing))
@@ -459,8 +450,6 @@ class XLNetTask(Task):
         >>> classifier.save_to_preset("my_classifier")  # doctest: +SKIP
         >>> XLNetClassifier.from_preset("my_classifier").predict(["A fine film."])  # doctest: +SKIP
         """
-        from xlnet_tf.models import preset_io
-
         del max_shard_size
         # Each file atomically: an interrupted save never leaves a truncated file behind.
         preset_io.make_preset_dir(preset_dir)
@@ -475,8 +464,6 @@ class XLNetTask(Task):
         if preprocessing is None and self.preprocessor is not None:
             preprocessing = self.default_preprocessing_info()
         if preprocessing is not None:  # a dict saved by an earlier version may say `lower_case`
-            from xlnet_tf.storage.renamed_keys import RENAMED_KEYS, renamed_keys
-
             preprocessing = renamed_keys(preprocessing, RENAMED_KEYS["preprocessing"],
                                          source="preprocessing", warn=False)
         lowercase = (preprocessing or {}).get("lowercase")
@@ -485,8 +472,6 @@ class XLNetTask(Task):
         self.backbone.save_to_preset(preset_dir)
         preprocessor = self._preprocessor_for_preset(preprocessing, lowercase) if proto else None
         if proto is not None:
-            from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
-
             # Without a tokenizer, one with the default settings (no vocabulary is loaded).
             preset_io.write_tokenizer(preset_dir, proto, tokenizer=tokenizer or XLNetTokenizer(proto=None),
                                       lowercase=None if tokenizer is not None else lowercase)
@@ -538,8 +523,6 @@ def task_classes():
     registered as `xlnet_tf>Name` (its decorator, or before its module is loaded
     the stand-in of `xlnet_tf._keras_registration`, which imports it on request).
     """
-    from xlnet_tf._keras_registration import KERAS_CLASSES, PACKAGE, DeferredClass
-
     classes = {}
     for name in TASK_CLASS_NAMES:
         registered = keras.saving.get_registered_object(f"{PACKAGE}>{name}")
@@ -564,8 +547,6 @@ def load_task_preset(preset, load_weights=True, **overrides):
     Returns:
         The task model (built, compiled with the defaults), an instance of the class named in `task.json`.
     """
-    from xlnet_tf.models import preset_io
-
     preset = preset_io.resolve(preset)
     task_file = preset_io.fetch(preset, TASK_CONFIG_FILE, required=False)
     if task_file is None:
@@ -584,10 +565,6 @@ HEAD_SHAPE_ARGUMENTS = ("num_classes",)
 
 def _load_task(task_class, preset, saved, task_file, load_weights, overrides):
     """Builds `task_class` from a parsed `task.json` of either layout and loads its weights."""
-    from xlnet_tf.models.xlnet_config import XLNetConfig
-    from xlnet_tf.models import preset_io
-    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
-
     keras_hub_layout = preset_io.is_keras_hub_layout(saved)
     if not keras_hub_layout and saved.get("format") != TASK_PRESET_FORMAT:
         raise ValueError(f"{task_file}: format {saved.get('format')!r}, expected {TASK_PRESET_FORMAT!r} "

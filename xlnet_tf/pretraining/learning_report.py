@@ -9,9 +9,11 @@ pretrainer's top guesses for one masked word of each held-out sentence, and
 import math
 
 import numpy as np
+import tensorflow as tf
 
 from xlnet_tf.formats.special_tokens import CLS_TOKEN
 from xlnet_tf.formats.special_tokens import SEP_TOKEN
+from xlnet_tf.data.pretraining_records import PretrainingRecords
 
 
 def context_free_entropy(records_pattern):
@@ -31,10 +33,6 @@ def context_free_entropy(records_pattern):
     >>> context_free_entropy("xlnet_quickstart/records")  # doctest: +SKIP
     5.7
     """
-    import tensorflow as tf
-
-    from xlnet_tf.data.pretraining_records import PretrainingRecords
-
     records = PretrainingRecords(records_pattern)
     counts = np.zeros(0, np.int64)
     features = {"token_ids": tf.io.VarLenFeature(tf.int64)}
