@@ -261,7 +261,7 @@ def _tfds_split(task, role):
 
 
 def _from_tfds(task, role, shuffle_files, data_dir):
-    import tensorflow_datasets as tfds
+    import tensorflow_datasets as tfds  # import time: it takes seconds; only TFDS sources need it
 
     spec = dataset_spec(task.dataset)
     split = _tfds_split(task, role)
@@ -354,7 +354,7 @@ def squad_eval_references(task, data_dir=None):
         items = zip(columns["id"], columns["context"], columns["all_answers"])
         items = list(items)[: task.max_eval_examples or None]
         return ({i: c for i, c, _ in items}, {i: list(a) for i, _, a in items})
-    import tensorflow_datasets as tfds
+    import tensorflow_datasets as tfds  # import time: it takes seconds; only TFDS sources need it
 
     ds = tfds.load(task.dataset, split=_tfds_split(task, "eval"), data_dir=data_dir or None)
     if task.max_eval_examples:

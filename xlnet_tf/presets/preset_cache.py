@@ -20,6 +20,8 @@ import json
 import os
 import threading
 
+from xlnet_tf.storage.atomic_files import weights_file_problem
+
 HOME_ENV = "XLNET_TF_HOME"
 MANIFEST_FILE = "preset_manifest.json"
 _LOCK_PREFIX = ".lock-"
@@ -114,8 +116,6 @@ def entry_problem(directory):
     records = manifest.get("preset_files") if isinstance(manifest, dict) else None
     problems = []
     if records is None:
-        from xlnet_tf.storage.atomic_files import weights_file_problem
-
         for root, _, names in os.walk(directory):
             for name in sorted(names):
                 path = os.path.join(root, name)
@@ -191,7 +191,7 @@ def preset_lock(name):
     directory = presets_dir()
     os.makedirs(directory, exist_ok=True)
     try:
-        import fcntl
+        import fcntl  # optional dependency: POSIX only (no lock on Windows)
     except ImportError:  # pragma: no cover - Windows
         yield
         return

@@ -4,6 +4,7 @@ import logging
 import os
 
 import yaml
+import tensorflow as tf
 
 from xlnet_tf.storage import atomic_files
 from xlnet_tf.storage.renamed_keys import RENAMED_KEYS, renamed_keys
@@ -31,8 +32,6 @@ def read_run_config(workdir):
     spelled differently (`data.seq_length`) come back under today's names, so
     they are compared with this run's values.
     """
-    import tensorflow as tf
-
     path = os.path.join(workdir, CONFIG_FILE)
     if not tf.io.gfile.exists(path):
         return None

@@ -13,6 +13,7 @@ Example:
 from typing import Any, Mapping, Sequence
 
 import yaml
+import tensorflow as tf
 
 from xlnet_tf.config_schema import ConfigError
 from xlnet_tf.storage.renamed_keys import RENAMED_KEYS, renamed_keys
@@ -44,13 +45,11 @@ def parse_override(text: str) -> dict:
 
 
 def _read_text(path) -> str:
-    """A config file's text: local paths with `open` (no TensorFlow import), others through `tf.io.gfile`."""
+    """A config file's text: local paths with `open`, others through `tf.io.gfile`."""
     path = str(path)
     if "://" not in path:
         with open(path) as f:
             return f.read()
-    import tensorflow as tf
-
     if not tf.io.gfile.exists(path):
         raise FileNotFoundError(path)
     with tf.io.gfile.GFile(path, "r") as f:

@@ -21,6 +21,10 @@ from typing import Any
 
 import yaml
 
+from xlnet_tf.training.strategy import (check_remote_tpu_paths, describe_devices, resolve_batch_sizes, resolve_strategy, task_info, tpu_target)
+from xlnet_tf.training.tpu_host import TpuHost
+from xlnet_tf.training.strategy import devices_line
+
 # The config.yaml section recording where a run trained (output, not a setting; see
 # `xlnet_tf.training.run_sections.RUN_RECORD_SECTIONS`).
 DEVICES_SECTION = "devices"
@@ -66,11 +70,6 @@ class RunSetup:
             StrategyError: the strategy cannot be set up, a TPU reached by name gets a
                 local path, or the batch does not split evenly.
         """
-        from xlnet_tf.training.strategy import (check_remote_tpu_paths, describe_devices,
-                                                resolve_batch_sizes, resolve_strategy, task_info,
-                                                tpu_target)
-        from xlnet_tf.training.tpu_host import TpuHost
-
         host = TpuHost.detect() if tpu_host is None else tpu_host
         if strategy is None:
             if distribution.strategy in ("auto", "tpu"):
@@ -89,8 +88,6 @@ class RunSetup:
 
     def announce(self) -> None:
         """Prints `devices_line` (the chief only): where this run trains."""
-        from xlnet_tf.training.strategy import devices_line
-
         if self.is_chief:
             print(devices_line(self.devices))
 
