@@ -3,7 +3,7 @@
 - `models/` and `layers/` never import the runs, the CLI, export or the Beam jobs;
 - `storage/` (files, presets on disk) and `formats/` sit below everything else;
 - the training engine and the runs (`training/`, `pretraining/`, `finetuning/`) never import `cli/`;
-- no circle of imports between modules;
+- no circle of imports between modules, nor between folders (a folder's `__init__` runs first);
 - nothing imports keras-hub's private modules (`keras_hub.src`), only its public API;
 - imports sit at the top of their module. An import inside a function is kept only for an optional
   dependency or for the import time of a light entry point (the CLI's `--help`, Beam workers), and
@@ -180,6 +180,28 @@ def test_no_circle_of_imports():
     assert not cycles, "Circles of imports:\n" + "\n".join(
         " -> ".join(f"{name} ({os.path.relpath(modules[name], REPO)}:{graph[name][nxt]})"
                     for name, nxt in zip(cycle, cycle[1:])) + f" -> {cycle[-1]}"
+        for cycle in cycles)
+
+
+def test_no_circle_of_imports_between_folders():
+    """Importing `xlnet_tf.a.x` runs `xlnet_tf/a/__init__.py` first, so folders must not import each other."""
+    graph, modules = _graph()
+
+    def folder(name):
+        return ".".join(name.split(".")[:2])
+
+    edges, witness = {}, {}
+    for source, imports in graph.items():
+        edges.setdefault(folder(source), {})
+        for target in imports:
+            if _under(target, PACKAGE) and target != PACKAGE and folder(target) != folder(source):
+                edges[folder(source)].setdefault(folder(target), 1)
+                edges.setdefault(folder(target), {})
+                witness.setdefault((folder(source), folder(target)),
+                                   f"{os.path.relpath(modules[source], REPO)}:{imports[target]}")
+    cycles = _find_cycles(edges)
+    assert not cycles, "Circles of imports between folders:\n" + "\n".join(
+        " -> ".join(f"{a} ({witness[a, b]})" for a, b in zip(cycle, cycle[1:])) + f" -> {cycle[-1]}"
         for cycle in cycles)
 
 
