@@ -39,6 +39,8 @@ def test_kaggle_404_is_not_found_and_other_errors_pass_through(preset, monkeypat
     def model_download(handle, path):
         if path == "config.json":
             return os.path.join(str(preset), path)
+        if path == "unlisted.h5":
+            raise ValueError(f"'{path}' is not present in the model files.")
         raise KaggleApiHTTPError("403 Client Error: Forbidden" if path == "gated.h5" else "404 Client Error")
 
     monkeypatch.setattr(kagglehub, "model_download", model_download)
@@ -46,6 +48,8 @@ def test_kaggle_404_is_not_found_and_other_errors_pass_through(preset, monkeypat
     assert preset_io.hub_file(handle, "config.json") == str(preset / "config.json")
     with pytest.raises(FileNotFoundError, match="model.weights.h5 does not exist in preset kaggle://"):
         preset_io.hub_file(handle, "model.weights.h5")
+    with pytest.raises(FileNotFoundError, match="unlisted.h5 does not exist"):
+        preset_io.hub_file(handle, "unlisted.h5")
     with pytest.raises(KaggleApiHTTPError, match="403"):
         preset_io.hub_file(handle, "gated.h5")
 

@@ -25,7 +25,7 @@ def preprocessing_function(call):
         The wrapped method.
 
     Example:
-    >>> class Upper(keras.layers.Layer):
+    >>> class Upper(keras_hub.models.Preprocessor):
     ...     @preprocessing_function
     ...     def call(self, x, y=None, sample_weight=None):
     ...         return tf.strings.upper(x)

@@ -237,6 +237,10 @@ def hub_file(handle, filename):
             if "404" in str(error):
                 raise FileNotFoundError(missing) from None
             raise
+        except ValueError as error:  # kagglehub checks the name against the model's file list first
+            if "is not present in the model files" in str(error):
+                raise FileNotFoundError(missing) from None
+            raise
     path = os.path.join(module.snapshot_download(name), filename)
     if not os.path.exists(path):
         raise FileNotFoundError(missing)
