@@ -4,7 +4,6 @@ import json
 import os
 
 import tensorflow as tf
-import tensorflow_text  # noqa: F401  (registers the SentencePiece ops of the strings-in signature)
 
 from xlnet_tf.formats.preset_files import TASK_CONFIG_FILE
 from xlnet_tf.formats.serving_metadata import METADATA_FILE
@@ -85,6 +84,9 @@ class SavedModelPredictor:
         if not _gfile().exists(os.path.join(model_dir, "saved_model.pb")):
             raise ValueError(_not_a_saved_model(model_dir))
         metadata = _read_metadata(model_dir)
+        # import time: registers the SentencePiece ops of a strings-in model; loaded with the model
+        import tensorflow_text  # noqa: F401
+
         try:
             self._loaded = tf.saved_model.load(model_dir)
         except (OSError, ValueError, tf.errors.OpError) as e:
