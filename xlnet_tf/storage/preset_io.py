@@ -26,6 +26,9 @@ Every file of a preset is written atomically (`xlnet_tf.storage.atomic_files`):
 an interrupted save leaves each file either complete or as before, never a
 truncated `model.weights.h5` that a later `from_preset` would choke on. Paths go
 through `tf.io.gfile`, so a preset may live on `gs://`.
+
+Like keras-hub's `preset_utils`, this module sits below the models: it imports nothing
+from the models, the preprocessors or the runs, so each of them imports it at the top.
 """
 
 import datetime
