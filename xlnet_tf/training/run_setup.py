@@ -21,9 +21,10 @@ from typing import Any
 
 import yaml
 
-from xlnet_tf.training.strategy import (check_remote_tpu_paths, describe_devices, resolve_batch_sizes, resolve_strategy, task_info, tpu_target)
+from xlnet_tf.training import strategy as strategies
+from xlnet_tf.training.strategy import (check_remote_tpu_paths, describe_devices, devices_line, resolve_batch_sizes,
+                                       task_info, tpu_target)
 from xlnet_tf.training.tpu_host import TpuHost
-from xlnet_tf.training.strategy import devices_line
 
 # The config.yaml section recording where a run trained (output, not a setting; see
 # `xlnet_tf.training.run_sections.RUN_RECORD_SECTIONS`).
@@ -74,7 +75,7 @@ class RunSetup:
         if strategy is None:
             if distribution.strategy in ("auto", "tpu"):
                 check_remote_tpu_paths(tpu_target(distribution.tpu, host), paths or {})
-            strategy = resolve_strategy(distribution.strategy,
+            strategy = strategies.resolve_strategy(distribution.strategy,
                                         virtual_cpu_devices=distribution.virtual_cpu_devices,
                                         tpu_address=distribution.tpu, tpu_host=host)
         replicas = strategy.num_replicas_in_sync
