@@ -1,15 +1,22 @@
 """The import rules of the package, checked on the source (every `import`, also inside functions).
 
 - `models/` and `layers/` never import the runs, the CLI, export or the Beam jobs;
+- `storage/` (files, presets on disk) and `formats/` sit below everything else;
 - the training engine and the runs (`training/`, `pretraining/`, `finetuning/`) never import `cli/`;
-- no circle of imports between modules.
+- no circle of imports between modules, nor between folders (a folder's `__init__` runs first);
+- nothing imports keras-hub's private modules (`keras_hub.src`), only its public API;
+- imports sit at the top of their module. An import inside a function is kept only for an optional
+  dependency or for the import time of a light entry point (the CLI's `--help`, Beam workers), and
+  says so in a comment on its line or the line above; there are fewer than `MAX_FUNCTION_IMPORTS`.
 
 Imports are read with `ast`, so nothing is imported to check them; an import inside a
-function counts like one at the top, since it runs as soon as that function does.
+function counts like one at the top, since it runs as soon as that function does, and so
+does `importlib.import_module("a.literal.name")`.
 """
 
 import ast
 import os
+import re
 
 import pytest
 
@@ -25,6 +32,10 @@ RULES = [
                          "xlnet_tf.cli", "xlnet_tf.serving", "xlnet_tf.pipelines", "pipelines",
                          "xlnet_tf.models"),
      "layers are the bottom of the model stack"),
+    ("xlnet_tf.storage", ("xlnet_tf.models", "xlnet_tf.layers", "xlnet_tf.preprocessing", "xlnet_tf.data",
+                          "xlnet_tf.training", "xlnet_tf.pretraining", "xlnet_tf.finetuning", "xlnet_tf.cli",
+                          "xlnet_tf.serving", "xlnet_tf.pipelines", "xlnet_tf.presets", "xlnet_tf.convert"),
+     "storage reads and writes files and presets for every layer above it"),
     ("xlnet_tf.training", ("xlnet_tf.cli", "xlnet_tf.pretraining", "xlnet_tf.finetuning"),
      "the engine serves both runs and is driven by the CLI"),
     ("xlnet_tf.pretraining", ("xlnet_tf.cli",), "a run is a library function the CLI calls"),
@@ -55,7 +66,9 @@ def _imports(module, path, known):
     package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
     found = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
+        if _is_import_module_call(node):
+            targets = [node.args[0].value]
+        elif isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
@@ -71,6 +84,17 @@ def _imports(module, path, known):
         for target in targets:
             found.setdefault(target, node.lineno)
     return found
+
+
+def _is_import_module_call(node):
+    """Whether `node` is `importlib.import_module("literal")` (or `import_module("literal")`)."""
+    if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)):
+        return False
+    function = node.func
+    return (isinstance(function, ast.Attribute) and function.attr == "import_module"
+            and isinstance(function.value, ast.Name) and function.value.id == "importlib") or (
+        isinstance(function, ast.Name) and function.id == "import_module")
 
 
 def _graph():
@@ -159,6 +183,28 @@ def test_no_circle_of_imports():
         for cycle in cycles)
 
 
+def test_no_circle_of_imports_between_folders():
+    """Importing `xlnet_tf.a.x` runs `xlnet_tf/a/__init__.py` first, so folders must not import each other."""
+    graph, modules = _graph()
+
+    def folder(name):
+        return ".".join(name.split(".")[:2])
+
+    edges, witness = {}, {}
+    for source, imports in graph.items():
+        edges.setdefault(folder(source), {})
+        for target in imports:
+            if _under(target, PACKAGE) and target != PACKAGE and folder(target) != folder(source):
+                edges[folder(source)].setdefault(folder(target), 1)
+                edges.setdefault(folder(target), {})
+                witness.setdefault((folder(source), folder(target)),
+                                   f"{os.path.relpath(modules[source], REPO)}:{imports[target]}")
+    cycles = _find_cycles(edges)
+    assert not cycles, "Circles of imports between folders:\n" + "\n".join(
+        " -> ".join(f"{a} ({witness[a, b]})" for a, b in zip(cycle, cycle[1:])) + f" -> {cycle[-1]}"
+        for cycle in cycles)
+
+
 @pytest.mark.parametrize("graph, cycles", [
     ({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 3}}, [["a", "b", "c", "a"]]),
     ({"a": {"b": 1}, "b": {}, "c": {"a": 1}}, []),
@@ -166,3 +212,71 @@ def test_no_circle_of_imports():
 ])
 def test_the_cycle_finder_reports_every_circle(graph, cycles):
     assert _find_cycles(graph) == cycles
+
+
+def test_importlib_calls_with_a_literal_count_as_imports(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("import importlib\n\ndef f(name):\n"
+                      "    importlib.import_module('xlnet_tf.cli.main')\n"
+                      "    return importlib.import_module(name)\n")
+    assert _imports("m", str(module), {}) == {"importlib": 1, "xlnet_tf.cli.main": 4}
+
+
+def _python_files(*folders):
+    for folder in folders:
+        for root, dirs, files in os.walk(os.path.join(REPO, folder)):
+            dirs[:] = [d for d in dirs if not d.startswith((".", "__pycache__"))]
+            yield from (os.path.join(root, name) for name in sorted(files) if name.endswith(".py"))
+
+
+def test_nothing_imports_keras_hubs_private_modules():
+    private = []
+    for path in _python_files(PACKAGE, "pipelines"):
+        module = os.path.relpath(path, REPO)[:-3].replace(os.sep, ".")
+        for target, line in _imports(module, path, {}).items():
+            if _under(target, "keras_hub.src"):
+                private.append(f"{os.path.relpath(path, REPO)}:{line} imports {target}")
+    assert not private, "\n".join(private)
+
+
+# The in-function imports a reader may meet, at most; each needs its reason.
+MAX_FUNCTION_IMPORTS = 90
+REASON = re.compile(r"#.*\b(import time|optional dependency)\b")
+
+
+def function_imports(path):
+    """`[(line number, source line, lines that may give its reason)]` of the imports inside functions of `path`.
+
+    The lines that may give the reason: the import's own lines and the line above when that is a comment.
+    """
+    with open(path, encoding="utf-8") as f:
+        source = f.read()
+    lines = source.splitlines()
+    found = {}
+    for function in ast.walk(ast.parse(source, filename=path)):
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(function):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    above = lines[node.lineno - 2].strip()
+                    context = lines[node.lineno - 1:node.end_lineno] + ([above] if above.startswith("#") else [])
+                    found[node.lineno] = (node.lineno, lines[node.lineno - 1], context)
+    return [found[line] for line in sorted(found)]
+
+
+def test_imports_inside_functions_are_few_and_each_gives_its_reason():
+    imports = [(os.path.relpath(path, REPO), *found) for path in _python_files(PACKAGE)
+               for found in function_imports(path)]
+    unexplained = [f"{path}:{line}: {text.strip()}" for path, line, text, context in imports
+                   if not any(REASON.search(candidate) for candidate in context)]
+    assert not unexplained, ("An import inside a function needs a comment on its line or the line above "
+                             "saying why (`# optional dependency: ...` or `# import time: ...`); otherwise "
+                             "move it to the top of the module:\n" + "\n".join(unexplained))
+    assert len(imports) < MAX_FUNCTION_IMPORTS, "\n".join(f"{p}:{n}" for p, n, _, _ in imports)
+
+
+def test_the_function_import_scan_reads_lines_and_reasons(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("import os\n\ndef f():\n    # import time: light\n    import json\n"
+                      "    import csv  # optional dependency: none\n    import io\n    return os\n")
+    assert [(line, reason) for line, _, context in function_imports(str(module))
+            for reason in [any(REASON.search(c) for c in context)]] == [(5, True), (6, True), (7, False)]

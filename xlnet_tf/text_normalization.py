@@ -26,6 +26,7 @@ import functools
 import re
 import sys
 import unicodedata
+import numpy as np
 
 # Python's `str.split()` whitespace: exactly these code points (checked in the
 # tests against `str.isspace` over all of Unicode); the graph version needs it
@@ -44,8 +45,6 @@ _NON_ASCII_WHITESPACE = "\x85\xa0\u1680" + "".join(chr(c) for c in range(0x2000,
 
 @functools.lru_cache(maxsize=None)
 def _ascii_other_whitespace_table():
-    import numpy as np
-
     table = np.zeros(256, bool)
     table[[0x09, 0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x1F]] = True
     return table
@@ -111,7 +110,7 @@ def replace_undecodable(text):
 
 def replace_undecodable_tf(text):
     """In-graph `replace_undecodable` for a `tf.string` tensor of any shape (no positions)."""
-    import tensorflow as tf
+    import tensorflow as tf  # import time: Beam workers normalize text in Python, never loading TensorFlow
 
     return tf.strings.unicode_transcode(text, input_encoding="UTF-8", output_encoding="UTF-8",
                                         errors="replace", replacement_char=ord(REPLACEMENT_CHARACTER))
@@ -219,8 +218,6 @@ def _lines_with_whitespace_to_collapse(text):
     """Indices of the `\n`-separated lines of `text` whose whitespace is not already single spaces between
     words (None: treat every line so), found in a few array passes over the UTF-8 bytes instead of a split
     and join per line."""
-    import numpy as np
-
     if not text.isascii() and any(char in text for char in _NON_ASCII_WHITESPACE):
         return None
     data = np.frombuffer(text.encode("utf-8"), np.uint8)  # [B]
@@ -247,8 +244,8 @@ def normalize_text_tf(text, *, lowercase=False, keep_accents=False, remove_space
     Returns:
         A `tf.string` tensor of the same shape, valid UTF-8 (`replace_undecodable_tf` first).
     """
-    import tensorflow as tf
-    import tensorflow_text as tf_text
+    import tensorflow as tf  # import time: Beam workers normalize text in Python, never loading TensorFlow
+    import tensorflow_text as tf_text  # import time: only the in-graph normalization needs it
 
     # Before the regexes: RE2 and ICU need valid UTF-8, and SentencePiece would read the bytes
     # differently from the Python path.

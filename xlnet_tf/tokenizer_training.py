@@ -24,6 +24,7 @@ import glob as _glob
 import io
 import os
 import sys
+import sentencepiece as spm
 
 from xlnet_tf.formats.special_tokens import BOS_TOKEN_ID
 from xlnet_tf.formats.special_tokens import CONTROL_SYMBOLS
@@ -33,6 +34,7 @@ from xlnet_tf.formats.special_tokens import UNK_TOKEN_ID
 from xlnet_tf.formats.special_tokens import USER_DEFINED_SYMBOLS
 from xlnet_tf.text_normalization import normalize_text
 from xlnet_tf.text_normalization import split_long_line
+from xlnet_tf.storage import atomic_files
 
 DEFAULT_EXTRA_SYMBOLS = (".", "(", ")", '"', "-", "\u2013", "\u00a3", "\u20ac")
 
@@ -63,7 +65,7 @@ def expand_input_patterns(patterns):
     for pattern in patterns:
         pattern = os.fspath(pattern)
         if _has_scheme(pattern):
-            import tensorflow as tf
+            import tensorflow as tf  # import time: `xlnet-tf vocab` on local files never loads TensorFlow
 
             matched = tf.io.gfile.glob(pattern)
         else:
@@ -76,7 +78,7 @@ def expand_input_patterns(patterns):
 
 def _open_binary(path):
     if _has_scheme(path):
-        import tensorflow as tf
+        import tensorflow as tf  # import time: `xlnet-tf vocab` on local files never loads TensorFlow
 
         return tf.io.gfile.GFile(path, "rb")
     return open(path, "rb")
@@ -154,8 +156,6 @@ def train_vocabulary(
     >>> summary["vocabulary_size"], summary["files"]
     (200, ['corpus/part-0.txt', 'corpus/part-1.txt'])
     """
-    import sentencepiece as spm
-
     if int(vocab_size) <= len(SPECIAL_PIECES) + len(extra_symbols):
         raise VocabularyTrainingError(
             f"vocab_size={vocab_size} leaves no room for learned pieces after the "
@@ -220,8 +220,6 @@ def train_vocabulary(
     output_path = os.fspath(output_path)
     # Atomic (temporary sibling, then rename): an interrupted run never leaves a truncated
     # model that a later `--vocab` would load. Local paths need no TensorFlow import.
-    from xlnet_tf.storage import atomic_files
-
     atomic_files.write_bytes(output_path if _has_scheme(output_path) else os.path.abspath(output_path),
                              proto)
     return {

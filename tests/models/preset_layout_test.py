@@ -1,8 +1,8 @@
 """One preset layout, keras-hub's, written by every saver and read by every `from_preset`.
 
 Also: keras-hub's own loaders and `keras_hub.upload_preset` take the directories
-(hub clients monkeypatched, no network), `hf://` handles load through keras-hub's
-`get_file`, and a directory in another layout is refused naming the file.
+(hub clients monkeypatched, no network), `hf://` handles load through the hub's client
+(`preset_io.hub_file`), and a directory in another layout is refused naming the file.
 """
 
 import json
@@ -10,15 +10,18 @@ import os
 import shutil
 
 import h5py
+import huggingface_hub
+import kagglehub
 import keras_hub
 import numpy as np
 import pytest
-from keras_hub.src.utils import preset_utils
+from keras_hub.src.utils import preset_utils  # keras-hub's own loader: keras-hub must read our presets
 
 from tests.harness import tiny_config
 from xlnet_tf import (XLNetClassifier, XLNetClassifierPreprocessor, XLNetSpanLabeler,
                       XLNetTokenizer)
 from xlnet_tf.models.xlnet_config import XLNetConfig
+from xlnet_tf.storage import preset_io
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 from xlnet_tf.models.xlnet_task import load_task_preset
@@ -167,11 +170,11 @@ def test_upload_preset_accepts_our_presets(pretrainer_preset, classifier_preset,
         card = open(os.path.join(folder_path, "README.md")).read()
         calls.append(("hf", repo_id, folder_path, card))
 
-    monkeypatch.setattr(preset_utils.huggingface_hub, "create_repo",
+    monkeypatch.setattr(huggingface_hub, "create_repo",
                         lambda repo_id, exist_ok: type("Url", (), {"repo_id": repo_id})())
-    monkeypatch.setattr(preset_utils.huggingface_hub, "file_exists", lambda repo_id, filename: False)
-    monkeypatch.setattr(preset_utils.huggingface_hub, "upload_folder", upload_folder)
-    monkeypatch.setattr(preset_utils.kagglehub, "model_upload",
+    monkeypatch.setattr(huggingface_hub, "file_exists", lambda repo_id, filename: False)
+    monkeypatch.setattr(huggingface_hub, "upload_folder", upload_folder)
+    monkeypatch.setattr(kagglehub, "model_upload",
                         lambda handle, folder: calls.append(("kaggle", handle, folder, None)))
     _, pretrainer_path = pretrainer_preset
     _, classifier_path = classifier_preset
@@ -187,7 +190,7 @@ def test_upload_preset_accepts_our_presets(pretrainer_preset, classifier_preset,
     assert not os.path.exists(os.path.join(pretrainer_path, "README.md"))
 
 
-def test_hf_handles_load_through_keras_hubs_get_file(pretrainer_preset, classifier_preset, monkeypatch):
+def test_hf_handles_load_through_the_hub_client(pretrainer_preset, classifier_preset, monkeypatch):
     from huggingface_hub.utils import EntryNotFoundError
 
     repos = {"someone/xlnet_tiny": pretrainer_preset[1], "someone/xlnet_tiny_classifier": classifier_preset[1]}
@@ -200,7 +203,7 @@ def test_hf_handles_load_through_keras_hubs_get_file(pretrainer_preset, classifi
         downloads.append((repo_id, filename))
         return path
 
-    monkeypatch.setattr(preset_utils.huggingface_hub, "hf_hub_download", hf_hub_download)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", hf_hub_download)
     inputs = ids_inputs()
     pretrainer, _ = pretrainer_preset
     backbone = XLNetBackbone.from_preset("hf://someone/xlnet_tiny")

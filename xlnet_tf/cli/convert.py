@@ -6,6 +6,9 @@ from xlnet_tf.cli.command_parser import CommandParser
 from xlnet_tf.convert.conversion_error import ConversionError
 from xlnet_tf.convert.write_preset import write_preset
 from xlnet_tf.storage.output_directory import OutputExistsError, check_output_directory
+from xlnet_tf.convert import verify
+from xlnet_tf.convert.tf1_checkpoint import convert_tf1_checkpoint
+from xlnet_tf.convert.transformers_checkpoint import convert_transformers_checkpoint
 
 VERIFY_TOLERANCE = 1e-4
 
@@ -36,11 +39,9 @@ def _parser():
 
 def _verification(args, pretrainer, mapping):
     """`check(directory)` for `write_preset`: the conversion verified on the written preset before it is kept."""
-    from xlnet_tf.convert.verify import verify_conversion
-
     def check(directory):
         # The files reloaded here are the ones that become --output.
-        worst = verify_conversion(pretrainer, args.source, args.input, mapping, directory,
+        worst = verify.verify_conversion(pretrainer, args.source, args.input, mapping, directory,
                                   log=lambda line: print(line.replace(directory, args.output)))
         if not worst <= VERIFY_TOLERANCE:
             raise ConversionError(f"verification failed: max abs difference {worst:.3g} > {VERIFY_TOLERANCE:g}; "
@@ -68,12 +69,8 @@ def main(argv=None):
         return 2
     try:
         if args.source == "tf1":
-            from xlnet_tf.convert.tf1_checkpoint import convert_tf1_checkpoint
-
             pretrainer, mapping, vocabulary = convert_tf1_checkpoint(args.input, config_path=args.config)
         else:
-            from xlnet_tf.convert.transformers_checkpoint import convert_transformers_checkpoint
-
             pretrainer, mapping, vocabulary = convert_transformers_checkpoint(args.input)
     except (ConversionError, ValueError, FileNotFoundError) as e:
         print(f"xlnet-tf convert: {e}", file=sys.stderr)

@@ -15,6 +15,8 @@ import os
 import sys
 
 from xlnet_tf.cli.command_parser import CommandParser
+from xlnet_tf.storage import atomic_files
+from xlnet_tf.storage.output_directory import OutputExistsError
 
 
 def _parser():
@@ -49,11 +51,10 @@ def _parser():
 
 def _checkpoint_run_config(checkpoint, config):
     """The run config of `checkpoint`: `config`, or `config.yaml` of the work directory holding it."""
-    import tensorflow as tf
+    import tensorflow as tf  # import time: `--help` and argument errors answer without TensorFlow
 
+    # import time: `--help` and argument errors answer without TensorFlow
     from xlnet_tf.serving.export_pretrained import ExportError
-    from xlnet_tf.storage import atomic_files
-
     if not tf.io.gfile.exists(checkpoint):
         raise ExportError(f"Checkpoint not found: {checkpoint}")
     checkpoint_dir = os.path.dirname(os.path.abspath(checkpoint) if atomic_files.is_local(checkpoint)
@@ -67,10 +68,9 @@ def _checkpoint_run_config(checkpoint, config):
 def main(argv=None) -> int:
     """Entry point of `xlnet-tf export`; returns the exit code."""
     args = _parser().parse_args(argv)
+    # import time: `--help` and argument errors answer without TensorFlow
     from xlnet_tf.serving.export_pretrained import (ExportError, export_from_checkpoint, export_preset,
                                                     export_workdir)
-    from xlnet_tf.storage.output_directory import OutputExistsError
-
     try:
         trim_padding = False if args.no_trim_padding else None
         if args.workdir:

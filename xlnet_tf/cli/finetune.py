@@ -13,6 +13,8 @@ import sys
 
 from xlnet_tf.cli.command_parser import CommandParser
 from xlnet_tf.cli.run_arguments import add_run_arguments, resolve_run_config
+from xlnet_tf.training.strategy import StrategyError
+from xlnet_tf.config_schema import ConfigError
 
 
 def _parser():
@@ -39,10 +41,8 @@ def main(argv=None) -> int:
     config, code = resolve_run_config(args, parser, "finetune", shorthands)
     if config is None:
         return code
-    from xlnet_tf.models.xlnet_config import ConfigError
+    # import time: `--help` and argument errors answer without TensorFlow
     from xlnet_tf.finetuning.finetuning_run import run_finetuning
-    from xlnet_tf.training.strategy import StrategyError
-
     try:
         summary = run_finetuning(config, args.workdir)
     except (ConfigError, StrategyError, FileNotFoundError) as e:

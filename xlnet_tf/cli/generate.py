@@ -32,7 +32,7 @@ def _parser():
 
 def saved_model_dir(path):
     """`path/saved_model` when `path` is an export directory, else `path`."""
-    import tensorflow as tf
+    import tensorflow as tf  # import time: `--help` and argument errors answer without TensorFlow
 
     nested = os.path.join(path, "saved_model")
     return nested if tf.io.gfile.isdir(nested) else path
@@ -41,8 +41,8 @@ def saved_model_dir(path):
 def main(argv=None) -> int:
     """Entry point of `xlnet-tf generate`; returns the exit code."""
     args = _parser().parse_args(argv)
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the signature uses)
+    import tensorflow as tf  # import time: `--help` and argument errors answer without TensorFlow
+    import tensorflow_text  # noqa: F401  import time: loaded with the model (its SentencePiece ops)
 
     path = saved_model_dir(args.model)
     if not tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):

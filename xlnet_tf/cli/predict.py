@@ -24,12 +24,13 @@ import json
 import sys
 
 from xlnet_tf.cli.command_parser import CommandParser
+from xlnet_tf.text_normalization import replace_undecodable
+from xlnet_tf.storage.output_directory import check_output_file
+from xlnet_tf.storage.atomic_files import write_text
 
 
 def _clean(text, where, warnings):
     """`text` as valid Unicode (`replace_undecodable`); `where` is noted in `warnings` when it was not."""
-    from xlnet_tf.text_normalization import replace_undecodable
-
     text, positions = replace_undecodable(text)
     if positions:
         warnings.append(where)
@@ -60,7 +61,7 @@ def _parser():
 
 def _gfile():
     # The model and input files may be on any tf.io.gfile filesystem (gs://, ram://).
-    import tensorflow as tf
+    import tensorflow as tf  # import time: `--help` and argument errors answer without TensorFlow
 
     return tf.io.gfile
 
@@ -157,14 +158,13 @@ def main(argv=None):
         print("xlnet-tf predict: --top-k must be >= 0 (0: off).", file=sys.stderr)
         return 2
     if args.output:
-        from xlnet_tf.storage.output_directory import check_output_file
-
         try:
             # Before the model runs: a path that cannot be written would fail only at the end.
             check_output_file(args.output, what="--output")
         except ValueError as e:
             print(f"xlnet-tf predict: {e}", file=sys.stderr)
             return 2
+    # import time: `--help` and argument errors answer without TensorFlow
     from xlnet_tf.serving.saved_model_predictor import SavedModelPredictor
 
     try:
@@ -196,8 +196,6 @@ def main(argv=None):
         else:
             sys.stdout.write(line)
     if args.output:
-        from xlnet_tf.storage.atomic_files import write_text
-
         # All or nothing: the file appears only once every prediction is made.
         write_text(args.output, "".join(lines))
     return 0

@@ -20,6 +20,7 @@ import sys
 from xlnet_tf.cli.command_parser import CommandParser
 from xlnet_tf.formats.finetuning_records import FORMAT, TASK_TYPES
 from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
+from xlnet_tf.formats.finetuning_records import LONG_DOCUMENT_TASK_TYPES
 
 
 def _parser():
@@ -71,8 +72,6 @@ def _resolve(args):
         raise PipelineInputError(f"--sequence-length must be >= 4, got {args.sequence_length}.")
     if args.max_segments < 1:
         raise PipelineInputError(f"--max-segments must be >= 1, got {args.max_segments}.")
-    from xlnet_tf.formats.finetuning_records import LONG_DOCUMENT_TASK_TYPES
-
     if args.max_segments > 1 and args.task_type not in LONG_DOCUMENT_TASK_TYPES:
         raise PipelineInputError(f"--max-segments {args.max_segments} is only for --task-type "
                                  f"{' or '.join(LONG_DOCUMENT_TASK_TYPES)}, not {args.task_type}.")
@@ -84,8 +83,9 @@ def _resolve(args):
         raise PipelineInputError(f"--tfds-read-shards must be >= 1, got {args.tfds_read_shards}.")
     if bool(args.input) == bool(args.tfds):
         raise PipelineInputError("give either --input SPLIT=FILES (repeatable) or --tfds NAME, not both or neither.")
-    import tensorflow as tf
+    import tensorflow as tf  # import time: `--help` and argument errors answer without TensorFlow
 
+    # import time: Beam and TensorFlow load once the arguments are checked
     from xlnet_tf.pipelines.finetuning_data import infer_label_names, present_text_fields
 
     sources = []
@@ -102,6 +102,7 @@ def _resolve(args):
         sources.append((split, "files", paths))
     tfds_fields = None
     if args.tfds:
+        # import time: `--help` and argument errors answer without TensorFlow
         from xlnet_tf.data.finetuning_tasks import dataset_spec
 
         try:
@@ -120,6 +121,7 @@ def _resolve(args):
         raise PipelineInputError(f"--vocab {args.vocab!r} does not exist.")
     with tf.io.gfile.GFile(args.vocab, "rb") as f:
         proto = f.read()
+    # import time: `--help` and argument errors answer without TensorFlow
     from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
     try:
@@ -158,6 +160,7 @@ def run(argv=None):
     Raises:
         PipelineInputError: a bad input, vocabulary or setting, before the pipeline starts.
     """
+    # import time: Beam and TensorFlow load once the arguments are checked
     from xlnet_tf.pipelines.finetuning_data import prepare_finetuning_data
 
     args, beam_args = _parser().parse_known_args(argv)

@@ -14,6 +14,7 @@ import sys
 
 from xlnet_tf.cli.command_parser import CommandParser
 from xlnet_tf.formats.pretraining_records import FORMAT
+from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
 
 
 def _parser():
@@ -67,6 +68,7 @@ def run(argv=None):
     Raises:
         PipelineInputError: a bad input, vocabulary or setting, before the pipeline starts.
     """
+    # import time: Beam loads once the arguments are checked
     from xlnet_tf.pipelines.pretraining_data import prepare_pretraining_data
 
     args, beam_args = _parser().parse_known_args(argv)
@@ -77,8 +79,6 @@ def run(argv=None):
 
 def main(argv=None):
     """Entry point of `xlnet-tf prepare-pretraining`; returns the exit code."""
-    from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
-
     try:
         manifest = run(argv).manifest
     except PipelineInputError as e:

@@ -9,6 +9,7 @@ from xlnet_tf.presets.download_limits import DEADLINE_ENV, DEFAULT_TIMEOUT, TIME
 from xlnet_tf.presets.preset_error import PresetError
 from xlnet_tf.presets import preset_registry
 from xlnet_tf.presets.preset_registry import HF_BASE_URL_ENV, RELEASE_BASE_URL_ENV
+from xlnet_tf.presets.preset_install import download_preset
 
 
 def _parser():
@@ -86,8 +87,6 @@ def main(argv=None):
     if not args.download:
         print(format_table())
         return 0
-    from xlnet_tf.presets.preset_install import download_preset
-
     for name in args.download:
         try:
             directory = download_preset(name, force=args.force, progress=_Progress(), timeout=args.timeout,

@@ -9,9 +9,12 @@ Run the same command again after any interruption to resume.
 """
 
 import sys
+import os
 
 from xlnet_tf.cli.command_parser import CommandParser
 from xlnet_tf.cli.run_arguments import add_run_arguments, resolve_run_config
+from xlnet_tf.training.strategy import StrategyError
+from xlnet_tf.config_schema import ConfigError
 
 
 def _parser():
@@ -29,11 +32,8 @@ def main(argv=None) -> int:
     config, code = resolve_run_config(args, parser, "pretrain")
     if config is None:
         return code
-    # TensorFlow loads only from here on, so --print-config and config errors stay fast.
-    from xlnet_tf.models.xlnet_config import ConfigError
+    # import time: `--help` and argument errors answer without TensorFlow
     from xlnet_tf.pretraining.pretraining_run import run_pretraining
-    from xlnet_tf.training.strategy import StrategyError
-
     try:
         summary = run_pretraining(config, args.workdir)
     except (ConfigError, StrategyError) as e:
@@ -44,8 +44,7 @@ def main(argv=None) -> int:
     if summary.get("loss_curve"):
         print(f"loss curve: {summary['loss_curve']}")
     if not args.no_export and summary.get("pretrainer") is not None:  # The chief exports.
-        import os
-
+        # import time: loaded only when the run asks for an export
         from xlnet_tf.serving.export_pretrained import export_pretrainer
 
         # The run's own export: a resumed or repeated run replaces it.

@@ -23,11 +23,15 @@ import os
 import shlex
 import sys
 import time
+import sentencepiece as spm
 
 from xlnet_tf.cli.command_parser import CommandParser
 from xlnet_tf.cli.run_arguments import resolve_config
 from xlnet_tf.formats.pretraining_records import MANIFEST_FILE as RECORDS_MANIFEST_FILE
 from xlnet_tf.formats.preset_files import VOCABULARY_FILE
+from xlnet_tf.builtin_corpus import write_builtin_corpus
+from xlnet_tf.tokenizer_training import VocabularyTrainingError, train_vocabulary
+from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
 
 DEFAULT_WORKDIR = "xlnet_quickstart"
 
@@ -60,7 +64,7 @@ def time_budget(seconds):
     Stopping at an epoch end keeps the BackupAndRestore state consistent, so running
     the quick start again continues the same run.
     """
-    import keras
+    import keras  # import time: `--help` and argument errors answer without TensorFlow
 
     class TimeBudget(keras.callbacks.Callback):
         def on_train_begin(self, logs=None):
@@ -84,8 +88,6 @@ def main(argv=None) -> int:
     inputs = args.input
     heldout = None
     if not inputs:
-        from xlnet_tf.builtin_corpus import write_builtin_corpus
-
         corpus = os.path.join(workdir, "corpus", "python_docstrings.txt")
         heldout = os.path.join(workdir, "corpus", "heldout.txt")
         if not os.path.exists(corpus):
@@ -107,23 +109,19 @@ def main(argv=None) -> int:
         if not vocab_inputs:
             # A TFDS-only run trains its vocabulary on the records' source text dumped first.
             vocab_inputs = [_dump_tfds_text(inputs, os.path.join(workdir, "corpus"))]
-        from xlnet_tf.tokenizer_training import VocabularyTrainingError, train_vocabulary
-
         try:
             trained = train_vocabulary(vocab_inputs, args.vocab_size, vocabulary)
         except VocabularyTrainingError as e:
             print(f"xlnet-tf quickstart: error: {e}", file=sys.stderr)
             return 2
         print(f"{trained['vocabulary_size']} pieces from {trained['sentences']} sentences -> {vocabulary}")
-    import sentencepiece as spm
-
     vocabulary_size = spm.SentencePieceProcessor(model_file=vocabulary).get_piece_size()
 
     # 3. Records.
     records = os.path.join(workdir, "records")
     if not os.path.exists(os.path.join(records, RECORDS_MANIFEST_FILE)):
         _stage("3/5 records: xlnet-tf prepare-pretraining (Beam DirectRunner)")
-        from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
+        # import time: Beam loads at its stage, after the vocabulary
         from xlnet_tf.pipelines.pretraining_data import prepare_pretraining_data
 
         try:
@@ -141,10 +139,15 @@ def main(argv=None) -> int:
 
     # 4. Pretraining.
     _stage(f"4/5 pretraining the tiny XLNet (its configured steps, at most {args.minutes:g} minutes)")
+    # import time: TensorFlow loads at the pretraining stage
     from xlnet_tf.config_schema import ConfigError
+    # import time: TensorFlow loads at the pretraining stage
     from xlnet_tf.pretraining.learning_report import context_free_entropy
+    # import time: TensorFlow loads at the pretraining stage
     from xlnet_tf.pretraining.pretraining_config import load_run_config
+    # import time: TensorFlow loads at the pretraining stage
     from xlnet_tf.pretraining.pretraining_run import run_pretraining
+    # import time: TensorFlow loads at the pretraining stage
     from xlnet_tf.training.callbacks import read_metrics
 
     run_dir = os.path.join(workdir, "pretrain")
@@ -164,6 +167,7 @@ def main(argv=None) -> int:
 
     # 5. Export of the trained model.
     _stage("5/5 export")
+    # import time: TensorFlow loads at the pretraining stage
     from xlnet_tf.serving.export_pretrained import export_pretrainer
 
     summary["export"] = export_pretrainer(summary["pretrainer"], os.path.join(run_dir, "export"),
@@ -192,14 +196,14 @@ def show_what_was_learned(loss, context_free, vocabulary, vocabulary_size, prese
     The guesses and the continued beginnings are of sentences of `heldout` (never trained on)
     when there is one.
     """
-    import sentencepiece as spm
-
+    # import time: TensorFlow loads at the pretraining stage
     from xlnet_tf.pretraining.learning_report import (describe_loss, format_continuations, format_predictions,
                                                       masked_word_predictions, sentence_continuations)
 
     print(describe_loss(loss, context_free, vocabulary_size))
     if not preset or not heldout or not os.path.exists(heldout):
         return
+    # import time: TensorFlow loads at the pretraining stage
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 
     with open(heldout, encoding="utf-8") as f:
@@ -215,6 +219,7 @@ def show_what_was_learned(loss, context_free, vocabulary, vocabulary_size, prese
         print("\nWhat it learned: one word of each held-out sentence masked, the model's top guesses:")
         print("\n".join(format_predictions(results)))
     if sentences:
+        # import time: TensorFlow loads at the pretraining stage
         from xlnet_tf.models.xlnet_causal_lm import XLNetCausalLM
 
         causal_lm = XLNetCausalLM.from_preset(preset, mode="exact")
@@ -240,7 +245,7 @@ def next_command(run_dir, records, vocabulary, vocabulary_size, overrides=()):
 
 def _dump_tfds_text(inputs, directory):
     """Writes the first ~20 MB of the TFDS corpora's text for vocabulary training."""
-    import tensorflow_datasets as tfds
+    import tensorflow_datasets as tfds  # import time: it takes seconds; only `--tfds` corpora need it
 
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, "tfds_text.txt")

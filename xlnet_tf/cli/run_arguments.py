@@ -11,6 +11,7 @@ import os
 import sys
 
 from xlnet_tf.training.strategy import STRATEGIES as STRATEGY_CHOICES
+from xlnet_tf.config_schema import ConfigError
 
 CONFIG_KINDS = ("pretrain", "finetune")
 # A directory is taken for the shipped configs only when it holds this file, so an
@@ -86,7 +87,7 @@ def resolve_config(value, kind):
     if os.path.isfile(value):
         return value
     if "://" in value:
-        import tensorflow as tf  # Only for gs://, ram://, ...: `--help` stays free of TensorFlow.
+        import tensorflow as tf  # import time: only gs://, ram://, ... paths need it; `--help` stays light
 
         if tf.io.gfile.exists(value) and not tf.io.gfile.isdir(value):
             return value
@@ -189,11 +190,11 @@ def resolve_run_config(args, parser, kind, extra_overrides=()):
         print(f"xlnet-tf {kind}: {e}", file=sys.stderr)
         return None, 2
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-    from xlnet_tf.models.xlnet_config import ConfigError
-
     if kind == "pretrain":
+        # import time: `--help` and argument errors answer without TensorFlow
         from xlnet_tf.pretraining.pretraining_config import load_run_config as load
     else:
+        # import time: `--help` and argument errors answer without TensorFlow
         from xlnet_tf.finetuning.finetuning_config import load_finetune_config as load
     overrides = run_overrides(args) + list(extra_overrides)
     try:

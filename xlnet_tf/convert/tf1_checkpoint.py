@@ -4,6 +4,7 @@ import glob
 import os
 
 import numpy as np
+import tensorflow as tf
 
 from xlnet_tf.formats.preset_files import TF1_CONFIG_FILE
 from xlnet_tf.formats.preset_files import VOCABULARY_FILE
@@ -11,6 +12,8 @@ from xlnet_tf.models.xlnet_config import XLNetConfig
 from xlnet_tf.convert.block_weight_names import block_weight_names
 from xlnet_tf.convert.checkpoint_mapping import CheckpointMapping
 from xlnet_tf.convert.conversion_error import ConversionError
+from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 
 CONFIG_NAME = TF1_CONFIG_FILE
 # Variables that training leaves in a checkpoint and that are not model weights.
@@ -34,8 +37,6 @@ def locate_tf1_checkpoint(input_path, config_path=None):
     Returns:
         `(checkpoint_prefix, config_path, vocabulary_path_or_None)`.
     """
-    import tensorflow as tf
-
     if os.path.isdir(input_path):
         directory = input_path
         indexes = sorted(glob.glob(os.path.join(directory, "*.index")))
@@ -62,8 +63,6 @@ def locate_tf1_checkpoint(input_path, config_path=None):
 
 def read_tf1_checkpoint(prefix):
     """All variables of a TF checkpoint as a dict of numpy arrays."""
-    import tensorflow as tf
-
     try:
         reader = tf.train.load_checkpoint(prefix)
         return {name: np.asarray(reader.get_tensor(name))
@@ -99,9 +98,6 @@ def convert_tf1_checkpoint(input_path, config_path=None, dtype=None):
     Example:
     >>> pretrainer, _, vocab = convert_tf1_checkpoint("xlnet_cased_L-12_H-768_A-12")  # doctest: +SKIP
     """
-    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
-    from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
-
     prefix, config_path, vocabulary = locate_tf1_checkpoint(input_path, config_path)
     try:
         config = XLNetConfig.from_json(config_path)

@@ -4,6 +4,7 @@ import json
 import os
 
 import numpy as np
+from safetensors.numpy import load_file
 
 from xlnet_tf.formats.preset_files import TRANSFORMERS_CONFIG_FILE
 from xlnet_tf.formats.preset_files import TRANSFORMERS_WEIGHTS_FILE
@@ -13,6 +14,8 @@ from xlnet_tf.models.xlnet_config import XLNetConfig
 from xlnet_tf.convert.block_weight_names import block_weight_names
 from xlnet_tf.convert.checkpoint_mapping import CheckpointMapping
 from xlnet_tf.convert.conversion_error import ConversionError
+from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 
 _BIASES = (("r_w_bias", "content_attention_bias"), ("r_r_bias", "positional_attention_bias"),
            ("r_s_bias", "segment_attention_bias"))
@@ -22,8 +25,6 @@ _TORCH_LINEAR_WEIGHTS = (".ff.layer_1.weight", ".ff.layer_2.weight")
 
 def _load_file(path):
     """One safetensors file; a truncated or corrupt file is a `ConversionError` naming it."""
-    from safetensors.numpy import load_file
-
     if not os.path.isfile(path):
         raise ConversionError(f"{path}: file not found (listed in model.safetensors.index.json).")
     try:
@@ -79,9 +80,6 @@ def convert_transformers_checkpoint(input_dir, dtype=None):
     Example:
     >>> pretrainer, _, _ = convert_transformers_checkpoint("xlnet-base-cased")  # doctest: +SKIP
     """
-    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
-    from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
-
     config_path = os.path.join(input_dir, TRANSFORMERS_CONFIG_FILE)
     if not os.path.exists(config_path):
         raise ConversionError(f"{input_dir}: no {TRANSFORMERS_CONFIG_FILE} (expected a save_pretrained directory).")

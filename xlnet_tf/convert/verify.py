@@ -5,6 +5,7 @@ import os
 import numpy as np
 
 from xlnet_tf.convert.conversion_error import ConversionError
+from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 
 
 def _random_batch(config, seed=0, batch=2, length=12, num_predict=3):
@@ -35,8 +36,8 @@ def _random_batch(config, seed=0, batch=2, length=12, num_predict=3):
 
 def _torch_available():
     try:
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
+        import torch  # noqa: F401  optional dependency: PyTorch, only for `--verify`
+        import transformers  # noqa: F401  optional dependency: only for `--verify`
     except ImportError:
         return False
     return True
@@ -44,8 +45,8 @@ def _torch_available():
 
 def _hf_model_from_tf1(config, arrays):
     """A Hugging Face XLNetLMHeadModel holding the arrays of an original TF1 checkpoint."""
-    import torch
-    import transformers
+    import torch  # optional dependency: PyTorch, only for `--verify` against Hugging Face
+    import transformers  # optional dependency: transformers, only for `--verify` against Hugging Face
 
     scope = next(n for n in arrays if n.endswith("transformer/word_embedding/lookup_table"))
     scope = scope[: -len("transformer/word_embedding/lookup_table")]
@@ -79,7 +80,7 @@ def _hf_model_from_tf1(config, arrays):
 
 
 def _hf_logits(model, batch):
-    import torch
+    import torch  # optional dependency: PyTorch, only for `--verify` against Hugging Face
 
     kwargs = dict(input_ids=torch.tensor(batch["token_ids"], dtype=torch.long),
                   token_type_ids=torch.tensor(batch["segment_ids"], dtype=torch.long), use_mems=False)
@@ -112,13 +113,11 @@ def verify_conversion(pretrainer, source, input_path, mapping, preset_dir, log=p
     Returns:
         The largest absolute difference found (float).
     """
-    from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
-
     config = pretrainer.backbone.config
     batches = _random_batch(config)
     worst = 0.0
     if _torch_available():
-        import transformers
+        import transformers  # noqa: F401  optional dependency: only for `--verify`
 
         if source == "transformers":
             reference = transformers.XLNetLMHeadModel.from_pretrained(input_path).eval()

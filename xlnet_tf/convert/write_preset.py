@@ -1,6 +1,10 @@
 """`write_preset`: saves a converted pretrainer as a preset directory, never leaving half a preset."""
 
 
+from xlnet_tf.storage import atomic_files
+from xlnet_tf.storage.output_directory import check_output_directory
+
+
 def write_preset(pretrainer, output, vocabulary_file=None, *, overwrite=False, check=None):
     """Saves the converted preset to `output` so that an interrupted run never leaves half a preset.
 
@@ -35,9 +39,6 @@ def write_preset(pretrainer, output, vocabulary_file=None, *, overwrite=False, c
     >>> write_preset(pretrainer, "presets/xlnet_base", vocabulary)  # doctest: +SKIP
     'presets/xlnet_base'
     """
-    from xlnet_tf.storage import atomic_files
-    from xlnet_tf.storage.output_directory import check_output_directory
-
     check_output_directory(output, overwrite=overwrite, what="Preset directory")
 
     def build(directory):

@@ -49,6 +49,8 @@ from xlnet_tf.preprocessing.segment_layout import packed_length, to_segments, tr
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 from xlnet_tf.preprocessing.xlnet_squad_preprocessor import XLNetSquadPreprocessor
 from xlnet_tf.storage import atomic_files
+from xlnet_tf.data.finetuning_record_dataset import finetuning_record_dataset, read_finetuning_manifest
+from xlnet_tf.data.finetuning_record_dataset import records_max_segments
 
 _SHUFFLE_BUFFER = 10000
 
@@ -259,7 +261,7 @@ def _tfds_split(task, role):
 
 
 def _from_tfds(task, role, shuffle_files, data_dir):
-    import tensorflow_datasets as tfds
+    import tensorflow_datasets as tfds  # import time: it takes seconds; only TFDS sources need it
 
     spec = dataset_spec(task.dataset)
     split = _tfds_split(task, role)
@@ -352,7 +354,7 @@ def squad_eval_references(task, data_dir=None):
         items = zip(columns["id"], columns["context"], columns["all_answers"])
         items = list(items)[: task.max_eval_examples or None]
         return ({i: c for i, c, _ in items}, {i: list(a) for i, _, a in items})
-    import tensorflow_datasets as tfds
+    import tensorflow_datasets as tfds  # import time: it takes seconds; only TFDS sources need it
 
     ds = tfds.load(task.dataset, split=_tfds_split(task, "eval"), data_dir=data_dir or None)
     if task.max_eval_examples:
@@ -435,9 +437,6 @@ def _choice_encoder(task, tokenizer, with_truncation=False):
 
 def _records_dataset(task, role, training, seed, with_truncation=False):
     """`(features, labels)` from `xlnet-tf prepare-finetuning` records, in this module's label layout."""
-    from xlnet_tf.data.finetuning_record_dataset import (finetuning_record_dataset, read_finetuning_manifest,
-                                                         records_max_segments)
-
     manifest = read_finetuning_manifest(task.records_dir)
     task_type, length = manifest["task"]["task_type"], int(manifest["sequence_length"])
     if task_type != task.task_type or length != task.sequence_length:
@@ -619,8 +618,6 @@ def local_file_num_choices(task):
 def has_text_pair(task):
     """Whether classification inputs are pairs (two text fields)."""
     if task.records_dir and not (task.train_file or task.dataset):
-        from xlnet_tf.data.finetuning_record_dataset import read_finetuning_manifest
-
         return bool(read_finetuning_manifest(task.records_dir)["task"].get("has_text_pair"))
     if task.dataset and not task.train_file:
         return len(task.text_fields or dataset_spec(task.dataset).text_fields) > 1

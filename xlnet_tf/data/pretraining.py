@@ -35,9 +35,11 @@ continuation half of the time and otherwise a piece of the same row's stream hal
 away (the "distractor" stream), starting at a sentence start.
 """
 
+import hashlib
 import logging
 
 import numpy as np
+import sentencepiece
 import tensorflow as tf
 
 from xlnet_tf.data import plm_sampling
@@ -385,10 +387,6 @@ def _load_word_start(records, sentencepiece_model):
             return None
     if not tf.io.gfile.exists(path):
         raise FileNotFoundError(f"sentencepiece_model {path!r} does not exist.")
-    import hashlib
-
-    import sentencepiece
-
     with tf.io.gfile.GFile(path, "rb") as f:
         proto = f.read()
     expected = records.vocabulary.get("sha256")

@@ -26,6 +26,7 @@ import logging
 import os
 
 import keras
+import tensorflow as tf
 import yaml
 
 from xlnet_tf.formats import preset_files
@@ -34,6 +35,23 @@ from xlnet_tf.config_schema import ConfigError
 from xlnet_tf.finetuning.finetuning_config import FinetuneConfig, finetune_config_from_dict, memory_off_warning
 from xlnet_tf.storage import atomic_files
 from xlnet_tf.training.run_directory import check_workdir, open_run_directory
+from xlnet_tf.models.xlnet_classifier import XLNetClassifier
+from xlnet_tf.models.xlnet_multiple_choice import XLNetMultipleChoice
+from xlnet_tf.models.xlnet_span_labeler import XLNetSpanLabeler
+from xlnet_tf.models.xlnet_token_classifier import XLNetTokenClassifier
+from xlnet_tf.storage import preset_io
+from xlnet_tf.models.xlnet_config import XLNetConfig
+from xlnet_tf.models.xlnet_task import finetuning_adjustments
+from xlnet_tf.data.finetuning_record_dataset import read_finetuning_manifest
+from xlnet_tf.data import finetuning as data
+from xlnet_tf.finetuning.evaluation import evaluate
+from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
+from xlnet_tf.training.callbacks import JsonlMetricsLogger
+from xlnet_tf.training.run_setup import RunSetup
+from xlnet_tf.models.xlnet_task import load_task_preset
+from xlnet_tf.data.finetuning import has_text_pair
+from xlnet_tf.optimizers.build_optimizer import build_optimizer
 from xlnet_tf.training.run_sections import optimizer_arguments
 
 _log = logging.getLogger(__name__)
@@ -42,11 +60,6 @@ FINAL_DIR = "final"
 
 def build_task_model(task, backbone):
     """The task model of `task.task_type` on `backbone`."""
-    from xlnet_tf.models.xlnet_classifier import XLNetClassifier
-    from xlnet_tf.models.xlnet_multiple_choice import XLNetMultipleChoice
-    from xlnet_tf.models.xlnet_span_labeler import XLNetSpanLabeler
-    from xlnet_tf.models.xlnet_token_classifier import XLNetTokenClassifier
-
     if task.task_type in ("classification", "regression"):
         if task.task_type == "classification" and task.num_classes < 2:
             raise ConfigError("task.num_classes must be >= 2 for classification (set it, or "
@@ -65,11 +78,6 @@ def build_task_model(task, backbone):
 def compile_arguments(task):
     """`loss`, `loss_weights` and `metrics` for `model.compile`: the task class's own defaults
     (`default_compile_arguments`), the same ones its `compile()` uses."""
-    from xlnet_tf.models.xlnet_classifier import XLNetClassifier
-    from xlnet_tf.models.xlnet_multiple_choice import XLNetMultipleChoice
-    from xlnet_tf.models.xlnet_span_labeler import XLNetSpanLabeler
-    from xlnet_tf.models.xlnet_token_classifier import XLNetTokenClassifier
-
     if task.task_type == "span":
         return XLNetSpanLabeler.default_compile_arguments()
     if task.task_type == "regression":
@@ -83,14 +91,10 @@ def compile_arguments(task):
 
 def _exists(path):
     # Through gfile: the preset and work directory may be on gs:// or ram://.
-    import tensorflow as tf
-
     return tf.io.gfile.exists(path)
 
 
 def _resolve_vocabulary(init_preset):
-    from xlnet_tf.models import preset_io
-
     # `spiece.model`, else keras-hub's `assets/tokenizer/vocabulary.spm`.
     path = preset_io.vocabulary_path(init_preset, required=False) if _exists(init_preset) else None
     if path is None:
@@ -103,9 +107,6 @@ def _init_adjustments(init, explicit):
     """`{field: {"preset", "finetune"}}`: a (pretraining) backbone preset's settings that
     fine-tuning changes (`finetuning_adjustments`); fields in `explicit` (the user's
     `model.*` overrides) are left to them. Empty for a task preset."""
-    from xlnet_tf.models.xlnet_config import XLNetConfig
-    from xlnet_tf.models.xlnet_task import finetuning_adjustments
-
     if _exists(os.path.join(init, preset_files.TASK_CONFIG_FILE)):
         return {}
     preset_config = XLNetConfig.from_json(os.path.join(init, preset_files.CONFIG_FILE))
@@ -123,14 +124,10 @@ def _adjustments_yaml(init_adjustments):
 def _records_have_eval(task):
     if not task.records_dir or task.task_type == "span":  # SQuAD scoring needs the passages
         return False
-    from xlnet_tf.data.finetuning_record_dataset import read_finetuning_manifest
-
     return (task.eval_split or "validation") in read_finetuning_manifest(task.records_dir)["splits"]
 
 
 def _append_jsonl(path, record):
-    import tensorflow as tf
-
     with tf.io.gfile.GFile(path, "a") as f:
         f.write(json.dumps(record) + "\n")
 
@@ -163,16 +160,6 @@ def run_finetuning(config: FinetuneConfig, workdir: str, *, strategy=None) -> di
 
 def _run_finetuning(config, workdir, run_scope, *, strategy):
     """`run_finetuning`; `run_scope` (an ExitStack) releases the run lock when the run ends."""
-    import tensorflow as tf
-
-    from xlnet_tf.data import finetuning as data
-    from xlnet_tf.finetuning.evaluation import evaluate
-    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
-    from xlnet_tf.optimizers.build_optimizer import build_optimizer
-    from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
-    from xlnet_tf.training.callbacks import JsonlMetricsLogger
-    from xlnet_tf.training.run_setup import RunSetup
-
     config = finetune_config_from_dict(config.to_dict())
     t = config.training
     init = t.init_from
@@ -198,8 +185,6 @@ def _run_finetuning(config, workdir, run_scope, *, strategy):
         except (ValueError, FileNotFoundError) as e:
             raise ConfigError(f"task.train_file: {e}") from e
     if task.records_dir and not (task.train_file or task.dataset):
-        from xlnet_tf.data.finetuning_record_dataset import read_finetuning_manifest
-
         recorded = read_finetuning_manifest(task.records_dir)["task"]
         task = dataclasses.replace(
             task, label_names=task.label_names or recorded.get("label_names"),
@@ -239,8 +224,6 @@ def _run_finetuning(config, workdir, run_scope, *, strategy):
     with strategy.scope():
         keras.utils.set_random_seed(t.seed)
         if _exists(os.path.join(init, preset_files.TASK_CONFIG_FILE)):
-            from xlnet_tf.models.xlnet_task import load_task_preset
-
             model = load_task_preset(init)
             if dtype or overrides:
                 raise ConfigError("Continuing from a task preset keeps its dtype, dropout and memory "
@@ -336,8 +319,6 @@ def tuned_task(task, results):
 
 def preprocessing_info(task):
     """What `preprocessing.json` of a task preset records (how raw text becomes features)."""
-    from xlnet_tf.data.finetuning import has_text_pair
-
     task_type = task.task_type
     pair = has_text_pair(task) if task_type in ("classification", "regression") else False
     fields = list(task.text_fields or (["text", "text_pair"] if pair else ["text"]))
@@ -369,8 +350,6 @@ class EvaluationCallback(keras.callbacks.Callback):
         self.collapse_warning, self.verbose = collapse_warning, verbose
 
     def on_epoch_end(self, epoch, logs=None):
-        from xlnet_tf.finetuning.evaluation import evaluate
-
         results = evaluate(self.model, self.task, self.tokenizer, self.batch_size,
                            data_dir=self.task.data_dir or None, collapse_warning=self.collapse_warning)
         step = (epoch + 1) * self.steps_per_epoch

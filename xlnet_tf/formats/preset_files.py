@@ -1,7 +1,7 @@
 """File names of a preset directory, and of the checkpoint folders the converters read.
 
 A preset directory is in keras-hub's layout (full description in
-`xlnet_tf/formats/README.md` and `xlnet_tf/models/preset_io.py`); every saver writes these
+`xlnet_tf/formats/README.md` and `xlnet_tf/storage/preset_io.py`); every saver writes these
 names and every loader reads them.
 
 Example:

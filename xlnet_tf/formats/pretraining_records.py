@@ -76,7 +76,7 @@ def _packed_varints(values):
     """Varint-encodes non-negative `values` [N] (< 2**32) at once; returns (bytes [K] uint8, offsets [N+1])."""
     # numpy is imported here, not at the top, so that importing `xlnet_tf.formats` stays free
     # of heavy modules for light readers of the constants.
-    import numpy as np
+    import numpy as np  # import time: `xlnet_tf.formats` loads nothing heavy
 
     values = np.asarray(values)
     if values.size and (values.min() < 0 or values.max() >= 1 << 32):
@@ -137,7 +137,7 @@ def serialize_records(token_ids, sentence_ids, chunk_length):
         >>> len(records)  # 3 tokens + 1 token
         2
     """
-    import numpy as np
+    import numpy as np  # import time: `xlnet_tf.formats` loads nothing heavy
 
     token_bytes, token_offsets = _packed_varints(token_ids)
     sentence_bytes, sentence_offsets = _packed_varints(sentence_ids)

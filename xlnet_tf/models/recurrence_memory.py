@@ -5,6 +5,8 @@ import io
 import numpy as np
 import tensorflow as tf
 
+from xlnet_tf.storage import atomic_files
+
 
 class RecurrenceMemory:
     """The Transformer-XL memory of each replica, kept in an on-read-synchronised variable.
@@ -96,8 +98,6 @@ class RecurrenceMemory:
         buffer = io.BytesIO()  # np.savez seeks, which GFile (gs://) writers cannot.
         np.savez(buffer, step=np.int64(step), shape=np.asarray(self.shape, np.int64),
                  **{f"replica_{i}": value for i, value in enumerate(values)})
-        from xlnet_tf.storage import atomic_files
-
         atomic_files.write_bytes(path, buffer.getvalue())
 
     def restore(self, path):

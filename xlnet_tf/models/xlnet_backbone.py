@@ -12,7 +12,8 @@ from xlnet_tf.layers import seeded_dropout
 from xlnet_tf.layers.attention_masks import xlnet_attention_masks
 from xlnet_tf.layers.relative_position_encoding import RelativePositionEncoding
 from xlnet_tf.layers.xlnet_block import XLNetBlock
-from xlnet_tf.models import preset_io
+from xlnet_tf.storage import preset_io
+from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
 REQUIRED_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 # Module-level so tests can swap it for the identity and compare against one forward run.
@@ -405,7 +406,7 @@ class XLNetBackbone(Backbone):
         `config.json` (this backbone serialized), `model.weights.h5` and
         `metadata.json`; with a vocabulary also `tokenizer.json`,
         `assets/tokenizer/vocabulary.spm` and `spiece.model` (layout in
-        `xlnet_tf.models.preset_io`). `keras_hub.upload_preset` and every
+        `xlnet_tf.storage.preset_io`). `keras_hub.upload_preset` and every
         `from_preset` here and in keras-hub read it.
 
         Args:
@@ -512,6 +513,4 @@ def _check_positions_in_range(positions, length):
 
 def _settings_only_tokenizer():
     """An `XLNetTokenizer` with the default settings and no vocabulary, for `tokenizer.json`."""
-    from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
-
     return XLNetTokenizer(proto=None)

@@ -10,10 +10,11 @@ from keras_hub.models import CausalLM
 
 from xlnet_tf.formats.preset_files import PREPROCESSING_FILE
 from xlnet_tf.formats.special_tokens import EOD_TOKEN_ID, EOP_TOKEN_ID
-from xlnet_tf.models import preset_io
+from xlnet_tf.storage import preset_io
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer, tied_lm_logits
 from xlnet_tf.samplers.seeded_sampler import SEEDED, seeded_sampler
+from xlnet_tf.preprocessing.xlnet_causal_lm_preprocessor import XLNetCausalLMPreprocessor
 
 MODES = ("exact", "cached")
 # XLNet's own end markers: end of document and end of paragraph.
@@ -381,10 +382,6 @@ class XLNetCausalLM(CausalLM):
         if preprocessor == "auto":
             preprocessor = None
             if preset_io.vocabulary_path(preset, required=False):
-                from xlnet_tf.preprocessing.xlnet_causal_lm_preprocessor import (
-                    XLNetCausalLMPreprocessor,
-                )
-
                 preprocessor = XLNetCausalLMPreprocessor.from_preset(
                     preset, sequence_length=(settings.get("sequence_length", 128) if sequence_length is None
                                              else sequence_length))

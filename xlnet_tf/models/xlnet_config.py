@@ -9,8 +9,10 @@ fails before any weight is built.
 import dataclasses
 from typing import Any, Mapping
 
+
 from xlnet_tf.config_schema import ConfigError, check_value  # noqa: F401 (ConfigError: re-exported)
 from xlnet_tf.storage import atomic_files
+from xlnet_tf.storage import preset_io
 
 ACTIVATIONS = ("gelu", "gelu_approximate", "relu", "tanh", "swish")
 ATTENTION_TYPES = ("bi", "uni")
@@ -225,3 +227,20 @@ class XLNetConfig:
             if "dropout" in translated:
                 translated.setdefault("attention_dropout", translated["dropout"])
         return cls.from_dict(translated)
+
+
+def read_backbone_config(preset):
+    """The `XLNetConfig` of a preset's `config.json` (keras-hub's layout: a serialized `XLNetBackbone`).
+
+    Args:
+        preset: a preset directory (local, `gs://`, `ram://`) or a `hf://` / `kaggle://` handle.
+
+    Returns:
+        The validated `XLNetConfig`.
+
+    Example:
+    >>> read_backbone_config("/tmp/xlnet_tiny").num_layers  # doctest: +SKIP
+    2
+    """
+    return XLNetConfig.from_any_dict(preset_io.backbone_config_dict(preset_io.read_config_json(preset),
+                                                                    f"{preset}/{preset_io.CONFIG_FILE}"))

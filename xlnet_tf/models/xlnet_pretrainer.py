@@ -9,7 +9,7 @@ import tensorflow as tf
 from keras import ops
 
 from xlnet_tf.layers.seeded_dropout import training_dropout_seed
-from xlnet_tf.models import preset_io
+from xlnet_tf.storage import preset_io
 from xlnet_tf.models.xlnet_backbone import OPTIONAL_INPUTS, REQUIRED_INPUTS, XLNetBackbone
 from xlnet_tf.models.recurrence_memory import RecurrenceMemory
 

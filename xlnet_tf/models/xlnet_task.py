@@ -1,7 +1,7 @@
 """Shared base of the fine-tuning task models (backbone handling, presets, `<cls>` pooling).
 
 A task preset (written by `XLNetTask.save_to_preset`, read by `XLNetTask.from_preset`
-and `load_task_preset`) is in keras-hub's layout (see `xlnet_tf.models.preset_io`):
+and `load_task_preset`) is in keras-hub's layout (see `xlnet_tf.storage.preset_io`):
 
 - `config.json` + `model.weights.h5` + `metadata.json`: the backbone, as a backbone preset;
 - `task.json`: the serialized task model (backbone and preprocessor inside);
@@ -15,6 +15,7 @@ and `load_task_preset`) is in keras-hub's layout (see `xlnet_tf.models.preset_io
 A backbone or pretraining preset (no `task.json`) gives the backbone's weights and a fresh head.
 """
 
+import importlib
 import os
 import re
 import warnings
@@ -22,14 +23,19 @@ import warnings
 import keras
 from keras import ops
 from keras_hub.models import Task
-from keras_hub.src.utils.pipeline_model import _contains_string_data
 
+from xlnet_tf._keras_registration import KERAS_CLASSES, PACKAGE, DeferredClass
 from xlnet_tf.formats.preset_files import PREPROCESSING_FILE
 from xlnet_tf.formats.preset_files import TASK_CONFIG_FILE
 from xlnet_tf.formats.preset_files import TASK_WEIGHTS_FILE
 from xlnet_tf.formats.preset_files import WEIGHTS_FILE as BACKBONE_WEIGHTS_FILE
 from xlnet_tf.formats.special_tokens import CLS_TOKEN_ID
 from xlnet_tf.layers import seeded_dropout
+from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+from xlnet_tf.models.xlnet_config import read_backbone_config
+from xlnet_tf.preprocessing.string_inputs import contains_string_data
+from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
+from xlnet_tf.storage import preset_io
 from xlnet_tf.optimizers.build_optimizer import BUILD_OPTIMIZER_ARGUMENTS
 from xlnet_tf.optimizers.build_optimizer import build_optimizer
 from xlnet_tf.optimizers.build_optimizer import exclude_from_weight_decay
@@ -147,8 +153,6 @@ class XLNetTask(Task):
         """The preprocessor class of this task (None for the base)."""
         if cls.preprocessor_class_name is None:
             return None
-        import importlib
-
         module = re.sub(r"(?<!^)(?=[A-Z])", "_", cls.preprocessor_class_name).lower().replace("x_l_net", "xlnet")
         return getattr(importlib.import_module(f"xlnet_tf.preprocessing.{module}"),
                        cls.preprocessor_class_name)
@@ -163,12 +167,12 @@ class XLNetTask(Task):
 
     def __call__(self, *args, **kwargs):
         inputs = args[0] if args else kwargs.get("inputs")
-        if self.preprocessor is None and _contains_string_data(inputs):
+        if self.preprocessor is None and contains_string_data(inputs):
             raise ValueError(self._no_preprocessor_message())
         return super().__call__(*args, **kwargs)
 
     def preprocess_samples(self, x, y=None, sample_weight=None):
-        if self.preprocessor is None and _contains_string_data(x):
+        if self.preprocessor is None and contains_string_data(x):
             raise ValueError(self._no_preprocessor_message())
         return super().preprocess_samples(x, y, sample_weight)
 
@@ -366,8 +370,6 @@ class XLNetTask(Task):
         >>> texts, labels = ["A fine film.", "A dull film."], [1, 0]
         >>> history = classifier.fit(tf.data.Dataset.from_tensor_slices((texts, labels)).batch(2), verbose=0)
         """
-        from xlnet_tf.models import preset_io
-
         if cls is XLNetTask:
             raise ValueError("Call from_preset on a task class (XLNetClassifier, XLNetSpanLabeler, "
                              "XLNetMultipleChoice, XLNetTokenClassifier), or use load_task_preset().")
@@ -382,9 +384,7 @@ class XLNetTask(Task):
                     f"load it with {name}.from_preset() or load_task_preset(), or give "
                     f"{cls.__name__}.from_preset a backbone preset (config.json + model.weights.h5).")
             return _load_task(cls, preset, saved, task_file, load_weights, kwargs)
-        from xlnet_tf.models.xlnet_backbone import XLNetBackbone
-
-        backbone_config = preset_io.read_backbone_config(preset)
+        backbone_config = read_backbone_config(preset)
         adjustments = {k: new for k, (_, new) in finetuning_adjustments(backbone_config).items()}
         dtype = kwargs.get("dtype")
         if load_weights:
@@ -398,8 +398,6 @@ class XLNetTask(Task):
     @classmethod
     def _preset_preprocessor(cls, preset):
         """This task's preprocessor read from `preset`, or None when it has no vocabulary."""
-        from xlnet_tf.models import preset_io
-
         preprocessor_class = cls.preprocessor_class()
         if preprocessor_class is None or preset_io.vocabulary_path(preset, required=False) is None:
             return None
@@ -412,8 +410,6 @@ class XLNetTask(Task):
         preprocessor_class = type(self).preprocessor_class()
         if preprocessor_class is None or not preprocessing:
             return None
-        from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
-
         # Only serialized: the vocabulary is the preset's asset, so none is loaded here.
         tokenizer = XLNetTokenizer(proto=None, lowercase=bool(lowercase))
         return preprocessor_class(tokenizer=tokenizer, **preprocessor_class.preset_settings(preprocessing))
@@ -436,8 +432,6 @@ class XLNetTask(Task):
         >>> XLNetClassifier.from_preset("my_classifier").predict(["A fine film."], verbose=0).shape
         (1, 2)
         """
-        from xlnet_tf.models import preset_io
-
         del max_shard_size
         # Each file atomically: an interrupted save never leaves a truncated file behind.
         preset_io.make_preset_dir(preset_dir)
@@ -457,8 +451,6 @@ class XLNetTask(Task):
         self.backbone.save_to_preset(preset_dir)
         preprocessor = self._preprocessor_for_preset(preprocessing, lowercase) if proto else None
         if proto is not None:
-            from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
-
             # Without a tokenizer, one with the default settings (no vocabulary is loaded).
             preset_io.write_tokenizer(preset_dir, proto, tokenizer=tokenizer or XLNetTokenizer(proto=None),
                                       lowercase=None if tokenizer is not None else lowercase)
@@ -510,8 +502,6 @@ def task_classes():
     registered as `xlnet_tf>Name` (its decorator, or before its module is loaded
     the stand-in of `xlnet_tf._keras_registration`, which imports it on request).
     """
-    from xlnet_tf._keras_registration import KERAS_CLASSES, PACKAGE, DeferredClass
-
     classes = {}
     for name in TASK_CLASS_NAMES:
         registered = keras.saving.get_registered_object(f"{PACKAGE}>{name}")
@@ -536,8 +526,6 @@ def load_task_preset(preset, load_weights=True, **overrides):
     Returns:
         The task model (built, compiled with the defaults), an instance of the class named in `task.json`.
     """
-    from xlnet_tf.models import preset_io
-
     preset = preset_io.resolve(preset)
     task_file = preset_io.fetch(preset, TASK_CONFIG_FILE, required=False)
     if task_file is None:
@@ -556,9 +544,6 @@ HEAD_SHAPE_ARGUMENTS = ("num_classes",)
 
 def _load_task(task_class, preset, saved, task_file, load_weights, overrides):
     """Builds `task_class` from a parsed `task.json` and loads its weights."""
-    from xlnet_tf.models import preset_io
-    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
-
     if saved.get("registered_name") != f"xlnet_tf>{task_class.__name__}":
         raise ValueError(f"{task_file} holds {saved.get('registered_name')!r}, not an "
                          f"xlnet_tf>{task_class.__name__}.")

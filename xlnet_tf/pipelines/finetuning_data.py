@@ -52,6 +52,7 @@ import os
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
+import tensorflow as tf
 
 from xlnet_tf.formats.finetuning_records import EXAMPLE_ID_KEY
 from xlnet_tf.formats.finetuning_records import FEATURE_KEYS
@@ -72,6 +73,14 @@ from xlnet_tf.pipelines.runner_options import beam_options
 from xlnet_tf.pipelines.runner_options import check_paths_for_runner
 from xlnet_tf.pipelines.tfds_sub_splits import tfds_sub_splits
 from xlnet_tf.storage import atomic_files
+from xlnet_tf.data.finetuning import raw_dataset
+from xlnet_tf.finetuning.finetuning_config import TaskSection
+from xlnet_tf.preprocessing.segment_layout import packed_length, truncated_rows
+from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
+from xlnet_tf.preprocessing.text_preprocessor import TextPreprocessor
+from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
+from xlnet_tf.data.word_tag_encoder import word_tag_encoder
+from xlnet_tf.preprocessing.xlnet_squad_preprocessor import XLNetSquadPreprocessor
 
 SKIP_REASONS = ("undecodable", "missing_field", "empty", "bad_label")
 _NAMESPACE = "xlnet_finetuning"
@@ -151,8 +160,6 @@ def _rows(path, start=0, end=None, first_line=1):
 
 
 def _csv_rows(path):
-    import tensorflow as tf
-
     with tf.io.gfile.GFile(path, "rb") as f:
         data = f.read()
     try:
@@ -198,8 +205,6 @@ def _canonical_token_example(row, settings, where):
 
 def _squad_questions(path):
     """`(context, qa)` of every question of a SQuAD-format JSON file."""
-    import tensorflow as tf
-
     with tf.io.gfile.GFile(path, "rb") as f:
         try:
             data = json.loads(f.read().decode("utf-8"))
@@ -326,9 +331,6 @@ class ReadSource(beam.DoFn):
 
 def _tfds_examples(location, settings):
     """Canonical examples of a TFDS split, through the fine-tuning reader's column mapping."""
-    from xlnet_tf.data.finetuning import raw_dataset
-    from xlnet_tf.finetuning.finetuning_config import TaskSection
-
     name, split = location
     task = TaskSection(task_type=settings["task_type"], dataset=name, train_split=split,
                        text_fields=settings["tfds_text_fields"], label_field=settings["tfds_label_field"] or "",
@@ -360,13 +362,6 @@ class EncodeExamples(beam.DoFn):
         self._proto = vocab_proto
 
     def setup(self):
-        import tensorflow as tf
-
-        from xlnet_tf.preprocessing.segment_layout import packed_length, truncated_rows
-        from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
-        from xlnet_tf.preprocessing.text_preprocessor import TextPreprocessor
-        from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
-
         s = self._settings
         self._tf = tf
         tokenizer = XLNetTokenizer(self._proto, lowercase=s["lowercase"])
@@ -391,16 +386,12 @@ class EncodeExamples(beam.DoFn):
             else:
                 self._encode = tf.function(lambda a: encode(a), input_signature=[string_spec])
         elif kind == "token_classification":
-            from xlnet_tf.data.word_tag_encoder import word_tag_encoder
-
             encoder = word_tag_encoder(tokenizer, length, truncate=s["truncate"])
             ragged_words = tf.RaggedTensorSpec([None, None], tf.string)
             ragged_tags = tf.RaggedTensorSpec([None, None], tf.int32)
             self._encode = tf.function(lambda w, t: encoder({"tokens": w, "tags": t}),
                                        input_signature=[ragged_words, ragged_tags])
         else:
-            from xlnet_tf.preprocessing.xlnet_squad_preprocessor import XLNetSquadPreprocessor
-
             squad = XLNetSquadPreprocessor(tokenizer, sequence_length=length,
                                            max_query_length=s["max_query_length"], doc_stride=s["doc_stride"])
             scalar = lambda dtype: tf.TensorSpec([], dtype)  # noqa: E731
@@ -605,8 +596,6 @@ def present_text_fields(paths):
 
 
 def _prepare_output_dir(output_dir, overwrite):
-    import tensorflow as tf
-
     existing = tf.io.gfile.glob(os.path.join(output_dir, f"*{SHARD_SUFFIX}")) + tf.io.gfile.glob(
         os.path.join(output_dir, MANIFEST))
     if existing and not overwrite:
@@ -652,14 +641,12 @@ def prepare_finetuning_data(settings, sources, vocab_proto, vocabulary, *, overw
     >>> manifest = prepare_finetuning_data(settings, [("train", "files", ["train.jsonl"])],
     ...                                    vocab_proto, vocabulary)  # doctest: +SKIP
     """
-    import tensorflow as tf
-
     output_dir, num_shards = settings["output_dir"], settings["num_shards"]
     beam_args = list(beam_args)
     options = beam_options(beam_args)
     paths = [("--input", path) for _, kind, location in sources if kind == "files" for path in location]
     if any(kind == "tfds" for _, kind, _ in sources):
-        import tensorflow_datasets as tfds
+        import tensorflow_datasets as tfds  # import time: it takes seconds; only `--tfds` sources need it
 
         paths.append(("--tfds-data-dir", settings.get("tfds_data_dir") or tfds.core.constants.DATA_DIR))
     # Before anything is created: a job that cannot work is refused before it is submitted.

@@ -16,6 +16,8 @@ the middle and are read whole, as one range.
 import gzip
 import itertools
 
+from xlnet_tf.formats.pretraining_records import INPUT_ENTRY_KEYS
+
 # ASCII whitespace: what `bytes.strip()` removes, so "blank line" means the same here and in the readers.
 _WHITESPACE = frozenset(b" \t\n\r\x0b\x0c")
 _BACKWARD_CHUNK = 4096
@@ -44,8 +46,6 @@ def reading_plan(path, range_bytes, whole_reason=None):
     >>> reading_plan("corpus.txt.gz", 64 << 20)  # doctest: +SKIP
     ([(0, None)], {'file': 'corpus.txt.gz', 'ranges': 1, 'read_whole': 'compressed: ...'})
     """
-    from xlnet_tf.formats.pretraining_records import INPUT_ENTRY_KEYS
-
     if whole_reason is None and not is_splittable(path):
         whole_reason = COMPRESSED
     ranges = [(0, None)] if whole_reason else byte_ranges(path, range_bytes)
@@ -54,7 +54,7 @@ def reading_plan(path, range_bytes, whole_reason=None):
 
 def file_size(path):
     """Size of a local or `tf.io.gfile` file in bytes."""
-    import tensorflow as tf
+    import tensorflow as tf  # import time: Beam workers read local files without TensorFlow
 
     return int(tf.io.gfile.stat(path).length)
 
@@ -85,7 +85,7 @@ def byte_ranges(path, range_bytes, size=None):
 
 def _open(path):
     if "://" in path:
-        import tensorflow as tf
+        import tensorflow as tf  # import time: Beam workers read local files without TensorFlow
 
         return tf.io.gfile.GFile(path, "rb")
     # Python's own buffered reader splits lines several times faster than GFile.

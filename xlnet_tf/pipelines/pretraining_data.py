@@ -48,6 +48,7 @@ import os
 import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
+import sentencepiece as spm
 
 from xlnet_tf.formats.pretraining_records import FORMAT
 from xlnet_tf.formats.pretraining_records import MANIFEST_FILE as MANIFEST
@@ -63,6 +64,10 @@ from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
 from xlnet_tf.pipelines.runner_options import beam_options
 from xlnet_tf.pipelines.runner_options import check_paths_for_runner
 from xlnet_tf.pipelines.tfds_sub_splits import tfds_sub_splits
+from xlnet_tf.preprocessing.digit_comma_split import DigitCommaSplit
+from xlnet_tf.text_normalization import normalize_lines
+from xlnet_tf.text_normalization import split_long_line
+from xlnet_tf.storage import atomic_files
 
 SKIP_REASONS = ("empty", "undecodable")
 _NAMESPACE = "xlnet_pretraining"
@@ -75,6 +80,20 @@ JobResult = collections.namedtuple("JobResult", ["manifest", "pipeline_result"])
 
 
 # --------------------------------------------------------------------------- sources
+
+
+def _tfds():
+    """TensorFlow Datasets, for `--tfds` sources only."""
+    import tensorflow_datasets as tfds  # import time: it takes seconds; text-file sources never need it
+
+    return tfds
+
+
+def _tensorflow():
+    """TensorFlow, for the launcher's file checks (`tf.io.gfile`) only."""
+    import tensorflow as tf  # import time: the Beam workers of this job never load TensorFlow
+
+    return tf
 
 
 def _parse_tfds_spec(spec):
@@ -111,7 +130,7 @@ def resolve_sources(inputs, *, tfds_text_feature="text", tfds_data_dir=None, tfd
         PipelineInputError: naming the first pattern that matches nothing, an
             unknown dataset or split, or a missing text feature.
     """
-    import tensorflow as tf
+    tf = _tensorflow()
 
     if not inputs:
         raise PipelineInputError("No --input given.")
@@ -135,7 +154,7 @@ def resolve_sources(inputs, *, tfds_text_feature="text", tfds_data_dir=None, tfd
 
 
 def _resolve_tfds(spec, feature, data_dir, download, read_shards):
-    import tensorflow_datasets as tfds
+    tfds = _tfds()
 
     name, split = _parse_tfds_spec(spec)
     try:
@@ -212,7 +231,7 @@ class _ReadDocuments(beam.DoFn):
 
     @staticmethod
     def _tfds_documents(name, split, feature, data_dir):
-        import tensorflow_datasets as tfds
+        tfds = _tfds()
 
         builder = tfds.builder(name, data_dir=data_dir)
         dataset = builder.as_dataset(split=split, shuffle_files=False)
@@ -275,10 +294,6 @@ class _TokenizeDocuments(beam.DoFn):
         self._tokens = Metrics.counter(_NAMESPACE, "tokens_encoded")
 
     def setup(self):
-        import sentencepiece as spm
-
-        from xlnet_tf.preprocessing.digit_comma_split import DigitCommaSplit
-
         self._processor = spm.SentencePieceProcessor(model_proto=self._vocab_proto)
         # The original data pipeline split pieces like `▁1990,` (`XLNetTokenizer` does the same).
         self._digit_comma = DigitCommaSplit(self._processor)
@@ -300,9 +315,6 @@ class _TokenizeDocuments(beam.DoFn):
 
     def _sentences(self, texts, counts):
         """Per document, its normalized non-empty sentences (long lines split)."""
-        from xlnet_tf.text_normalization import normalize_lines
-        from xlnet_tf.text_normalization import split_long_line
-
         lines = "\n".join(texts).split("\n")
         lines = normalize_lines(lines, **self._normalize_options)
         per_document, start = [], 0
@@ -403,8 +415,6 @@ class _WriteShard(beam.DoFn):
         self._tokens = Metrics.counter(_NAMESPACE, "tokens_written")
 
     def process(self, element):
-        from xlnet_tf.storage import atomic_files
-
         shard, grouped = element
         documents = sorted(grouped["documents"], key=lambda doc: doc[0])
         token_ids, sentence_ids = shard_stream(
@@ -458,8 +468,6 @@ class _WriteManifest(beam.DoFn):
             "vocabulary": self._vocabulary,
             "settings": self._settings,
         }
-        from xlnet_tf.storage import atomic_files
-
         # Atomic: a reader (or a resumed job) sees the whole manifest or none, on any gfile filesystem.
         atomic_files.write_json(os.path.join(self._output_dir, MANIFEST), manifest)
         yield manifest
@@ -470,8 +478,7 @@ class _WriteManifest(beam.DoFn):
 
 def load_vocabulary(path):
     """Reads `spiece.model`, checks XLNet's special pieces, returns `(bytes, manifest entry)`."""
-    import sentencepiece as spm
-    import tensorflow as tf
+    tf = _tensorflow()
 
     if not tf.io.gfile.exists(path):
         raise PipelineInputError(f"Vocabulary {path!r} does not exist.")
@@ -559,7 +566,7 @@ def _check_settings(settings):
 
 
 def _prepare_output_dir(output_dir, overwrite):
-    import tensorflow as tf
+    tf = _tensorflow()
 
     existing = []
     if tf.io.gfile.isdir(output_dir):
@@ -661,14 +668,14 @@ def prepare_pretraining_data(inputs, output_dir, vocab, *, num_shards=16, chunk_
 
 
 def _default_tfds_data_dir():
-    import tensorflow_datasets as tfds
+    tfds = _tfds()
 
     return tfds.core.constants.DATA_DIR
 
 
 def read_manifest(output_dir):
     """Loads and checks `output_dir/manifest.json`."""
-    import tensorflow as tf
+    tf = _tensorflow()
 
     path = os.path.join(output_dir, MANIFEST)
     if not tf.io.gfile.exists(path):

@@ -25,6 +25,6 @@ def tfds_sub_splits(split, count):
     """
     if count <= 1:
         return [split]
-    import tensorflow_datasets as tfds
+    import tensorflow_datasets as tfds  # import time: it takes seconds; only `--tfds` sources need it
 
     return list(tfds.even_splits(split, n=count))

@@ -107,6 +107,7 @@ class SurvivingSentencepieceModel(tf.saved_model.experimental.TrackableResource)
         _ = self.resource_handle  # created now, eagerly, like tensorflow-text's
 
     def _create_resource(self):
+        # import time: loaded when a tokenizer first runs in-graph
         from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer
 
         handle = gen_sentencepiece_tokenizer.sentencepiece_op(
@@ -131,7 +132,7 @@ def _sentencepiece_tokenizer(proto, out_type):
 
 @functools.cache
 def _tokenizer_class():
-    import tensorflow_text as tf_text  # only when a tokenizer is built: a heavy import
+    import tensorflow_text as tf_text  # import time: loaded when a tokenizer first runs in-graph
 
     class SentencepieceTokenizer(tf_text.SentencepieceTokenizer):
         def __init__(self, proto, out_type):

@@ -18,8 +18,16 @@ vocabularies have one.
 """
 
 import numpy as np
+import sentencepiece as spm
 
 SPIECE_UNDERLINE = "\u2581"
+
+
+def _tensorflow():
+    """TensorFlow, for the in-graph (`*_tf`) variants only."""
+    import tensorflow as tf  # import time: the Beam workers split pieces in Python, without TensorFlow
+
+    return tf
 
 
 class DigitCommaSplit:
@@ -58,8 +66,6 @@ class DigitCommaSplit:
     @classmethod
     def from_proto(cls, proto):
         """Builds the rule from a serialized SentencePiece model (`bytes`)."""
-        import sentencepiece as spm
-
         return cls(spm.SentencePieceProcessor(model_proto=proto))
 
     @property
@@ -161,7 +167,7 @@ class DigitCommaSplit:
 
     def _plan(self, flat_ids):
         """Where each output element comes from, for flat ids `[N]` (int32)."""
-        import tensorflow as tf
+        tf = _tensorflow()
 
         t = self._build_tables()
         firing = tf.constant(t["firing"])
@@ -178,7 +184,7 @@ class DigitCommaSplit:
                 "table_index": table_index, "within": within, "lengths": lengths}
 
     def _apply(self, flat_values, plan, table):
-        import tensorflow as tf
+        tf = _tensorflow()
 
         replaced = tf.gather(tf.constant(self._build_tables()[table]), plan["table_index"])  # [T]
         return tf.where(plan["source_fires"], tf.cast(replaced, flat_values.dtype),
@@ -187,7 +193,7 @@ class DigitCommaSplit:
     @staticmethod
     def _restructure(like, values, out_splits):
         """Rebuilds `like`'s outer structure around the new flat `values`."""
-        import tensorflow as tf
+        tf = _tensorflow()
 
         if not isinstance(like, tf.RaggedTensor):
             if like.shape.rank != 1:
@@ -214,7 +220,7 @@ class DigitCommaSplit:
             The split ids (same dtype, 1-D or ragged `[B, (P')]`), or the split
             pieces when `pieces` is given.
         """
-        import tensorflow as tf
+        tf = _tensorflow()
 
         if not self.fires:
             return ids if pieces is None else pieces
@@ -243,7 +249,7 @@ class DigitCommaSplit:
         Returns:
             `(ids, starts, ends)`, split, with the input structure.
         """
-        import tensorflow as tf
+        tf = _tensorflow()
 
         if not self.fires:
             return ids, starts, ends

@@ -1,7 +1,7 @@
 """`XLNetClassifierPreprocessor`: raw text (single or pairs) -> packed ids for `XLNetClassifier`."""
 
 import keras
-from keras_hub.src.utils.tensor_utils import preprocessing_function
+from xlnet_tf.preprocessing.preprocessing_function import preprocessing_function
 
 from xlnet_tf.preprocessing.batch_size_check import same_batch_size
 from xlnet_tf.preprocessing.segment_layout import to_segments

@@ -2,7 +2,7 @@
 
 import keras
 import tensorflow as tf
-from keras_hub.src.utils.tensor_utils import preprocessing_function
+from xlnet_tf.preprocessing.preprocessing_function import preprocessing_function
 
 from xlnet_tf.preprocessing.batch_size_check import same_batch_size
 from xlnet_tf.preprocessing.xlnet_preprocessor import XLNetPreprocessor, is_packed

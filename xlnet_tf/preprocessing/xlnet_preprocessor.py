@@ -1,9 +1,11 @@
 """`XLNetPreprocessor`: the shared base of the task preprocessors (tokenizer + `XLNetPacker`, presets)."""
 
+import inspect
 import re
 import warnings
 
 import keras
+import tensorflow as tf
 from keras_hub.models import Preprocessor
 
 from xlnet_tf.formats.preset_files import PREPROCESSING_FILE
@@ -14,6 +16,8 @@ from xlnet_tf.formats.special_tokens import SEP_TOKEN_ID
 from xlnet_tf.preprocessing.segment_layout import packed_length
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 from xlnet_tf.text_normalization import replace_undecodable
+from xlnet_tf.storage import preset_io
+from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
 def is_packed(x):
     """Whether `x` is already a dict of packed ids (passed through unchanged)."""
@@ -86,8 +90,6 @@ class XLNetPreprocessor(Preprocessor):
         ids = self.tokenizer(text)
         if isinstance(ids, list):
             # Called eagerly, the tokenizer runs Python SentencePiece and returns lists.
-            import tensorflow as tf
-
             ids = tf.ragged.constant(ids, dtype=tf.int32, ragged_rank=1) if ids and isinstance(
                 ids[0], list) else tf.constant(ids, tf.int32)
         return ids
@@ -115,8 +117,6 @@ class XLNetPreprocessor(Preprocessor):
 
     @classmethod
     def _accepted_arguments(cls):
-        import inspect
-
         names = set()
         for klass in cls.__mro__:
             if "__init__" in vars(klass):
@@ -139,9 +139,6 @@ class XLNetPreprocessor(Preprocessor):
         >>> preprocessor = XLNetClassifierPreprocessor.from_preset(
         ...     "xlnet_base_cased", sequence_length=128)
         """
-        from xlnet_tf.models import preset_io
-        from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
-
         if cls is XLNetPreprocessor:
             raise ValueError("Call from_preset on a task preprocessor, e.g. "
                              "XLNetClassifierPreprocessor.from_preset(...).")

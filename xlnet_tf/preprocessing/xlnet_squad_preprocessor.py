@@ -7,6 +7,7 @@ from xlnet_tf.formats.special_tokens import PAD_TOKEN_ID
 from xlnet_tf.formats.special_tokens import SEP_TOKEN_ID
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 from xlnet_tf.text_normalization import replace_undecodable_tf
+from xlnet_tf.preprocessing.digit_comma_sentencepiece import DigitCommaSentencepiece
 
 
 class XLNetSquadPreprocessor:
@@ -56,8 +57,6 @@ class XLNetSquadPreprocessor:
     """
 
     def __init__(self, tokenizer, sequence_length=512, max_query_length=64, doc_stride=128):
-        from xlnet_tf.preprocessing.digit_comma_sentencepiece import DigitCommaSentencepiece
-
         if sequence_length - 3 - max_query_length < 1:
             raise ValueError(
                 f"XLNetSquadPreprocessor: sequence_length ({sequence_length}) must exceed "

@@ -2,7 +2,7 @@
 
 import keras
 import tensorflow as tf
-from keras_hub.src.utils.tensor_utils import preprocessing_function
+from xlnet_tf.preprocessing.preprocessing_function import preprocessing_function
 
 from xlnet_tf.formats.finetuning_records import IGNORE_LABEL as IGNORED_LABEL
 from xlnet_tf.preprocessing.batch_size_check import same_row_lengths

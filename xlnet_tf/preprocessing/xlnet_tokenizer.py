@@ -7,6 +7,7 @@ import warnings
 
 import keras
 import numpy as np
+import tensorflow as tf
 from keras_hub.tokenizers import SentencePieceTokenizer
 
 from xlnet_tf.preprocessing.digit_comma_split import DigitCommaSplit
@@ -17,6 +18,8 @@ from xlnet_tf.formats.special_tokens import SPECIAL_PIECES
 from xlnet_tf.text_normalization import normalize_text
 from xlnet_tf.text_normalization import normalize_text_tf
 from xlnet_tf.text_normalization import replace_undecodable
+from xlnet_tf.preprocessing.digit_comma_sentencepiece import DigitCommaSentencepiece
+from xlnet_tf.storage import preset_io
 
 # `SPECIAL_PIECES` (re-exported from `xlnet_tf.formats.special_tokens`) are the released
 # vocabulary's reserved pieces, by id. Everything else in the project (packer, pretraining
@@ -130,8 +133,6 @@ class XLNetTokenizer(SentencePieceTokenizer):
         return self._digit_comma[1]
 
     def _set_proto_tf(self, proto):
-        from xlnet_tf.preprocessing.digit_comma_sentencepiece import DigitCommaSentencepiece
-
         split = self._split_for(proto)
         self._sentence_piece = DigitCommaSentencepiece(proto, out_type=self.compute_dtype,
                                                        split=split if split is not None and split.fires else False)
@@ -209,8 +210,6 @@ class XLNetTokenizer(SentencePieceTokenizer):
     def tokenize(self, inputs):
         self._check_vocabulary()
         if self._use_tf_workflow():
-            import tensorflow as tf
-
             if isinstance(inputs, (str, bytes, list, tuple)):
                 # A Python `str` with a lone surrogate cannot become a tensor.
                 inputs = self._valid_unicode(inputs)
@@ -252,8 +251,6 @@ class XLNetTokenizer(SentencePieceTokenizer):
         Example:
         >>> tokenizer = XLNetTokenizer.from_preset("xlnet_base_cased")
         """
-        from xlnet_tf.models import preset_io
-
         preset = preset_io.resolve(preset)
         settings = {}
         saved = preset_io.fetch(preset, config_file, required=False)
@@ -310,8 +307,6 @@ def _decode_proto(proto):
     if not isinstance(proto, str) or os.path.exists(proto):
         return proto
     if "://" in proto:
-        import tensorflow as tf
-
         if not tf.io.gfile.exists(proto):
             raise ValueError(f"XLNetTokenizer: SentencePiece model file {proto!r} does not exist.")
         with tf.io.gfile.GFile(proto, "rb") as f:

@@ -19,6 +19,7 @@ import json
 import os
 import threading
 
+
 HOME_ENV = "XLNET_TF_HOME"
 MANIFEST_FILE = "preset_manifest.json"
 _LOCK_PREFIX = ".lock-"
@@ -178,7 +179,7 @@ def preset_lock(name):
     directory = presets_dir()
     os.makedirs(directory, exist_ok=True)
     try:
-        import fcntl
+        import fcntl  # optional dependency: POSIX only (no lock on Windows)
     except ImportError:  # pragma: no cover - Windows
         yield
         return

@@ -12,6 +12,7 @@ from xlnet_tf.presets.download_limits import DownloadLimits
 from xlnet_tf.presets.preset_error import PresetError
 from xlnet_tf.presets.preset_registry import get_preset_spec
 from xlnet_tf.storage import atomic_files
+import xlnet_tf
 
 _log = logging.getLogger(__name__)
 _WORK_SUFFIX = ".download"
@@ -83,6 +84,7 @@ def download_preset(name, force=False, progress=None, timeout=None, deadline=Non
             }
 
             def build(directory):
+                # import time: `xlnet-tf presets` lists names without TensorFlow
                 from xlnet_tf.convert.write_preset import write_preset
 
                 write_preset(pretrainer, directory, vocabulary)
@@ -106,8 +108,6 @@ def _checked_entry(name, entry):
 
 
 def _version():
-    import xlnet_tf
-
     return xlnet_tf.__version__
 
 
@@ -124,10 +124,12 @@ def _download_all(spec, work, progress, limits):
 
 def _convert(spec, work, records):
     """Runs the strict converter on the checked downloads; returns `(pretrainer, vocabulary, relative_source)`."""
+    # import time: `xlnet-tf presets` lists names without TensorFlow
     from xlnet_tf.convert.conversion_error import ConversionError
 
     try:
         if spec.source == "tf1_release":
+            # import time: `xlnet-tf presets` lists names without TensorFlow
             from xlnet_tf.convert.tf1_checkpoint import convert_tf1_checkpoint
 
             archive = records[0].path
@@ -137,6 +139,7 @@ def _convert(spec, work, records):
             folder = find_release_folder(extracted, os.path.basename(archive))
             pretrainer, _, vocabulary = convert_tf1_checkpoint(folder)
             return pretrainer, vocabulary, os.path.relpath(folder, extracted)
+        # import time: `xlnet-tf presets` lists names without TensorFlow
         from xlnet_tf.convert.transformers_checkpoint import convert_transformers_checkpoint
 
         pretrainer, _, vocabulary = convert_transformers_checkpoint(work)

@@ -22,6 +22,7 @@ import os
 import re
 
 from xlnet_tf.formats.preset_files import TRANSFORMERS_FILES
+from xlnet_tf.presets.preset_error import PresetError
 
 RELEASE_BASE_URL_ENV = "XLNET_TF_RELEASE_BASE_URL"
 HF_BASE_URL_ENV = "XLNET_TF_HF_BASE_URL"
@@ -150,8 +151,6 @@ def unknown_preset_message(name):
 
 def get_preset_spec(name):
     """The `PresetSpec` called `name`; a `PresetError` listing the known names otherwise."""
-    from xlnet_tf.presets.preset_error import PresetError
-
     if name not in PRESETS:
         raise PresetError(unknown_preset_message(name))
     return PRESETS[name]

@@ -5,6 +5,7 @@ import os
 from xlnet_tf.presets import preset_cache
 from xlnet_tf.presets.preset_error import PresetError
 from xlnet_tf.presets import preset_registry
+from xlnet_tf.presets.preset_install import download_preset
 
 
 def resolve_preset(name_or_path, progress=None):
@@ -44,7 +45,5 @@ def resolve_preset(name_or_path, progress=None):
                 raise PresetError(preset_cache.damaged_entry_message(name, expanded, problem))
         return expanded
     if value in preset_registry.PRESETS:
-        from xlnet_tf.presets.preset_install import download_preset
-
         return download_preset(value, progress=progress)
     raise PresetError(preset_registry.unknown_preset_message(value))

@@ -11,9 +11,11 @@ the run's `loss.png`, `xlnet_tf.pretraining.loss_curve`).
 import math
 
 import numpy as np
+import tensorflow as tf
 
 from xlnet_tf.formats.special_tokens import CLS_TOKEN
 from xlnet_tf.formats.special_tokens import SEP_TOKEN
+from xlnet_tf.data.pretraining_records import PretrainingRecords
 
 
 def context_free_entropy(records_pattern):
@@ -33,10 +35,6 @@ def context_free_entropy(records_pattern):
     >>> context_free_entropy("xlnet_quickstart/records")  # doctest: +SKIP
     5.7
     """
-    import tensorflow as tf
-
-    from xlnet_tf.data.pretraining_records import PretrainingRecords
-
     records = PretrainingRecords(records_pattern)
     counts = np.zeros(0, np.int64)
     features = {"token_ids": tf.io.VarLenFeature(tf.int64)}

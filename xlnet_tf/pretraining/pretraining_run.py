@@ -32,10 +32,25 @@ import hashlib
 import logging
 import os
 
+import keras
+import sentencepiece as spm
+import tensorflow as tf
+
 from xlnet_tf.formats import preset_files
 from xlnet_tf.config_schema import ConfigError
 from xlnet_tf.pretraining.pretraining_config import RunConfig, run_config_from_dict
 from xlnet_tf.training.run_directory import check_workdir, open_run_directory
+from xlnet_tf.data.pretraining_records import PretrainingRecords, RecordsError
+from xlnet_tf.models.xlnet_config import XLNetConfig
+from xlnet_tf.storage import preset_io
+from xlnet_tf.data.pretraining import pretraining_dataset, pretraining_steps_per_epoch
+from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
+from xlnet_tf.optimizers.build_optimizer import build_optimizer
+from xlnet_tf.training import callbacks as run_callbacks
+from xlnet_tf.training.run_setup import RunSetup
+from xlnet_tf.pretraining.learning_report import reference_losses
+from xlnet_tf.pretraining.loss_curve import LOSS_CURVE_FILE, LossCurvePlot
 from xlnet_tf.training.run_sections import optimizer_arguments
 
 _log = logging.getLogger(__name__)
@@ -43,8 +58,6 @@ _log = logging.getLogger(__name__)
 
 def check_records(config: RunConfig):
     """Validates the record files and their vocabulary against the model; returns the records."""
-    from xlnet_tf.data.pretraining_records import PretrainingRecords, RecordsError
-
     pattern = config.data.train_files
     if not pattern:
         raise ConfigError("data.train_files is empty: point it at the shards (or directory) "
@@ -69,8 +82,6 @@ def check_records(config: RunConfig):
             raise ConfigError(f"Vocabulary mismatch: {path} (sha256 {digest[:12]}...) is not the "
                               f"vocabulary the records of {pattern!r} were made with "
                               f"(sha256 {expected[:12]}...).")
-        import sentencepiece as spm
-
         pieces = spm.SentencePieceProcessor(model_proto=proto).get_piece_size()
         if pieces != config.model.vocabulary_size:
             raise ConfigError(f"Vocabulary mismatch: {path} has {pieces} pieces, but "
@@ -80,14 +91,10 @@ def check_records(config: RunConfig):
 
 def _isfile(path):
     # Through gfile: vocabularies and presets may be on gs:// or ram://.
-    import tensorflow as tf
-
     return tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path)
 
 
 def _read_bytes(path):
-    import tensorflow as tf
-
     with tf.io.gfile.GFile(path, "rb") as f:
         return f.read()
 
@@ -107,16 +114,12 @@ def check_init_from(config: RunConfig, records):
     init = config.training.init_from
     if not init:
         return
-    import tensorflow as tf
-
     if not tf.io.gfile.isdir(init):
         raise ConfigError(f"training.init_from: preset directory not found: {init}")
     config_path = os.path.join(init, preset_files.CONFIG_FILE)
     if not _isfile(config_path):
         raise ConfigError(f"training.init_from: {init} has no {preset_files.CONFIG_FILE} "
                           "(is it a preset directory?).")
-    from xlnet_tf.models.xlnet_config import XLNetConfig
-
     try:
         preset = XLNetConfig.from_json(config_path)
     except (ValueError, TypeError, OSError) as e:
@@ -125,8 +128,6 @@ def check_init_from(config: RunConfig, records):
         raise ConfigError(f"Vocabulary mismatch: training.init_from {init} has a vocabulary of "
                           f"{preset.vocabulary_size} pieces, but model.vocabulary_size is "
                           f"{config.model.vocabulary_size}.")
-    from xlnet_tf.models import preset_io
-
     # `spiece.model`, else the vocabulary asset of keras-hub's layout.
     vocabulary = (preset_io.vocabulary_path(init, required=False)
                   or os.path.join(init, preset_files.VOCABULARY_FILE))
@@ -191,18 +192,6 @@ def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, extra_cal
 
 def _run_pretraining(config, workdir, run_scope, *, strategy, extra_callbacks, context_free_loss):
     """`run_pretraining`; `run_scope` (an ExitStack) releases the run lock when the run ends."""
-    import keras
-    import tensorflow as tf
-
-    from xlnet_tf.data.pretraining import pretraining_dataset, pretraining_steps_per_epoch
-    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
-    from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
-    from xlnet_tf.optimizers.build_optimizer import build_optimizer
-    from xlnet_tf.pretraining.learning_report import reference_losses
-    from xlnet_tf.pretraining.loss_curve import LOSS_CURVE_FILE, LossCurvePlot
-    from xlnet_tf.training import callbacks as run_callbacks
-    from xlnet_tf.training.run_setup import RunSetup
-
     config = run_config_from_dict(config.to_dict())  # Re-validate whatever the caller built.
     records = check_records(config)
     check_init_from(config, records)

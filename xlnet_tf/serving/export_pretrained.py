@@ -10,7 +10,7 @@ directories (a `task` section in `config.yaml`) go to
 `xlnet_tf.serving.export_task_workdir.export_task_workdir`.
 
 Output layout:
-    OUTPUT/preset/        a preset in keras-hub's layout (`xlnet_tf.models.preset_io`): config.json,
+    OUTPUT/preset/        a preset in keras-hub's layout (`xlnet_tf.storage.preset_io`): config.json,
                           model.weights.h5, metadata.json, lm_head.weights.h5 and, with a
                           vocabulary, tokenizer.json, assets/tokenizer/vocabulary.spm, spiece.model
     OUTPUT/saved_model/   signatures `serving_default(token_ids)` and
@@ -26,11 +26,28 @@ import os
 import sys
 import warnings
 
+import keras
+import tensorflow as tf
 import yaml
 
 from xlnet_tf.formats.special_tokens import PAD_TOKEN_ID
 from xlnet_tf.storage import atomic_files
 from xlnet_tf.storage.output_directory import check_output_directory, normalized_path
+from xlnet_tf.serving.token_input_checks import check_token_inputs
+from xlnet_tf.serving.generation_signature import SIGNATURE_NAME
+from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+from xlnet_tf.formats.preset_files import PREPROCESSING_FILE
+from xlnet_tf.storage import preset_io
+from xlnet_tf.models.xlnet_causal_lm import GENERATION_TASK_TYPE
+from xlnet_tf.models.xlnet_causal_lm import XLNetCausalLM
+from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
+from xlnet_tf.serving.generation_signature import DEFAULT_MAX_NEW_TOKENS, DEFAULT_PROMPT_LENGTH, GenerationModule
+from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
+from xlnet_tf.pretraining.pretraining_config import load_run_config
+from xlnet_tf.training.callbacks import latest_readable_checkpoint, list_checkpoints
+from xlnet_tf.serving.export_task_workdir import export_task_workdir
+from xlnet_tf.formats.preset_files import TASK_CONFIG_FILE
+from xlnet_tf.models.xlnet_causal_lm import generation_settings
 
 PRESET_SUBDIR = "preset"
 SAVED_MODEL_SUBDIR = "saved_model"
@@ -58,13 +75,8 @@ def export_saved_model(backbone, path, pad_token_id=PAD_TOKEN_ID, generation=Non
     Returns:
         `path`.
     """
-    import keras
-    import tensorflow as tf
-
     archive = keras.export.ExportArchive()
     archive.track(backbone)
-
-    from xlnet_tf.serving.token_input_checks import check_token_inputs
 
     def encode(token_ids, segment_ids, padding_mask):
         # Rank 2, equal shapes, ids in [0, vocabulary_size): a request error naming the
@@ -87,8 +99,6 @@ def export_saved_model(backbone, path, pad_token_id=PAD_TOKEN_ID, generation=Non
         tf.TensorSpec.from_spec(spec, name="segment_ids"),
         tf.TensorSpec.from_spec(spec, name="padding_mask")])
     if generation is not None:
-        from xlnet_tf.serving.generation_signature import SIGNATURE_NAME
-
         archive.track(generation)
         archive.add_endpoint(SIGNATURE_NAME, generation.generate)
     # Written under a temporary sibling name, then renamed: never a partial SavedModel at `path`.
@@ -127,18 +137,12 @@ def export_pretrainer(pretrainer, output_dir, vocabulary=None, generation=None, 
     >>> export_pretrainer(pretrainer, "runs/base/export", vocabulary="spiece.model")
     {'preset': 'runs/base/export/preset', 'saved_model': 'runs/base/export/saved_model'}
     """
-    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
-
     check_output_directory(output_dir, overwrite=overwrite, what="Export directory")
 
     def build(directory):
         preset_dir = os.path.join(directory, PRESET_SUBDIR)
         pretrainer.save_to_preset(preset_dir, vocabulary_file=vocabulary)
         if generation:
-            from xlnet_tf.formats.preset_files import PREPROCESSING_FILE
-            from xlnet_tf.models import preset_io
-            from xlnet_tf.models.xlnet_causal_lm import GENERATION_TASK_TYPE
-
             preset_io.write_json(os.path.join(preset_dir, PREPROCESSING_FILE),
                                  {"task_type": GENERATION_TASK_TYPE, **generation})
         # bi_data (backward position streams for half of each batch) is a pretraining
@@ -158,11 +162,6 @@ def export_pretrainer(pretrainer, output_dir, vocabulary=None, generation=None, 
 
 def _generation_module(backbone, pretrainer, preset_dir, settings):
     """The `generate` signature's module on `backbone`, with the pretrainer's LM bias."""
-    from xlnet_tf.models.xlnet_causal_lm import XLNetCausalLM
-    from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
-    from xlnet_tf.serving.generation_signature import (DEFAULT_MAX_NEW_TOKENS, DEFAULT_PROMPT_LENGTH,
-                                                       GenerationModule)
-
     causal_lm = XLNetCausalLM(backbone, mode=settings.get("mode", "exact"),
                               recompute_window=settings.get("recompute_window", 2))
     causal_lm.lm_bias.assign(pretrainer.lm_bias)
@@ -172,8 +171,6 @@ def _generation_module(backbone, pretrainer, preset_dir, settings):
 
 
 def _read_workdir_config(workdir):
-    import tensorflow as tf
-
     path = os.path.join(workdir, "config.yaml")
     if not tf.io.gfile.exists(workdir):
         raise ExportError(f"Work directory {workdir} does not exist.")
@@ -194,12 +191,6 @@ def _read_workdir_config(workdir):
 
 def export_from_checkpoint(checkpoint, run_config_path, output_dir, overwrite=False):
     """Rebuilds the pretrainer of a run config, loads `checkpoint`, exports it (`export_pretrainer`)."""
-    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
-    from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
-    import tensorflow as tf
-
-    from xlnet_tf.pretraining.pretraining_config import load_run_config
-
     check_output_directory(output_dir, overwrite=overwrite, what="Export directory",
                            sources=(checkpoint, run_config_path))
     if not tf.io.gfile.exists(checkpoint) or tf.io.gfile.isdir(checkpoint):
@@ -234,18 +225,12 @@ def export_workdir(workdir, output_dir, dtype="float32", jit_compile=False, trim
     >>> export_workdir("runs/mrpc", "exports/mrpc/1")
     'exports/mrpc/1'
     """
-    import tensorflow as tf
-
-    from xlnet_tf.training.callbacks import latest_readable_checkpoint, list_checkpoints
-
     check_output_directory(output_dir, overwrite=overwrite, what="Export directory", sources=(workdir,))
     if _is_task_preset(workdir) and not tf.io.gfile.exists(os.path.join(workdir, "config.yaml")):
         config_path, values = None, {"task": {}}  # a task preset itself (a run's final/)
     else:
         config_path, values = _read_workdir_config(workdir)
     if "task" in values:
-        from xlnet_tf.serving.export_task_workdir import export_task_workdir
-
         return export_task_workdir(workdir, output_dir, dtype=dtype, jit_compile=jit_compile,
                                    trim_padding=trim_padding, overwrite=overwrite)
     if dtype != "float32":
@@ -277,19 +262,11 @@ def export_workdir(workdir, output_dir, dtype="float32", jit_compile=False, trim
 
 def _is_task_preset(directory):
     """Whether `directory` holds a fine-tuned task preset (`task.json`), e.g. a fine-tuning run's `final/`."""
-    import tensorflow as tf
-
-    from xlnet_tf.formats.preset_files import TASK_CONFIG_FILE
-
     return tf.io.gfile.exists(os.path.join(directory, TASK_CONFIG_FILE))
 
 
 def export_preset(preset_dir, output_dir, overwrite=False):
     """Re-exports a preset directory (copies it and writes the SavedModel; see `export_pretrainer`)."""
-    from xlnet_tf.models import preset_io
-    from xlnet_tf.models.xlnet_causal_lm import generation_settings
-    from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
-
     check_output_directory(output_dir, overwrite=overwrite, what="Export directory", sources=(preset_dir,))
     if _is_task_preset(preset_dir):
         # Its backbone alone would be exported, without the fine-tuned head: not what was meant.

@@ -3,6 +3,7 @@
 import os
 
 import numpy as np
+import keras
 import tensorflow as tf
 
 from xlnet_tf.formats.serving_metadata import METADATA_FILE
@@ -37,8 +38,6 @@ def model_in_dtype(model, dtype):
     Raises:
         ValueError: `dtype` is not one of `EXPORT_DTYPES`.
     """
-    import keras
-
     if dtype not in EXPORT_DTYPES:
         raise ValueError(f"export dtype must be one of {EXPORT_DTYPES}, got {dtype!r}.")
     if dtype == "float32":

@@ -11,6 +11,12 @@ from xlnet_tf.storage.output_directory import check_output_directory
 from xlnet_tf.formats.preset_files import PREPROCESSING_FILE
 from xlnet_tf.formats.preset_files import TASK_CONFIG_FILE as TASK_FILE
 from xlnet_tf.formats.preset_files import VOCABULARY_FILE
+from xlnet_tf.storage import preset_io
+from xlnet_tf.models.xlnet_task import load_task_preset
+from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
+from xlnet_tf.serving.span_answer_decoder import SpanAnswerDecoder
+from xlnet_tf.preprocessing.text_preprocessor import TextPreprocessor
+from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 # `preprocessing.json` task types -> serving task names.
 TASK_TYPES = {
     "classification": "classification",
@@ -57,8 +63,6 @@ def _layout_preprocessing(preset, task_config):
     `preprocessing.json`, when present, is written by `xlnet-tf finetune` (and by
     `XLNetTask.save_to_preset`) and wins over these values.
     """
-    from xlnet_tf.models import preset_io
-
     info = {}
     task_type = CLASS_TASK_TYPES.get(task_config.get("class_name"))
     if task_type:
@@ -116,14 +120,6 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
     export_task_workdir("runs/mrpc", "exports/mrpc/1")
     ```
     """
-    from xlnet_tf.models.xlnet_task import load_task_preset
-    from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
-    from xlnet_tf.serving.span_answer_decoder import SpanAnswerDecoder
-    from xlnet_tf.preprocessing.text_preprocessor import TextPreprocessor
-    from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
-
-    from xlnet_tf.models import preset_io
-
     check_output_directory(output, overwrite=overwrite, what="Export directory", sources=(workdir,))
     preset = _task_preset_dir(os.fspath(workdir))
     preprocessing_file = os.path.join(preset, PREPROCESSING_FILE)

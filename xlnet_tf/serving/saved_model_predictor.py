@@ -3,6 +3,8 @@
 import json
 import os
 
+import tensorflow as tf
+
 from xlnet_tf.formats.preset_files import TASK_CONFIG_FILE
 from xlnet_tf.formats.serving_metadata import METADATA_FILE
 from xlnet_tf.serving.prediction_record import prediction_record
@@ -14,8 +16,6 @@ DEFAULT_INPUTS = ("text", "text_pair")
 
 def _gfile():
     # The model may be on any tf.io.gfile filesystem (gs://, ram://).
-    import tensorflow as tf
-
     return tf.io.gfile
 
 
@@ -81,8 +81,8 @@ class SavedModelPredictor:
         if not _gfile().exists(os.path.join(model_dir, "saved_model.pb")):
             raise ValueError(_not_a_saved_model(model_dir))
         metadata = _read_metadata(model_dir)
-        import tensorflow as tf
-        import tensorflow_text  # noqa: F401  (registers the SentencePiece ops of the strings-in signature)
+        # import time: registers the SentencePiece ops of a strings-in model; loaded with the model
+        import tensorflow_text  # noqa: F401
 
         try:
             self._loaded = tf.saved_model.load(model_dir)
@@ -110,8 +110,6 @@ class SavedModelPredictor:
 
     def _feed(self, batch):
         """The signature's string tensors for a batch of rows."""
-        import tensorflow as tf
-
         first, second = self.input_names
         feed = {first: tf.constant([t.encode("utf-8") for t, _ in batch], tf.string)}
         if self.task == "multiple_choice":

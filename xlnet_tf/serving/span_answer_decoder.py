@@ -2,6 +2,8 @@
 
 import tensorflow as tf
 
+from xlnet_tf.preprocessing.xlnet_squad_preprocessor import XLNetSquadPreprocessor
+
 WINDOW_KEYS = (
     "token_ids", "segment_ids", "padding_mask", "answer_mask",
     "piece_start_bytes", "piece_end_bytes", "token_is_max_context",
@@ -63,8 +65,6 @@ class SpanAnswerDecoder(tf.Module):
     def __init__(self, tokenizer, sequence_length, max_query_length=64, doc_stride=128,
                  max_answer_length=64, null_score_threshold=None, name=None):
         super().__init__(name=name)
-        from xlnet_tf.preprocessing.xlnet_squad_preprocessor import XLNetSquadPreprocessor
-
         self.squad_preprocessor = XLNetSquadPreprocessor(
             tokenizer, sequence_length=sequence_length, max_query_length=max_query_length,
             doc_stride=doc_stride)

@@ -2,10 +2,14 @@
 
 import contextlib
 
+import keras
 import tensorflow as tf
 
 from xlnet_tf.serving.token_input_checks import check_token_inputs
 from xlnet_tf.text_normalization import replace_undecodable_tf
+from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+from xlnet_tf.serving.long_document_packer import LongDocumentPacker
+from xlnet_tf.models.segment_recurrence import split_into_segments
 
 TASKS = ("classification", "regression", "token_classification", "span", "multiple_choice")
 # Tasks whose models run long documents segment by segment with recurrence memory; their
@@ -32,8 +36,6 @@ def _model_vocabulary_size(model):
         if isinstance(size, int) and not isinstance(size, bool):
             return size
     # Functional stand-ins: the first embedding layer in topological order reads token_ids.
-    import keras
-
     for layer in model._flatten_layers(include_self=False):
         if isinstance(layer, keras.layers.Embedding):
             return int(layer.input_dim)
@@ -42,8 +44,6 @@ def _model_vocabulary_size(model):
 
 def _has_xlnet_backbone(model):
     """Whether `model` reads its tokens through an `XLNetBackbone` (relative positions only)."""
-    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
-
     return isinstance(getattr(model, "backbone", None), XLNetBackbone)
 
 
@@ -287,8 +287,6 @@ class TaskServingModule(tf.Module):
 
     @staticmethod
     def _make_long_packer(preprocessor, sequence_length):
-        from xlnet_tf.serving.long_document_packer import LongDocumentPacker
-
         packer = getattr(preprocessor, "packer", None)
         if not callable(getattr(preprocessor, "tokenize", None)) or packer is None:
             raise ValueError(
@@ -424,8 +422,6 @@ class TaskServingModule(tf.Module):
 
     def _segments(self, features):
         """Packed `[B, T]` (`[B, C, T]`) features -> `[B, S, L]` (`[B, C, S, L]`), S = ceil(T / L)."""
-        from xlnet_tf.models.segment_recurrence import split_into_segments
-
         if self.num_choices is None:
             return split_into_segments(features, self.sequence_length)
         # Explicit sizes, no -1: an empty batch could not infer it.

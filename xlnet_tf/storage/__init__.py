@@ -1,1 +1,1 @@
-"""Crash-safe storage of run directories: atomic file writes and the one-run-per-directory lock."""
+"""Crash-safe storage: atomic file writes, preset directories, the one-run-per-directory lock."""

@@ -26,6 +26,20 @@ TEMP_PREFIX = ".tmp-"
 _WEIGHTS_SUFFIX = ".weights.h5"
 
 
+def _tensorflow():
+    """TensorFlow, for paths on other filesystems than the local one (`gs://`, `ram://`)."""
+    import tensorflow as tf  # import time: local writes (Beam workers, vocabulary trainer) stay TensorFlow-free
+
+    return tf
+
+
+def _h5py():
+    """h5py, for weights files only."""
+    import h5py  # import time: Beam workers and `xlnet-tf presets` import this module and never touch HDF5
+
+    return h5py
+
+
 class _LocalFiles:
     """The subset of `tf.io.gfile` used here, for plain local paths."""
 
@@ -49,13 +63,13 @@ def _files(path):
     """`os`-based helpers for local paths, `tf.io.gfile` for every other filesystem."""
     if is_local(path):
         return _LocalFiles
-    import tensorflow as tf
+    tf = _tensorflow()
 
     return tf.io.gfile
 
 
 def _not_found_errors():
-    import tensorflow as tf
+    tf = _tensorflow()
 
     return (FileNotFoundError, tf.errors.NotFoundError)
 
@@ -170,7 +184,7 @@ def _commit(temporary, path):
         _fsync_local(temporary)
         os.replace(temporary, path)
     else:
-        import tensorflow as tf
+        tf = _tensorflow()
 
         tf.io.gfile.rename(temporary, path, overwrite=True)
 
@@ -214,7 +228,7 @@ def tfrecord_frame(record):
 
 
 def _masked_crc(data):
-    import google_crc32c
+    import google_crc32c  # optional dependency: the beam extra installs it (only the Beam jobs write records)
 
     crc = google_crc32c.value(data)
     # TFRecord's mask: rotate right by 15 bits, add a constant (so CRCs of CRCs stay well distributed).
@@ -333,8 +347,7 @@ def save_weights(model, path, *, attributes=None, **kwargs):
     with _temporary_for(path) as temporary:
         model.save_weights(temporary, **kwargs)
         if attributes:
-            import h5py
-
+            h5py = _h5py()
             with h5py.File(temporary, "a") as f:
                 for key, value in attributes.items():
                     f.attrs[key] = value
@@ -344,9 +357,7 @@ def save_weights(model, path, *, attributes=None, **kwargs):
 
 def weights_file_attributes(path):
     """The root attributes of the HDF5 file `path` (what `save_weights(attributes=)` stored)."""
-    import h5py
-    import tensorflow as tf
-
+    tf, h5py = _tensorflow(), _h5py()
     with tf.io.gfile.GFile(str(path), "rb") as raw, h5py.File(raw, "r") as h5:
         return {key: (value.item() if hasattr(value, "item") else value)
                 for key, value in h5.attrs.items()}
@@ -359,7 +370,7 @@ def copy_file(source, target):
         if is_local(source) and is_local(target):
             shutil.copyfile(source, temporary)
         else:
-            import tensorflow as tf
+            tf = _tensorflow()
 
             tf.io.gfile.copy(str(source), temporary, overwrite=True)
         _commit(temporary, target)
@@ -376,7 +387,7 @@ def _move_directory(source, target):
     if is_local(source):
         os.rename(source, target)
         return
-    import tensorflow as tf
+    tf = _tensorflow()
 
     for directory, _, files in tf.io.gfile.walk(source):
         relative = os.path.relpath(directory, source) if directory != source else ""
@@ -429,9 +440,7 @@ def weights_file_problem(path):
     Returns:
         None, or a one-line reason such as "truncated file: eof = 100, ...".
     """
-    import h5py
-    import tensorflow as tf
-
+    tf, h5py = _tensorflow(), _h5py()
     path = str(path)
     if not tf.io.gfile.exists(path):
         return "file not found"

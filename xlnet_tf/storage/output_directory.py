@@ -5,6 +5,13 @@ import os
 from xlnet_tf.storage import atomic_files
 
 
+def _tensorflow():
+    """TensorFlow, for its filesystems (`gs://`, `ram://`, local)."""
+    import tensorflow as tf  # import time: `xlnet-tf predict` checks its output file before loading TensorFlow
+
+    return tf
+
+
 class OutputExistsError(FileExistsError):
     """The output directory already holds files, and replacing it was not asked for.
 
@@ -46,7 +53,7 @@ def _contains(directory, path):
 
 def _nearest_existing_ancestor(path):
     """The closest existing directory (or file) above `path`, or None (a filesystem root reached)."""
-    import tensorflow as tf
+    tf = _tensorflow()
 
     parent = os.path.dirname(str(path).rstrip("/"))
     while parent and not parent.endswith("://") and parent != os.path.dirname(parent):
@@ -74,7 +81,7 @@ def check_output_directory(path, *, overwrite=False, what="Output directory", so
         ValueError: `path` (or the directory it would be created in) is a file, or it is or
             holds one of `sources`.
     """
-    import tensorflow as tf
+    tf = _tensorflow()
 
     path = str(path)
     for source in sources:
@@ -102,7 +109,7 @@ def check_output_file(path, what="Output file"):
     Raises:
         ValueError: `path` is a directory, or the directory it would be created in is a file.
     """
-    import tensorflow as tf
+    tf = _tensorflow()
 
     path = str(path)
     if tf.io.gfile.isdir(path):

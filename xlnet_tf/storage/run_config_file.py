@@ -4,6 +4,7 @@ import logging
 import os
 
 import yaml
+import tensorflow as tf
 
 from xlnet_tf.storage import atomic_files
 
@@ -28,8 +29,6 @@ def read_run_config(workdir):
     mapping): a one-line warning names it, and the run rewrites it. Reads
     through `tf.io.gfile` for non-local work directories.
     """
-    import tensorflow as tf
-
     path = os.path.join(workdir, CONFIG_FILE)
     if not tf.io.gfile.exists(path):
         return None

@@ -13,7 +13,7 @@ import warnings
 
 import tensorflow as tf
 
-from xlnet_tf.models.xlnet_config import ConfigError
+from xlnet_tf.config_schema import ConfigError
 from xlnet_tf.storage import atomic_files
 
 _log = logging.getLogger(__name__)

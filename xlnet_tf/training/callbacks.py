@@ -13,6 +13,7 @@ import zipfile
 
 import keras
 import tensorflow as tf
+from tensorflow.core.framework import summary_pb2
 
 from xlnet_tf.storage import atomic_files
 
@@ -169,8 +170,6 @@ class TensorBoardScalars(keras.callbacks.Callback):
         self._writer = None
 
     def on_train_begin(self, logs=None):
-        import tensorflow as tf
-
         self._writer = tf.summary.create_file_writer(os.path.join(self.log_dir, "train"))
 
     def on_epoch_begin(self, epoch, logs=None):
@@ -187,9 +186,6 @@ class TensorBoardScalars(keras.callbacks.Callback):
             self.write(step, values)
 
     def write(self, step, values):
-        import tensorflow as tf
-        from tensorflow.core.framework import summary_pb2
-
         metadata = summary_pb2.SummaryMetadata(
             plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
         with self._writer.as_default():

@@ -12,6 +12,7 @@ Example:
 from typing import Any, Mapping, Sequence
 
 import yaml
+import tensorflow as tf
 
 from xlnet_tf.config_schema import ConfigError
 
@@ -42,13 +43,11 @@ def parse_override(text: str) -> dict:
 
 
 def _read_text(path) -> str:
-    """A config file's text: local paths with `open` (no TensorFlow import), others through `tf.io.gfile`."""
+    """A config file's text: local paths with `open`, others through `tf.io.gfile`."""
     path = str(path)
     if "://" not in path:
         with open(path) as f:
             return f.read()
-    import tensorflow as tf
-
     if not tf.io.gfile.exists(path):
         raise FileNotFoundError(path)
     with tf.io.gfile.GFile(path, "r") as f:

@@ -24,6 +24,9 @@ import os
 
 from xlnet_tf.config_schema import ConfigError
 from xlnet_tf.storage.run_config_file import read_run_config, write_run_config
+from xlnet_tf.training.run_backup import RunBackup
+from xlnet_tf.storage.run_lock import RunLock
+from xlnet_tf.training.run_backup import backup_epoch
 
 _log = logging.getLogger(__name__)
 
@@ -89,8 +92,6 @@ class RunDirectory:
 
     def backup_callback(self):
         """The `RunBackup` callback of this run: one backup per epoch, the previous kept as `.bkp`."""
-        from xlnet_tf.training.run_backup import RunBackup
-
         return RunBackup(self.backup_dir, save_freq="epoch", delete_checkpoint=False,
                          double_checkpoint=True)
 
@@ -122,9 +123,6 @@ def open_run_directory(workdir: str, config_yaml: str, run_scope, *, is_chief: b
     Returns:
         A `RunDirectory`.
     """
-    from xlnet_tf.storage.run_lock import RunLock
-    from xlnet_tf.training.run_backup import backup_epoch
-
     run_scope.enter_context(RunLock(workdir, enabled=is_chief))
     if is_chief:
         write_run_config(workdir, config_yaml)

@@ -21,6 +21,11 @@ from typing import Any
 
 import yaml
 
+from xlnet_tf.training import strategy as strategies
+from xlnet_tf.training.strategy import (check_remote_tpu_paths, describe_devices, devices_line, resolve_batch_sizes,
+                                       task_info, tpu_target)
+from xlnet_tf.training.tpu_host import TpuHost
+
 # The config.yaml section recording where a run trained (output, not a setting; see
 # `xlnet_tf.training.run_sections.RUN_RECORD_SECTIONS`).
 DEVICES_SECTION = "devices"
@@ -66,16 +71,11 @@ class RunSetup:
             StrategyError: the strategy cannot be set up, a TPU reached by name gets a
                 local path, or the batch does not split evenly.
         """
-        from xlnet_tf.training.strategy import (check_remote_tpu_paths, describe_devices,
-                                                resolve_batch_sizes, resolve_strategy, task_info,
-                                                tpu_target)
-        from xlnet_tf.training.tpu_host import TpuHost
-
         host = TpuHost.detect() if tpu_host is None else tpu_host
         if strategy is None:
             if distribution.strategy in ("auto", "tpu"):
                 check_remote_tpu_paths(tpu_target(distribution.tpu, host), paths or {})
-            strategy = resolve_strategy(distribution.strategy,
+            strategy = strategies.resolve_strategy(distribution.strategy,
                                         virtual_cpu_devices=distribution.virtual_cpu_devices,
                                         tpu_address=distribution.tpu, tpu_host=host)
         replicas = strategy.num_replicas_in_sync
@@ -89,8 +89,6 @@ class RunSetup:
 
     def announce(self) -> None:
         """Prints `devices_line` (the chief only): where this run trains."""
-        from xlnet_tf.training.strategy import devices_line
-
         if self.is_chief:
             print(devices_line(self.devices))
 

@@ -20,6 +20,13 @@ STRATEGIES = ("auto", "tpu", "mirrored", "multi_worker", "one_device")
 _log = logging.getLogger(__name__)
 
 
+def _tensorflow():
+    """TensorFlow, imported when a strategy or a device list is asked for."""
+    import tensorflow as tf  # import time: the strategy names and errors load without TensorFlow (the CLI)
+
+    return tf
+
+
 class StrategyError(ValueError):
     """The requested strategy or batch size cannot be set up; the message names the cause and the fix.
 
@@ -41,7 +48,7 @@ def configure_virtual_cpu_devices(count: int) -> None:
     Args:
         count: number of logical CPU devices (>= 1).
     """
-    import tensorflow as tf
+    tf = _tensorflow()
 
     if count < 1:
         raise StrategyError(f"--virtual-cpu-devices must be >= 1, got {count}.")
@@ -94,7 +101,7 @@ def resolve_strategy(name: str = "auto", *, virtual_cpu_devices: int = 0,
     >>> type(resolve_strategy("one_device")).__name__
     'OneDeviceStrategy'
     """
-    import tensorflow as tf
+    tf = _tensorflow()
 
     if name not in STRATEGIES:
         raise StrategyError(f"Unknown strategy {name!r}; expected one of {STRATEGIES}.")
@@ -190,7 +197,7 @@ def check_remote_tpu_paths(target: str, paths) -> None:
 
 def _connect_tpu(target: str, host, tpu_address: str, name: str):
     """Connects to `target` and initialises its TPU system; a failure is a `StrategyError`."""
-    import tensorflow as tf
+    tf = _tensorflow()
 
     try:
         # tpu=None lets TensorFlow read its own variables (TPU_CONFIG on GKE); it then
@@ -244,7 +251,7 @@ def describe_devices(strategy, tpu_host=None) -> dict:
     >>> describe_devices(tf.distribute.OneDeviceStrategy("/cpu:0"))
     {'strategy': 'OneDeviceStrategy', 'replicas': 1, 'device_kind': 'CPU'}
     """
-    import tensorflow as tf
+    tf = _tensorflow()
 
     try:
         kinds = {tf.DeviceSpec.from_string(d).device_type for d in strategy.extended.worker_devices}

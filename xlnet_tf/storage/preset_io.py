@@ -23,10 +23,23 @@ Every file of a preset is written atomically (`xlnet_tf.storage.atomic_files`):
 an interrupted save leaves each file either complete or as before, never a
 truncated `model.weights.h5` that a later `from_preset` would choke on. Paths go
 through `tf.io.gfile`, so a preset may live on `gs://`.
+
+Like keras-hub's `preset_utils`, this module sits below the models: it imports nothing
+from the models, the preprocessors or the runs, so each of them imports it at the top.
 """
 
+import datetime
+import importlib
 import io
+import json
 import os
+import tempfile
+
+import h5py
+import keras
+import keras_hub
+import numpy as np
+import tensorflow as tf
 
 from xlnet_tf.storage import atomic_files
 
@@ -45,15 +58,9 @@ from xlnet_tf.formats.preset_files import VOCABULARY_FILE
 from xlnet_tf.formats.preset_files import WEIGHTS_FILE  # noqa: F401
 
 
-def _gfile():
-    import tensorflow as tf
-
-    return tf.io.gfile
-
-
 def preset_file(preset_dir, filename, required=True):
     """The path of `filename` inside `preset_dir`; a clear error when it is required and missing."""
-    gfile = _gfile()
+    gfile = tf.io.gfile
     if not gfile.isdir(preset_dir):
         raise FileNotFoundError(f"Preset directory not found: {preset_dir}")
     path = os.path.join(preset_dir, filename)
@@ -66,14 +73,12 @@ def preset_file(preset_dir, filename, required=True):
 
 def exists(path):
     """Whether `path` exists, on any `tf.io.gfile` filesystem (local, `gs://`, `ram://`)."""
-    return _gfile().exists(str(path))
+    return tf.io.gfile.exists(str(path))
 
 
 def read_json(path):
     """The JSON value of a preset file, read through `tf.io.gfile`; a clear error when it is not JSON."""
-    import json
-
-    with _gfile().GFile(str(path), "r") as f:
+    with tf.io.gfile.GFile(str(path), "r") as f:
         text = f.read()
     try:
         return json.loads(text)
@@ -83,16 +88,13 @@ def read_json(path):
 
 def read_arrays(path):
     """The named arrays of an HDF5 file written by `write_arrays`, read through `tf.io.gfile`."""
-    import h5py
-    import numpy as np
-
-    with _gfile().GFile(str(path), "rb") as raw, h5py.File(io.BytesIO(raw.read()), "r") as f:
+    with tf.io.gfile.GFile(str(path), "rb") as raw, h5py.File(io.BytesIO(raw.read()), "r") as f:
         return {name: np.asarray(f[name]) for name in f.keys()}
 
 
 def make_preset_dir(preset_dir):
     """Creates `preset_dir` (and parents) if needed; returns it."""
-    _gfile().makedirs(preset_dir)
+    tf.io.gfile.makedirs(preset_dir)
     return preset_dir
 
 
@@ -108,8 +110,6 @@ def save_weights(model, path):
 
 def write_arrays(path, arrays):
     """Writes named numpy arrays as HDF5 datasets to `path`, atomically (e.g. the LM head bias)."""
-    import h5py
-
     buffer = io.BytesIO()
     with h5py.File(buffer, "w") as f:
         for name, value in arrays.items():
@@ -143,8 +143,6 @@ NAMED_PRESET_RESOLVER = "xlnet_tf.presets.preset_resolver:resolve_preset"
 
 def named_preset_resolver():
     """The callable `NAMED_PRESET_RESOLVER` names (module path, colon, function name)."""
-    import importlib
-
     module_name, function_name = NAMED_PRESET_RESOLVER.split(":")
     return getattr(importlib.import_module(module_name), function_name)
 
@@ -153,15 +151,13 @@ def fetch(preset, filename, required=True):
     """A readable path of `filename` of `preset`, or None when absent and not `required`.
 
     `hf://`, `kaggle://` and `modelscope://` files are downloaded (and cached) by
-    keras-hub's `get_file`; every other location (local, `gs://`, `ram://`) is
-    read in place through `tf.io.gfile`.
+    the hub's own client (`hub_file`); every other location (local, `gs://`, `ram://`)
+    is read in place through `tf.io.gfile`.
     """
     preset = os.fspath(preset)
     if preset.startswith(HUB_SCHEMES):
-        from keras_hub.src.utils.preset_utils import get_file
-
         try:
-            return get_file(preset, filename)
+            return hub_file(preset, filename)
         except FileNotFoundError:
             if required:
                 raise FileNotFoundError(f"Preset {preset} has no {filename}.") from None
@@ -170,13 +166,68 @@ def fetch(preset, filename, required=True):
     if exists(path):
         return path
     if required:
-        if not _gfile().isdir(preset):
+        if not tf.io.gfile.isdir(preset):
             raise FileNotFoundError(f"Preset directory not found: {preset}")
         what = "not a preset directory" if filename == CONFIG_FILE else "incomplete preset"
         raise FileNotFoundError(
             f"Preset {preset} has no {filename}: {what} (a preset holds {CONFIG_FILE}, {WEIGHTS_FILE} "
             f"and optionally {VOCABULARY_FILE}).")
     return None
+
+
+def hub_file(handle, filename):
+    """The local path of `filename` of a `hf://`, `kaggle://` or `modelscope://` preset, downloaded and cached.
+
+    Each hub's client is what keras-hub's loaders call, so a preset uploaded with
+    `keras_hub.upload_preset` comes back through the same cache.
+
+    Args:
+        handle: `hf://org/name`, `kaggle://org/model/keras/variant[/version]` or `modelscope://org/name`.
+        filename: a file of the preset (`config.json`, `model.weights.h5`, ...).
+
+    Returns:
+        The local path of the downloaded file.
+
+    Raises:
+        FileNotFoundError: the preset has no such file (the hub answered "not found").
+        ImportError: the hub's client is not installed (it names the pip package).
+
+    Example:
+    >>> hub_file("hf://someone/xlnet_tiny", "config.json")  # doctest: +SKIP
+    '/root/.cache/huggingface/hub/models--someone--xlnet_tiny/snapshots/.../config.json'
+    """
+    scheme, _, name = handle.partition("://")
+    client = _HUB_CLIENTS[scheme + "://"]
+    try:
+        # Optional dependency: only a preset on that hub needs its client.
+        module = importlib.import_module(client)
+    except ImportError:
+        raise ImportError(f"Loading {handle} needs the {client} package: pip install {client}") from None
+    missing = f"{filename} does not exist in preset {handle}."
+    if scheme == "hf":
+        try:
+            return module.hf_hub_download(repo_id=name, filename=filename)
+        except module.errors.EntryNotFoundError:
+            raise FileNotFoundError(missing) from None
+    if scheme == "kaggle":
+        try:
+            return module.model_download(name, filename)
+        except module.exceptions.KaggleApiHTTPError as error:
+            if "404" in str(error):
+                raise FileNotFoundError(missing) from None
+            raise
+        except ValueError as error:  # kagglehub checks the name against the model's file list first
+            if "is not present in the model files" in str(error):
+                raise FileNotFoundError(missing) from None
+            raise
+    path = os.path.join(module.snapshot_download(name), filename)
+    if not os.path.exists(path):
+        raise FileNotFoundError(missing)
+    return path
+
+
+# Hub scheme -> the client package that downloads its files (what keras-hub's loaders use).
+_HUB_CLIENTS = {"hf://": "huggingface_hub", "kaggle://": "kagglehub", "modelscope://": "modelscope"}
 
 
 def read_config_json(preset):
@@ -207,13 +258,6 @@ def backbone_config_dict(config_json, source=CONFIG_FILE):
     return inner["config"]
 
 
-def read_backbone_config(preset):
-    """The `XLNetConfig` of a preset."""
-    from xlnet_tf.models.xlnet_config import XLNetConfig
-
-    return XLNetConfig.from_any_dict(backbone_config_dict(read_config_json(preset), f"{preset}/{CONFIG_FILE}"))
-
-
 def vocabulary_path(preset, required=True):
     """The SentencePiece model of a preset: `spiece.model`, else keras-hub's tokenizer asset."""
     for name in (VOCABULARY_FILE, KERAS_HUB_VOCABULARY_FILE):
@@ -228,7 +272,7 @@ def vocabulary_path(preset, required=True):
 
 
 def read_bytes(path):
-    with _gfile().GFile(str(path), "rb") as f:
+    with tf.io.gfile.GFile(str(path), "rb") as f:
         return f.read()
 
 
@@ -238,11 +282,9 @@ def load_weights(model, path, **kwargs):
     if atomic_files.is_local(path):
         model.load_weights(path, **kwargs)
         return
-    import tempfile
-
     with tempfile.TemporaryDirectory() as scratch:
         local = os.path.join(scratch, os.path.basename(str(path)))
-        _gfile().copy(str(path), local)
+        tf.io.gfile.copy(str(path), local)
         model.load_weights(local, **kwargs)
 
 
@@ -254,8 +296,6 @@ def serialize(layer):
     nested `XLNetTokenizer` gets `proto: None`: the vocabulary is the asset
     `assets/tokenizer/vocabulary.spm`, not a base64 copy inside each JSON file.
     """
-    import keras
-
     return _strip(keras.saving.serialize_keras_object(layer))
 
 
@@ -279,14 +319,9 @@ def write_serialized(preset_dir, filename, layer):
 
 def write_metadata(preset_dir, backbone):
     """`metadata.json` as keras-hub's saver writes it (versions, parameter count, date, tasks)."""
-    import datetime
-
-    import keras
-    from keras_hub.src.version import __version__ as keras_hub_version
-
     write_json(os.path.join(preset_dir, METADATA_FILE), {
         "keras_version": keras.version(),
-        "keras_hub_version": keras_hub_version,
+        "keras_hub_version": keras_hub.__version__,
         "parameter_count": int(backbone.count_params()),
         "date_saved": datetime.datetime.now().strftime("%Y-%m-%d@%H:%M:%S"),
         "tasks": ["XLNetClassifier", "XLNetMultipleChoice", "XLNetPretrainer", "XLNetSpanLabeler",
@@ -305,7 +340,7 @@ def vocabulary_bytes(vocabulary):
     if isinstance(vocabulary, (bytes, bytearray)):
         return bytes(vocabulary)
     vocabulary = os.fspath(vocabulary)
-    gfile = _gfile()
+    gfile = tf.io.gfile
     if gfile.isdir(vocabulary):
         vocabulary = os.path.join(vocabulary, VOCABULARY_FILE)
         if not gfile.exists(vocabulary):
@@ -346,6 +381,4 @@ class _SkippingSaver:
         self.model, self.objects_to_skip = model, list(objects_to_skip)
 
     def save_weights(self, path):
-        import keras
-
         keras.saving.save_weights(self.model, path, objects_to_skip=self.objects_to_skip)
