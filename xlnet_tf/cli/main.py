@@ -18,6 +18,7 @@ import importlib
 import importlib.metadata
 import sys
 
+from xlnet_tf import __version__  # the package's __init__ runs anyway: this module lives in it
 from xlnet_tf.cli.library_logs import quiet_library_logs
 
 COMMANDS = {
@@ -76,8 +77,6 @@ def installed_version() -> str:
     try:
         return importlib.metadata.version("xlnet_tf")
     except importlib.metadata.PackageNotFoundError:  # A checkout on PYTHONPATH.
-        from xlnet_tf import __version__
-
         return __version__
 
 

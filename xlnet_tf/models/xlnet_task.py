@@ -560,7 +560,7 @@ def _load_task(task_class, preset, saved, task_file, load_weights, overrides):
         config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
     if "preprocessor" not in config:
         config["preprocessor"] = task_class._preset_preprocessor(preset)
-    backbone_config = preset_io.read_backbone_config(preset)
+    backbone_config = read_backbone_config(preset)
     backbone = XLNetBackbone(backbone_config, dtype=config.get("dtype"))
     # Compiled after the weights are loaded, so no optimizer state is built before them.
     compile_defaults = config.pop("compile", True)

@@ -41,9 +41,10 @@ def loss_curve_png(steps, losses, references=None, *, title="Pretraining loss"):
     >>> png[:8]
     b'\\x89PNG\\r\\n\\x1a\\n'
     """
-    # Imported here only: the CLI and every other path of the package start without matplotlib.
     # The Agg canvas draws without a display and without pyplot's global figure state.
+    # import time: the CLI and every other path of the package start without matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
+    # import time: as above
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=FIGURE_INCHES, dpi=DPI, layout="constrained")
