@@ -62,6 +62,7 @@ class TaskType:
         pairs: inputs may be pairs of texts.
         truncate: the packer's truncation rule (None: the task section's `truncate`).
         label_names_from_file: without `task.label_names`, a local file's string labels name the classes.
+        label_field: the default label column of a local file.
     """
 
     name: str
@@ -82,6 +83,7 @@ class TaskType:
     pairs: bool = False
     truncate: Optional[str] = None
     label_names_from_file: bool = False
+    label_field: str = "label"
 
     def model_class(self):
         """The task model class (imported on first use)."""
@@ -152,7 +154,8 @@ TASKS = {entry.name: entry for entry in (
         min_classes=2, layout=WORDS, read_row=example_rows.canonical_words,
         example_fields=("tokens", "tags"), record_label_keys=(records.LABELS_KEY,),
         score_labels=False, evaluation=TAGS, default_metrics=lambda num_classes=None: ("accuracy", "macro_f1"),
-        serving_inputs=("text",), serving_outputs=("logits", "probabilities", "labels", "label_names", "pieces")),
+        serving_inputs=("text",), serving_outputs=("logits", "probabilities", "labels", "label_names", "pieces"),
+        label_field="tags"),
     TaskType(
         name="span",
         model="xlnet_tf.models.xlnet_span_labeler.XLNetSpanLabeler",

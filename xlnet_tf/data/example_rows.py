@@ -26,8 +26,8 @@ from xlnet_tf.pipelines import line_ranges
 # Why a line is skipped under `skip_bad=True` (the Beam job's counters and manifest).
 SKIP_REASONS = ("undecodable", "missing_field", "empty", "bad_label")
 
-# A skipped line, in place of its canonical example.
-Skipped = collections.namedtuple("Skipped", ["reason"])
+# A skipped line, in place of its canonical example: why (one of `SKIP_REASONS`) and what was wrong.
+Skipped = collections.namedtuple("Skipped", ["reason", "message"])
 
 
 class ExampleError(ValueError):
@@ -118,7 +118,7 @@ def read_examples(path, task_type, settings, *, skip_bad=False, start=0, end=Non
         except ExampleError as e:
             if not skip_bad:
                 raise ValueError(f"{path}:{number}: {e}") from None
-            yield number, Skipped(e.reason)
+            yield number, Skipped(e.reason, str(e))
 
 
 def empty_file_message(path):
