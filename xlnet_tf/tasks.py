@@ -24,6 +24,13 @@ from typing import Callable, Optional, Tuple
 from xlnet_tf.data import example_rows
 from xlnet_tf.formats import finetuning_records as records
 
+# The task type names (the table's keys), for declarations elsewhere such as the TFDS dataset list.
+CLASSIFICATION = "classification"
+REGRESSION = "regression"
+MULTIPLE_CHOICE = "multiple_choice"
+TOKEN_CLASSIFICATION = "token_classification"
+SPAN = "span"
+
 # Input layouts: how a raw example becomes packed ids (`xlnet_tf.preprocessing.task_encoding`).
 TEXT = "text"  # a text or a pair -> [B, L] (long documents: [B, S, L])
 CHOICES = "choices"  # context, question, C options -> [B, C, L]
@@ -118,7 +125,7 @@ _CLASS_OUTPUTS = ("logits", "probabilities", "label", "label_name")
 
 TASKS = {entry.name: entry for entry in (
     TaskType(
-        name="classification",
+        name=CLASSIFICATION,
         model="xlnet_tf.models.xlnet_classifier.XLNetClassifier",
         model_arguments=lambda task: {"num_classes": task.num_classes, "dropout": task.head_dropout},
         compile_arguments=lambda task: {"num_classes": max(int(task.num_classes or 2), 2)},
@@ -128,7 +135,7 @@ TASKS = {entry.name: entry for entry in (
         serving_inputs=("text",), serving_outputs=_CLASS_OUTPUTS, long_documents=True, pairs=True,
         label_names_from_file=True),
     TaskType(
-        name="regression",
+        name=REGRESSION,
         model="xlnet_tf.models.xlnet_classifier.XLNetClassifier",
         model_arguments=lambda task: {"num_classes": 1, "dropout": task.head_dropout},
         compile_arguments=lambda task: {"num_classes": 1},
@@ -137,7 +144,7 @@ TASKS = {entry.name: entry for entry in (
         score_labels=True, evaluation=SCORE, default_metrics=lambda num_classes=None: ("pearson_spearman",),
         serving_inputs=("text",), serving_outputs=("score",), long_documents=True, pairs=True),
     TaskType(
-        name="multiple_choice",
+        name=MULTIPLE_CHOICE,
         model="xlnet_tf.models.xlnet_multiple_choice.XLNetMultipleChoice",
         model_arguments=lambda task: {"dropout": task.head_dropout},
         compile_arguments=lambda task: {},
@@ -147,7 +154,7 @@ TASKS = {entry.name: entry for entry in (
         serving_inputs=("context", "question", "choices"), serving_outputs=_CLASS_OUTPUTS[:3],
         long_documents=True, truncate="keep_second"),
     TaskType(
-        name="token_classification",
+        name=TOKEN_CLASSIFICATION,
         model="xlnet_tf.models.xlnet_token_classifier.XLNetTokenClassifier",
         model_arguments=lambda task: {"num_classes": task.num_classes, "dropout": task.head_dropout},
         compile_arguments=lambda task: {},
@@ -157,7 +164,7 @@ TASKS = {entry.name: entry for entry in (
         serving_inputs=("text",), serving_outputs=("logits", "probabilities", "labels", "label_names", "pieces"),
         label_field="tags"),
     TaskType(
-        name="span",
+        name=SPAN,
         model="xlnet_tf.models.xlnet_span_labeler.XLNetSpanLabeler",
         model_arguments=lambda task: {"start_n_top": task.start_n_top, "end_n_top": task.end_n_top,
                                       "dropout": task.head_dropout},
@@ -175,7 +182,7 @@ TASK_TYPES = tuple(TASKS)
 # Task types whose models read long documents segment by segment (`max_segments` > 1).
 LONG_DOCUMENT_TASK_TYPES = tuple(name for name, entry in TASKS.items() if entry.long_documents)
 # The task type a local text file is read as when the config names none.
-DEFAULT_TASK_TYPE = "classification"
+DEFAULT_TASK_TYPE = CLASSIFICATION
 
 
 def task_type(name):
