@@ -292,9 +292,9 @@ class EncodeExamples(beam.DoFn):
             def encode_choices(context, question, options):
                 features, pieces = task_encoding.encode_choices(tokenizer, packer, context, question,
                                                                 options)  # [B*C, S*L]
-                num_choices = tf.shape(options)[1]
-                features = {k: tf.reshape(v, [tf.shape(options)[0], -1]) for k, v in features.items()}  # [B, C*S*L]
-                truncated = tf.reshape(truncated_rows(features["padding_mask"], pieces), [-1, num_choices])
+                batch, num_choices = tf.shape(options)[0], tf.shape(options)[1]
+                truncated = tf.reshape(truncated_rows(features["padding_mask"], pieces), [batch, num_choices])
+                features = {k: tf.reshape(v, [batch, -1]) for k, v in features.items()}  # [B, C*S*L]
                 return features, tf.reduce_any(truncated, axis=1)  # [B]
 
             self._encode = tf.function(encode_choices, input_signature=[
