@@ -52,7 +52,7 @@ WORDS = [{"tokens": ["John", "lives", "in", "Berlin", "."], "tags": [1, 0, 0, 2,
          {"tokens": ["The", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog", "."],
           "tags": [0, 0, 0, 1, 0, 0, 0, 0, 1, 0]}]
 # Longer than one segment, shorter than two: packed whole on every path (serving never truncates).
-DOCUMENTS = [{"text": "The quick brown fox jumps over the lazy dog near the river.", "label": 1},
+DOCUMENTS = [{"text": "The quick brown fox jumps over the lazy dog.", "label": 1},  # 27 pieces
              {"text": "Short one.", "label": 0}]
 CONTEXT = "The quick brown fox jumps over the lazy dog near the river bank in the early morning."
 SQUAD = {"data": [{"paragraphs": [{"context": CONTEXT, "qas": [
@@ -227,14 +227,13 @@ def test_multiple_choice_paths_agree(choices):
 
 def test_cloze_question_gets_the_option_in_its_blank(choices):
     # The original RACE code: "The sky is _ today." + "blue" -> "The sky is blue today."
+    # `keep_second`: the question + option keeps its last 8 pieces (`--max-qa-length 8`).
     tokenizer = _tokenizer()
-    filled = tokenizer.tokenize("The sky is blue today.")
-    row = choices["reader"]["token_ids"][0, 0]
-    second = row[row != 5][-2 - len(filled):-2].tolist()  # between the two <sep>s, left-padded row
-    assert second == list(filled)
-    plain = tokenizer.tokenize("Who jumps? the fox")
-    row = choices["reader"]["token_ids"][1, 0]
-    assert row[-2 - len(plain):-2].tolist() == list(plain)
+    for question, (example, choice) in (("The sky is blue today.", (0, 0)), ("Who jumps? the fox", (1, 0))):
+        expected = list(tokenizer.tokenize(question))[-8:]
+        row = choices["reader"]["token_ids"][example, choice]
+        assert row[-2 - len(expected):-2].tolist() == expected  # before `<sep> <cls>`
+        assert row[-3 - len(expected)] == 4  # the context's `<sep>`
 
 
 # --------------------------------------------------------------------------- token classification
