@@ -312,6 +312,8 @@ def _choice_encoder(task, tokenizer, with_truncation=False):
                                             example["question"][None], example["options"][None])  # [C, S*L]
         # A question is truncated when any of its choices lost pieces.
         truncated = tf.reduce_any(truncated_rows(features["padding_mask"], segments))
+        # The static number of choices (the model reshapes its scores to [B, C]).
+        features = {k: tf.ensure_shape(v, [example["options"].shape[0], v.shape[-1]]) for k, v in features.items()}
         features = to_segments(features, task.max_segments, task.sequence_length)  # [C, S, L] when S > 1
         if with_truncation:
             return features, example["label"], tf.cast(truncated, tf.int32)
