@@ -15,14 +15,15 @@ classification and regression), and `manifest.json` (with `max_segments`). Read 
 `xlnet_tf.data.finetuning_record_dataset.finetuning_record_dataset`.
 
 Tokenization and packing are the fine-tuning input pipeline's own, run inside a `tf.function`
-(`XLNetTokenizer` + `XLNetPacker`; `XLNetSquadPreprocessor` for spans; the word -> first-piece
-label rule of `xlnet_tf.data.finetuning` for token classification), so records equal what
+(`xlnet_tf.preprocessing.task_encoding`; `XLNetSquadPreprocessor` for spans), so records equal what
 `xlnet_tf.data.finetuning.finetuning_dataset` feeds the model.
 
 Inputs (columns renamed with `--text-fields` / `--label-field`):
 - classification / regression: JSONL or CSV/TSV with `text`, optional `text_pair`, `label`;
   string labels map through `--label-names` (default: the sorted distinct labels of the first split);
 - token_classification: JSONL with `tokens` (list of words) and `tags` (ids or names);
+- multiple_choice: JSONL with `context`, `question` (optional), `options` (the same number in every row),
+  `label` (index); records hold the C choices flattened (`[C*S*L]`), the manifest's `num_classes` is C;
 - span: SQuAD-format JSON (one record per window; document stride for long passages);
 - TFDS by name (`--tfds glue/mrpc`), using the column layout of `xlnet_tf.data.finetuning_tasks`.
 
@@ -32,9 +33,12 @@ range's examples so ids keep their position in the file. CSV/TSV (a quoted field
 so no byte offset is a safe cut) and SQuAD JSON (one JSON document) are read whole; the manifest's
 `inputs` says how every file was read.
 
-Skipped examples are counted by reason (Beam counters and the manifest), never silently dropped:
-`undecodable` (a line that is not UTF-8 / not JSON), `missing_field`, `empty` (no text),
-`bad_label` (not a known class, not a number). `--strict` turns any skip into an error. The manifest's
+Local lines are read by the fine-tuning reader's own reader (`xlnet_tf.data.example_rows`) with its
+skip-and-count option: skipped examples are counted by reason (Beam counters and the manifest), never
+silently dropped: `undecodable` (a line that is not UTF-8 / not JSON), `missing_field`, `empty` (a SQuAD
+question without a passage), `bad_label` (not a known class, not a number, mismatched tags or options).
+An empty text is an example like any other (packed `<sep> <cls>`, as every other path packs it).
+`--strict` turns any skip into an error naming the file and line. The manifest's
 counts are computed from the data (summed side outputs), not from Beam's metrics, so they hold on
 runners without committed metrics; the job fails if read != written + skipped.
 
