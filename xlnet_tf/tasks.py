@@ -19,7 +19,7 @@ Example:
 
 import dataclasses
 import importlib
-from typing import Callable, Optional, Tuple
+from collections.abc import Callable
 
 from xlnet_tf.data import example_rows
 from xlnet_tf.formats import finetuning_records as records
@@ -78,17 +78,17 @@ class TaskType:
     compile_arguments: Callable
     min_classes: int
     layout: str
-    read_row: Optional[Callable]
-    example_fields: Tuple[str, ...]
-    record_label_keys: Tuple[str, ...]
+    read_row: Callable | None
+    example_fields: tuple[str, ...]
+    record_label_keys: tuple[str, ...]
     score_labels: bool
     evaluation: str
     default_metrics: Callable
-    serving_inputs: Tuple[str, ...]
-    serving_outputs: Tuple[str, ...]
+    serving_inputs: tuple[str, ...]
+    serving_outputs: tuple[str, ...]
     long_documents: bool = False
     pairs: bool = False
-    truncate: Optional[str] = None
+    truncate: str | None = None
     label_names_from_file: bool = False
     label_field: str = "label"
 

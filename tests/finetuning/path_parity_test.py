@@ -33,8 +33,8 @@ from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
 L = 16
 KEYS = ("token_ids", "segment_ids", "padding_mask")
-CONFIG = dict(vocabulary_size=200, num_layers=2, num_heads=2, head_dim=4, hidden_dim=8, intermediate_dim=16,
-              initializer_range=0.3)
+CONFIG = {"vocabulary_size": 200, "num_layers": 2, "num_heads": 2, "head_dim": 4, "hidden_dim": 8,
+          "intermediate_dim": 16, "initializer_range": 0.3}
 
 TEXTS = [{"text": "The quick brown fox jumps over the lazy dog near the river.", "label": 1},
          {"text": "", "label": 0},  # an empty text is an example: `<sep> <cls>` on every path
@@ -112,7 +112,7 @@ def _case(tmp, task_type, rows, model, beam_args=(), **task_fields):
     reader, labels = _reader(task, len(rows))
     manifest, records_dir = _beam(tmp, task_type, path, *beam_args)
     records, record_labels = _records(records_dir)
-    _, export_path, loaded = export_task(tmp, model, preprocessing_info(task))
+    _, _, loaded = export_task(tmp, model, preprocessing_info(task))
     return {"task": task, "reader": reader, "labels": labels, "records": records, "record_labels": record_labels,
             "manifest": manifest, "model": model, "serving": loaded.signatures["serving_default"]}
 

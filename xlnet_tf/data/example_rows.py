@@ -20,6 +20,7 @@ import collections
 import csv
 import io
 import json
+import math
 
 from xlnet_tf.pipelines import line_ranges
 
@@ -210,7 +211,7 @@ def canonical_text(row, settings, score=False):
             label = float(value)
         except (TypeError, ValueError, OverflowError):
             label = float("nan")
-        if label != label:
+        if math.isnan(label):
             raise ExampleError("bad_label", f"regression label {value!r} is not a number.")
     else:
         label = label_id(value, settings.get("label_names"), settings.get("num_classes"))
