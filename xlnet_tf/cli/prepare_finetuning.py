@@ -145,11 +145,10 @@ def _resolve(args):
     num_choices = None
     if entry.layout == tasks.CHOICES:
         # The choices axis of every record: the first row's number of options (or the dataset's).
-        first = example_rows.first_row(sources[0][2][0]) if args.input else None
-        num_choices = len(first["options"]) if first and isinstance(first.get("options"), list) else (
-            spec.num_choices if args.tfds else None)
+        num_choices = example_rows.num_options(sources[0][2][0]) if args.input else spec.num_choices
         if not num_choices:
-            raise PipelineInputError(f"--input {args.input[0]!r}: the first row has no 'options' list.")
+            source = f"--input {args.input[0]!r}" if args.input else f"--tfds {args.tfds}"
+            raise PipelineInputError(f"{source}: the first row has no 'options' list.")
     settings = {
         "task_type": args.task_type, "sequence_length": args.sequence_length,
         "max_segments": args.max_segments, "text_fields": text_fields,

@@ -246,9 +246,10 @@ def canonical_words(row, settings):
     return {"tokens": [str(w) for w in words], "tags": ids}
 
 
-def first_row(path):
-    """The first readable row of a local file (a dict), or None."""
+def num_options(path):
+    """Options per question of a multiple-choice file: the first readable row's (every row must match), or None."""
     for _, row in rows(path):
         if isinstance(row, dict):
-            return row
+            options = row.get("options")
+            return len(options) if isinstance(options, list) else None
     return None

@@ -60,10 +60,7 @@ def _row_settings(task, path):
     settings = {"text_fields": task.text_fields, "label_field": task.label_field,
                 "label_names": task.label_names, "num_classes": task.num_classes}
     if task_type(task.task_type).layout == tasks.CHOICES:
-        # Every row has the number of options of the first.
-        first = example_rows.first_row(path)
-        options = first.get("options") if first else None
-        settings["num_choices"] = len(options) if isinstance(options, list) else None
+        settings["num_choices"] = example_rows.num_options(path)  # every row has the first row's number
     return settings
 
 
