@@ -43,8 +43,9 @@ def _parser():
     parser.add_argument("--vocab", required=True, help="spiece.model with XLNet's special ids")
     parser.add_renamed_argument("--sequence-length", type=int, default=128)
     parser.add_argument("--max-segments", type=int, default=1,
-                        help="classification/regression/multiple choice: pack each document at max_segments * sequence_length "
-                             "pieces, fed as that many segments (the config's task.max_segments); default 1")
+                        help="classification/regression/multiple choice: pack each document at max_segments * "
+                             "sequence_length pieces, fed as that many segments (the config's task.max_segments); "
+                             "default 1")
     parser.add_renamed_argument("--text-fields", default=None,
                                 help="comma-separated text columns (default text,text_pair)")
     parser.add_renamed_argument("--label-field", default=None, help="label column (default label; tags for tokens)")
