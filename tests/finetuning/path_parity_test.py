@@ -31,6 +31,9 @@ from xlnet_tf.finetuning.finetuning_config import TaskSection, resolve_task
 from xlnet_tf.finetuning.finetuning_run import preprocessing_info
 from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
+# One Beam job and one export per task type: about four minutes on 2 cores.
+pytestmark = pytest.mark.slow
+
 L = 16
 KEYS = ("token_ids", "segment_ids", "padding_mask")
 CONFIG = {"vocabulary_size": 200, "num_layers": 2, "num_heads": 2, "head_dim": 4, "hidden_dim": 8,
