@@ -51,8 +51,9 @@ def tokenize_texts(tokenizer, texts):
         A list of ragged int32 `[B_i, None]`, one per text.
     """
     texts = [tf.convert_to_tensor(text, tf.string) for text in texts]
-    if len(texts) == 1 or any(text.shape.rank == 0 for text in texts):
-        # One example (scalar strings) keeps its dense `[P]` pieces, as the packer takes them.
+    if len(texts) == 1 or any(text.shape.rank == 0 for text in texts) or tf.executing_eagerly():
+        # One example (scalar strings) keeps its dense `[P]` pieces, as the packer takes them; an
+        # eager call reports undecodable text per input (the tokenizer warns once per call).
         return [ragged_ids(tokenizer(text)) for text in texts]
     ends = tf.cumsum([tf.shape(text)[0] for text in texts])
     both = ragged_ids(tokenizer(tf.concat(texts, axis=0)))  # [sum of B, None]

@@ -511,8 +511,9 @@ class TaskServingModule(tf.Module):
         }
 
     def _preprocess(self, *texts):
-        if self._entry.layout == tasks.WORDS:
-            # Word lists, as in training: each whitespace-separated word tokenized on its own.
+        if self._entry.layout == tasks.WORDS and hasattr(self._preprocessor, "tokenize"):
+            # Word lists, as in training: each whitespace-separated word tokenized on its own (a custom
+            # preprocessor without `tokenize` and `packer` packs the text itself).
             features = encode_words(self._preprocessor.tokenize, self._preprocessor.packer, split_words(texts[0]))[0]
         else:
             features = self._preprocessor(*texts)
