@@ -1,20 +1,23 @@
-"""The v1 fine-tuning record layout: task types, label keys, shard names."""
+"""The v1 fine-tuning record layout: label keys per task type, shard names."""
 
 import pytest
 
+from xlnet_tf import tasks
 from xlnet_tf.formats import finetuning_records
 
 
 def test_label_keys_per_task_type():
-    keys = {task_type: finetuning_records.label_keys(task_type) for task_type in finetuning_records.TASK_TYPES}
+    # The task table names each task type's record labels (`xlnet_tf.tasks`).
+    keys = {name: entry.record_label_keys for name, entry in tasks.TASKS.items()}
     assert keys == {
-        finetuning_records.CLASSIFICATION: (finetuning_records.LABEL_KEY,),
-        finetuning_records.REGRESSION: (finetuning_records.LABEL_KEY,),
-        finetuning_records.TOKEN_CLASSIFICATION: (finetuning_records.LABELS_KEY,),
-        finetuning_records.SPAN: finetuning_records.SPAN_LABEL_KEYS,
+        "classification": (finetuning_records.LABEL_KEY,),
+        "regression": (finetuning_records.LABEL_KEY,),
+        "multiple_choice": (finetuning_records.LABEL_KEY,),
+        "token_classification": (finetuning_records.LABELS_KEY,),
+        "span": finetuning_records.SPAN_LABEL_KEYS,
     }
     with pytest.raises(ValueError, match="Unknown task type 'ranking'"):
-        finetuning_records.label_keys("ranking")
+        tasks.task_type("ranking")
 
 
 def test_packed_feature_keys_and_ignore_label():

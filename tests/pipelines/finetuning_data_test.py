@@ -56,7 +56,7 @@ def classification_job(tmp_path_factory):
         b'{"text": "caf\xe9", "label": "pos"}',                  # not UTF-8
         {"text": "no label here"},                               # missing_field
         {"text": "a quiet river", "label": "maybe"},             # bad_label
-        {"text": "   ", "text_pair": "", "label": "pos"},        # empty
+        {"text": "   ", "text_pair": "", "label": "pos"},        # empty: an example like any other
     ] + good[4:])
     _write_jsonl(root / "dev.jsonl", good[:3])
     argv = ["--task-type", "classification", "--input", f"train={root / 'train.jsonl'}",
@@ -71,11 +71,12 @@ def test_counters_and_manifest(classification_job):
     assert sorted(manifest) == sorted(finetuning_records.MANIFEST_KEYS)
     assert sorted(manifest["task"]) == sorted(finetuning_records.TASK_ENTRY_KEYS)
     assert manifest["examples"]["read"] == 11 + 3
-    assert manifest["examples"]["skipped"] == {"undecodable": 2, "missing_field": 1, "empty": 1, "bad_label": 1}
-    assert manifest["examples"]["written"] == 6 + 3
+    # An empty text is packed (`<sep> <sep> <cls>`), as the tf.data reader and the preprocessors pack it.
+    assert manifest["examples"]["skipped"] == {"undecodable": 2, "missing_field": 1, "empty": 0, "bad_label": 1}
+    assert manifest["examples"]["written"] == 7 + 3
     assert manifest["task"] == {"task_type": "classification", "num_classes": 2, "label_names": ["neg", "pos"],
                                 "has_text_pair": True}
-    assert manifest["splits"]["train"]["num_records"] == 6 and len(manifest["splits"]["train"]["files"]) == 3
+    assert manifest["splits"]["train"]["num_records"] == 7 and len(manifest["splits"]["train"]["files"]) == 3
     assert sorted(os.listdir(root / "out")) == sorted(
         [f"{s}-{i:05d}-of-00003.tfrecord" for s in ("train", "validation") for i in range(3)] + ["manifest.json"])
 
@@ -84,7 +85,8 @@ def test_records_equal_in_graph_packing(classification_job, tokenizer):
     root, _, _, good = classification_job
     records = sorted(_records(str(root / "out"), "train"), key=lambda r: r[0]["example_id"])
     # Ids keep the position in the input file (skipped lines included).
-    assert [r[0]["example_id"].decode() for r in records] == [f"train-{i:09d}" for i in (0, 1, 2, 3, 9, 10)]
+    assert [r[0]["example_id"].decode() for r in records] == [f"train-{i:09d}" for i in (0, 1, 2, 3, 8, 9, 10)]
+    good = good[:4] + [{"text": "   ", "text_pair": "", "label": "pos"}] + good[4:]
     expected = TextPreprocessor(tokenizer, XLNetPacker(LENGTH))(
         tf.constant([g["text"] for g in good]), tf.constant([g["text_pair"] for g in good]))
     for row, (features, label) in enumerate(records):
@@ -325,6 +327,6 @@ def test_job_fails_when_examples_do_not_add_up(classification_job, monkeypatch, 
     _, argv, _, _ = classification_job
     argv = list(argv)
     argv[argv.index("--output-dir") + 1] = str(tmp_path / "lost")
-    with pytest.raises(Exception, match=r"Example accounting does not add up: read 14, written 8"):
+    with pytest.raises(Exception, match=r"Example accounting does not add up: read 14, written 9"):
         run(argv)
     assert not os.path.exists(tmp_path / "lost" / "manifest.json")

@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.serving.conftest import no_question
+
 from tests.serving.tiny_finetuning_runs import CHOICES, PAIRS, SEGMENTS, TEXTS
 from xlnet_tf.cli.main import main
 from xlnet_tf.formats.serving_metadata import METADATA_FILE
@@ -54,7 +56,9 @@ def _served_and_float32(task, serve, model):
     if task == "multiple_choice":
         # Serving takes each choice as fine-tuning built it: the question, a space, the option.
         joined = [[f"{q} {c}" for c in CHOICES] for q in QUESTIONS]
-        got = serve(context=tf.constant(TEXTS), choices=tf.constant(joined))["probabilities"]
+        got = serve(context=tf.constant(TEXTS),
+                    question=no_question(tf.constant(TEXTS)),
+                    choices=tf.constant(joined))["probabilities"]
         expected = run({"context": tf.constant(TEXTS), "question": tf.constant(QUESTIONS),
                         "choices": tf.constant([CHOICES] * len(TEXTS))})
         return got.numpy(), _softmax(expected)

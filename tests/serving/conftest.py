@@ -223,3 +223,8 @@ def backbone_export(tmp_path_factory):
     preset = write_backbone_preset(root / "preset")
     assert main(["export", "--preset", preset, "--output", str(root / "export")]) == 0
     return preset, str(root / "export")
+
+
+def no_question(context):
+    """Empty multiple-choice questions, one per context: the choices carry the whole second segment."""
+    return tf.fill(tf.shape(context), "")

@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.serving.conftest import no_question
+
 from xlnet_tf import (XLNetClassifier, XLNetClassifierPreprocessor, XLNetMultipleChoice,
                       XLNetMultipleChoicePreprocessor, XLNetSpanLabeler, XLNetSpanLabelerPreprocessor,
                       XLNetTokenClassifier, XLNetTokenClassifierPreprocessor, XLNetTokenizer)
@@ -118,7 +120,9 @@ def test_multiple_choice(tmp_path, tokenizer):
                               "choices": choices}, verbose=0)
     # Serving takes the second segment whole: the question joined to each choice, as fine-tuning does.
     joined = [[f"{q} {c}" for c in row] for q, row in zip(["who", "what", "q"], choices)]
-    got = serve(context=tf.constant(contexts), choices=tf.constant(joined))
+    got = serve(context=tf.constant(contexts),
+                question=no_question(tf.constant(contexts)),
+                choices=tf.constant(joined))
     np.testing.assert_allclose(got["logits"].numpy(), expected, atol=1e-5, rtol=0)
 
 

@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 from tests.harness import tiny_config
-from tests.serving.conftest import SPIECE
+from tests.serving.conftest import SPIECE, no_question
 from xlnet_tf.formats.serving_metadata import METADATA_FILE
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_classifier import XLNetClassifier
@@ -260,7 +260,9 @@ def test_multiple_choice_long_contexts(tmp_path, tokenizer):
             for c, options in zip(contexts, choices)]
     features = {k: tf.stack([r[k] for r in rows]).numpy() for k in rows[0]}  # [B, C, 3L]
     expected = model({k: v.reshape(2, 2, 3, L) for k, v in features.items()}, training=False).numpy()
-    got = loaded.signatures["serving_default"](context=tf.constant(contexts), choices=tf.constant(choices))
+    got = loaded.signatures["serving_default"](context=tf.constant(contexts),
+                                               question=no_question(tf.constant(contexts)),
+                                               choices=tf.constant(choices))
     np.testing.assert_allclose(got["logits"].numpy(), expected, atol=TOLERANCE, rtol=0)
     np.testing.assert_allclose(_ids(loaded, features), expected, atol=TOLERANCE, rtol=0)
     # The long context's answer needs its first segments: the last window alone differs.

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.serving.conftest import LENGTH, export_task, tiny_backbone
+from tests.serving.conftest import LENGTH, export_task, no_question, tiny_backbone
 from xlnet_tf.serving.export_task_model import METADATA_FILE, export_task_model
 from xlnet_tf.serving.signature_custom_ops import signature_custom_ops
 
@@ -72,7 +72,8 @@ def test_text_signature_packs_like_fine_tuning(choice_export, tokenizer):
     model, _, loaded = choice_export
     expected = model(_training_features(tokenizer, CONTEXTS, CHOICES), training=False).numpy()
     got = _np(loaded.signatures["serving_default"](context=tf.constant(CONTEXTS),
-                                                     choices=tf.constant(CHOICES)))
+                                                   question=no_question(tf.constant(CONTEXTS)),
+                                                   choices=tf.constant(CHOICES)))
     assert got["logits"].shape == (3, NUM_CHOICES) and got["label"].shape == (3,)
     assert np.all(np.isfinite(got["logits"]))
     np.testing.assert_allclose(got["logits"], expected, atol=1e-5, rtol=0)
@@ -83,9 +84,12 @@ def test_text_signature_packs_like_fine_tuning(choice_export, tokenizer):
 def test_rows_do_not_depend_on_the_batch(choice_export):
     _, _, loaded = choice_export
     serve = loaded.signatures["serving_default"]
-    batch = serve(context=tf.constant(CONTEXTS), choices=tf.constant(CHOICES))["logits"].numpy()
+    batch = serve(context=tf.constant(CONTEXTS),
+                  question=no_question(tf.constant(CONTEXTS)),
+                  choices=tf.constant(CHOICES))["logits"].numpy()
     for row in range(len(CONTEXTS)):
         alone = serve(context=tf.constant(CONTEXTS[row:row + 1]),
+                      question=no_question(tf.constant(CONTEXTS[row:row + 1])),
                       choices=tf.constant(CHOICES[row:row + 1]))["logits"].numpy()
         np.testing.assert_allclose(alone[0], batch[row], atol=1e-5, rtol=0)
 
@@ -95,15 +99,22 @@ def test_bad_input_gives_defined_results(choice_export):
     serve = loaded.signatures["serving_default"]
     # All-empty strings and invalid UTF-8 still give one prediction per example.
     got = _np(serve(context=tf.constant(["", b"caf\xe9 \xff"]),
+                    question=no_question(tf.constant(["", b"caf\xe9 \xff"])),
                     choices=tf.constant([["", "", ""], [b"\xfe", "ok", ""]])))
     assert np.all(np.isfinite(got["logits"])) and got["logits"].shape == (2, NUM_CHOICES)
     assert set(got["label"].tolist()) <= set(range(NUM_CHOICES))
-    empty = _np(serve(context=tf.zeros([0], tf.string), choices=tf.zeros([0, NUM_CHOICES], tf.string)))
+    empty = _np(serve(context=tf.zeros([0], tf.string),
+                      question=no_question(tf.zeros([0], tf.string)),
+                      choices=tf.zeros([0, NUM_CHOICES], tf.string)))
     assert empty["logits"].shape == (0, NUM_CHOICES) and empty["label"].shape == (0,)
     with pytest.raises(tf.errors.InvalidArgumentError, match="same batch size"):
-        serve(context=tf.constant(["a", "b"]), choices=tf.constant([["x", "y", "z"]]))
+        serve(context=tf.constant(["a", "b"]),
+              question=no_question(tf.constant(["a", "b"])),
+              choices=tf.constant([["x", "y", "z"]]))
     with pytest.raises(tf.errors.InvalidArgumentError, match="choices must have 3 columns"):
-        serve(context=tf.constant(["a"]), choices=tf.constant([["x", "y"]]))  # wrong number of choices
+        serve(context=tf.constant(["a"]),
+              question=no_question(tf.constant(["a"])),
+              choices=tf.constant([["x", "y"]]))  # wrong number of choices
 
 
 def test_metadata_and_core_ops_only_ids_signature(choice_export):
@@ -111,7 +122,7 @@ def test_metadata_and_core_ops_only_ids_signature(choice_export):
     with open(os.path.join(path, METADATA_FILE)) as f:
         info = json.load(f)
     assert info["task_type"] == "multiple_choice" and info["num_choices"] == NUM_CHOICES
-    assert info["signatures"]["serving_default"]["inputs"] == ["choices", "context"]
+    assert info["signatures"]["serving_default"]["inputs"] == ["choices", "context", "question"]
     assert info["signatures"]["serving_default"]["outputs"] == ["label", "logits", "probabilities"]
     assert signature_custom_ops(path)["serve_token_ids"] == []
 
@@ -128,8 +139,8 @@ def test_export_task_model_ids_only_and_argument_errors(choice_export, tmp_path)
 
 
 def test_text_signature_matches_the_fine_tuning_encoder(choice_export, tokenizer):
-    # The RACE encoder of the fine-tuning data path appends the option to the question
-    # (or fills a cloze blank); a client sends that text as each choice.
+    # The signature takes the fields of training (context, question, choices) and packs them with the
+    # fine-tuning data path's encoder: the option fills a cloze blank or follows the question.
     from types import SimpleNamespace
 
     from xlnet_tf.data.finetuning import _choice_encoder
@@ -144,10 +155,9 @@ def test_text_signature_matches_the_fine_tuning_encoder(choice_export, tokenizer
     features = [next(iter(tf.data.Dataset.from_tensors(
         {"context": c, "question": q, "options": o, "label": 0}).map(encode)))[0] for c, q, o in examples]
     features = {k: tf.stack([f[k] for f in features]) for k in features[0]}  # [B, C, L]
-    choices = [["Who jumps? the fox", "Who jumps? the dog", "Who jumps? nobody at all today"],
-               ["The sky is red.", "The apple is red.", "The sea is red."]]
     got = loaded.signatures["serving_default"](context=tf.constant([c for c, _, _ in examples]),
-                                               choices=tf.constant(choices))["logits"].numpy()
+                                               question=tf.constant([q for _, q, _ in examples]),
+                                               choices=tf.constant([o for _, _, o in examples]))["logits"].numpy()
     np.testing.assert_allclose(got, model(features, training=False).numpy(), atol=1e-5, rtol=0)
 
 
@@ -161,7 +171,9 @@ def test_predict_cli_answers_multiple_choice(choice_export, tmp_path, capsys):
     assert main(["--model", path, "the river flows north", *sum((["--choice", o] for o in options), [])]) == 0
     record = json.loads(capsys.readouterr().out.strip().splitlines()[0])
     expected = loaded.signatures["serving_default"](
-        context=tf.constant(["the river flows north"]), choices=tf.constant([options]))
+        context=tf.constant(["the river flows north"]),
+        question=no_question(tf.constant(["the river flows north"])),
+        choices=tf.constant([options]))
     assert record["choices"] == options
     assert record["label"] == int(expected["label"][0])
     np.testing.assert_allclose(record["probabilities"], expected["probabilities"][0].numpy(), atol=1e-6)

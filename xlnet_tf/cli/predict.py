@@ -175,7 +175,7 @@ def main(argv=None):
     first, second = predictor.input_names
     warnings = []
     try:
-        if predictor.task == "multiple_choice":
+        if predictor.takes_choices:
             rows = _choice_inputs(args, predictor.num_choices, warnings)
         elif args.choice:
             raise ValueError("--choice is only for multiple-choice models.")

@@ -17,10 +17,11 @@ import hashlib
 import os
 import sys
 
+from xlnet_tf import tasks
 from xlnet_tf.cli.command_parser import CommandParser
-from xlnet_tf.formats.finetuning_records import FORMAT, TASK_TYPES
+from xlnet_tf.formats.finetuning_records import FORMAT
+from xlnet_tf.tasks import LONG_DOCUMENT_TASK_TYPES, TASK_TYPES, task_type
 from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
-from xlnet_tf.formats.finetuning_records import LONG_DOCUMENT_TASK_TYPES
 
 
 def _parser():
@@ -42,8 +43,9 @@ def _parser():
     parser.add_argument("--vocab", required=True, help="spiece.model with XLNet's special ids")
     parser.add_argument("--sequence-length", type=int, default=128)
     parser.add_argument("--max-segments", type=int, default=1,
-                        help="classification/regression: pack each document at max_segments * sequence_length "
-                             "pieces, fed as that many segments (the config's task.max_segments); default 1")
+                        help="classification/regression/multiple choice: pack each document at max_segments * "
+                             "sequence_length pieces, fed as that many segments (the config's task.max_segments); "
+                             "default 1")
     parser.add_argument("--text-fields", default=None,
                                 help="comma-separated text columns (default text,text_pair)")
     parser.add_argument("--label-field", default=None, help="label column (default label; tags for tokens)")
@@ -52,6 +54,8 @@ def _parser():
     parser.add_argument("--lowercase", action="store_true", help="for uncased vocabularies")
     parser.add_argument("--max-query-length", type=int, default=64)
     parser.add_argument("--doc-stride", type=int, default=128)
+    parser.add_argument("--max-qa-length", type=int, default=128,
+                        help="multiple choice: cap on the question + option pieces (original RACE: 128)")
     parser.add_argument("--num-shards", type=int, default=4, help="files per split")
     parser.add_argument("--seed", type=int, default=0, help="decides the shard of each example")
     parser.add_argument("--encode-batch-size", type=int, default=256)
@@ -86,7 +90,9 @@ def _resolve(args):
     import tensorflow as tf  # import time: `--help` and argument errors answer without TensorFlow
 
     # import time: Beam and TensorFlow load once the arguments are checked
-    from xlnet_tf.pipelines.finetuning_data import infer_label_names, present_text_fields
+    from xlnet_tf.data import example_rows
+    # import time: as above
+    from xlnet_tf.pipelines.finetuning_data import present_text_fields
 
     sources = []
     for spec in args.input:
@@ -132,14 +138,26 @@ def _resolve(args):
     label_names = args.label_names.split(",") if args.label_names else None
     if args.tfds and not label_names:
         label_names = list(spec.label_names) or None
-    if args.input and args.task_type == "classification" and not label_names:
-        label_names = infer_label_names(sources[0][2], args.label_field or "label")
-    if args.input and args.task_type in ("classification", "regression") and not args.text_fields:
+    entry = task_type(args.task_type)
+    label_field = args.label_field or entry.label_field
+    if args.input and entry.label_names_from_file and not label_names:
+        try:
+            label_names = example_rows.infer_label_names(sources[0][2], label_field)
+        except ValueError as e:
+            raise PipelineInputError(f"--input {args.input[0]!r}: {e}") from None
+    if args.input and entry.pairs and not args.text_fields:
         text_fields = present_text_fields([path for _, _, paths in sources for path in paths])
+    num_choices = None
+    if entry.layout == tasks.CHOICES:
+        # The choices axis of every record: the first row's number of options (or the dataset's).
+        num_choices = example_rows.num_options(sources[0][2][0]) if args.input else spec.num_choices
+        if not num_choices:
+            source = f"--input {args.input[0]!r}" if args.input else f"--tfds {args.tfds}"
+            raise PipelineInputError(f"{source}: the first row has no 'options' list.")
     settings = {
         "task_type": args.task_type, "sequence_length": args.sequence_length,
         "max_segments": args.max_segments, "text_fields": text_fields,
-        "label_field": args.label_field or ("tags" if args.task_type == "token_classification" else "label"),
+        "label_field": label_field, "num_choices": num_choices, "second_max_length": args.max_qa_length,
         "label_names": label_names, "truncate": args.truncate, "lowercase": args.lowercase,
         "max_query_length": args.max_query_length, "doc_stride": args.doc_stride, "num_shards": args.num_shards,
         "seed": args.seed, "encode_batch_size": args.encode_batch_size, "strict": args.strict,

@@ -1,6 +1,14 @@
-"""tf.data readers: pretraining records with online permutation sampling."""
+"""tf.data readers: pretraining records with online permutation sampling, fine-tuning inputs.
 
-from xlnet_tf.data.pretraining import pretraining_dataset, pretraining_steps_per_epoch
-from xlnet_tf.data.pretraining_records import PretrainingRecords, RecordsError
+Names are imported on first use: the Beam workers import `example_rows` (the reader of local fine-tuning
+files) from this package, and an eager import of the pretraining reader would load TensorFlow there.
+"""
 
-__all__ = ["pretraining_dataset", "pretraining_steps_per_epoch", "PretrainingRecords", "RecordsError"]
+from xlnet_tf._lazy_exports import lazy_exports as _lazy_exports
+
+__all__, __getattr__, __dir__ = _lazy_exports(__name__, {
+    "pretraining_dataset": "xlnet_tf.data.pretraining",
+    "pretraining_steps_per_epoch": "xlnet_tf.data.pretraining",
+    "PretrainingRecords": "xlnet_tf.data.pretraining_records",
+    "RecordsError": "xlnet_tf.data.pretraining_records",
+})

@@ -33,19 +33,16 @@ dict `{"start_logits", "end_logits", "cls_logits"}` (span) keyed like the
 model's training outputs.
 """
 
-import csv
-import json
-
 import numpy as np
 import tensorflow as tf
 
+from xlnet_tf import tasks
+from xlnet_tf.data import example_rows
 from xlnet_tf.data.finetuning_tasks import dataset_spec
-from xlnet_tf.data.word_tag_encoder import word_tag_encoder
+from xlnet_tf.tasks import task_type
 from xlnet_tf.formats.finetuning_records import TRUNCATED_KEY
-from xlnet_tf.formats.special_tokens import CLS_TOKEN_ID
-from xlnet_tf.formats.special_tokens import PAD_TOKEN_ID
-from xlnet_tf.formats.special_tokens import SEP_TOKEN_ID
 from xlnet_tf.preprocessing.segment_layout import packed_length, to_segments, truncated_rows
+from xlnet_tf.preprocessing.task_encoding import encode_choices, encode_text, encode_words, word_label_packer
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 from xlnet_tf.preprocessing.xlnet_squad_preprocessor import XLNetSquadPreprocessor
 from xlnet_tf.storage import atomic_files
@@ -56,134 +53,39 @@ _SHUFFLE_BUFFER = 10000
 
 
 # --------------------------------------------------------------------------- local files
-def _read_rows(path):
-    """Rows of a JSONL / CSV / TSV file as dicts, with 1-based line numbers."""
-    if not tf.io.gfile.exists(path):
-        raise FileNotFoundError(f"Fine-tuning data file not found: {path}")
-    lower = path.lower()
-    with tf.io.gfile.GFile(path, "r") as f:
-        if lower.endswith((".csv", ".tsv")):
-            reader = csv.DictReader(f, delimiter="\t" if lower.endswith(".tsv") else ",")
-            for number, row in enumerate(reader, start=2):
-                yield number, row
-            return
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{number}: not valid JSON ({e}). Expected one JSON object "
-                                 "per line (JSONL), or a .csv/.tsv file with a header.") from e
-            if not isinstance(row, dict):
-                raise ValueError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}.")
-            yield number, row
-
-
-def _field(row, name, path, number, required=True):
-    if name in row and row[name] is not None:
-        return row[name]
-    if required:
-        raise ValueError(f"{path}:{number}: missing field {name!r} (fields present: {sorted(row)}).")
-    return None
-
-
 def infer_label_names(path, label_field="label"):
     """Sorted distinct string labels of a file; None when all labels are integers."""
-    labels = set()
-    for number, row in _read_rows(path):
-        labels.add(str(_field(row, label_field, path, number)))
-    if not labels:
-        # Said here: "no labels" would otherwise read as "labels cannot be inferred".
-        raise ValueError(_empty_file_message(path))
-    if all(_is_int(label) for label in labels):
-        return None
-    return sorted(labels)
+    return example_rows.infer_label_names([path], label_field)
 
 
-def _empty_file_message(path):
-    return f"{path} has no examples (the file is empty or holds only blank lines / a CSV header)."
-
-
-def _is_int(value):
-    try:
-        return float(value) == int(float(value)) and "." not in str(value)
-    except (TypeError, ValueError):
-        return False
-
-
-def _label_id(value, label_names, num_classes, path, number):
-    if label_names:
-        if str(value) in label_names:
-            return label_names.index(str(value))
-        if _is_int(value) and 0 <= int(value) < len(label_names):
-            return int(value)
-        raise ValueError(f"{path}:{number}: label {value!r} is not one of {list(label_names)}.")
-    if not _is_int(value):
-        raise ValueError(f"{path}:{number}: label {value!r} is not an integer class id; set "
-                         "task.label_names to map string labels.")
-    label = int(value)
-    if num_classes and not 0 <= label < num_classes:
-        raise ValueError(f"{path}:{number}: label {label} is outside [0, {num_classes}).")
-    return label
+def _row_settings(task, path):
+    settings = {"text_fields": task.text_fields, "label_field": task.label_field,
+                "label_names": task.label_names, "num_classes": task.num_classes}
+    if task_type(task.task_type).layout == tasks.CHOICES:
+        settings["num_choices"] = example_rows.num_options(path)  # every row has the first row's number
+    return settings
 
 
 def read_local_examples(path, task):
-    """Reads a local file into a dict of numpy/list columns in the canonical fields of `task.task_type`."""
-    task_type = task.task_type
-    if task_type == "span":
+    """Reads a local file into a dict of numpy/list columns in the canonical fields of `task.task_type`.
+
+    Lines go through the one reader of local files (`xlnet_tf.data.example_rows`):
+    a bad line is a `ValueError` naming the file and the line.
+    """
+    entry = task_type(task.task_type)
+    if entry.read_row is None:
         return _read_squad_json(path)
-    columns = {}
-    if task_type in ("classification", "regression"):
-        fields = list(task.text_fields or ["text", "text_pair"])
-        first, second = fields[0], (fields[1] if len(fields) > 1 else None)
-        texts, pairs, labels = [], [], []
-        has_pair = False
-        for number, row in _read_rows(path):
-            texts.append(str(_field(row, first, path, number)))
-            pair = _field(row, second, path, number, required=False) if second else None
-            has_pair = has_pair or pair is not None
-            pairs.append("" if pair is None else str(pair))
-            value = _field(row, task.label_field or "label", path, number)
-            if task_type == "regression":
-                try:
-                    labels.append(float(value))
-                except (TypeError, ValueError) as e:
-                    raise ValueError(f"{path}:{number}: regression label {value!r} is not a number.") from e
-            else:
-                labels.append(_label_id(value, task.label_names, task.num_classes, path, number))
-        columns = {"text": texts, "label": np.asarray(labels, np.float32 if task_type == "regression" else np.int32)}
-        if has_pair:
-            columns["text_pair"] = pairs
-    elif task_type == "multiple_choice":
-        contexts, questions, options, labels = [], [], [], []
-        for number, row in _read_rows(path):
-            contexts.append(str(_field(row, "context", path, number)))
-            questions.append(str(_field(row, "question", path, number, required=False) or ""))
-            choice = _field(row, "options", path, number)
-            if not isinstance(choice, list) or (options and len(choice) != len(options[0])):
-                raise ValueError(f"{path}:{number}: 'options' must be a list with the same number of "
-                                 "choices in every row.")
-            options.append([str(c) for c in choice])
-            labels.append(_label_id(_field(row, "label", path, number), None, len(choice), path, number))
-        columns = {"context": contexts, "question": questions, "options": options,
-                   "label": np.asarray(labels, np.int32)}
-    elif task_type == "token_classification":
-        tokens, tags = [], []
-        for number, row in _read_rows(path):
-            words = _field(row, "tokens", path, number)
-            row_tags = _field(row, task.label_field or "tags", path, number)
-            if not isinstance(words, list) or not isinstance(row_tags, list) or len(words) != len(row_tags):
-                raise ValueError(f"{path}:{number}: 'tokens' and the tags must be lists of equal length.")
-            tokens.append([str(w) for w in words])
-            tags.append([_label_id(t, task.label_names, task.num_classes, path, number) for t in row_tags])
-        columns = {"tokens": tf.ragged.constant(tokens, dtype=tf.string),
-                   "tags": tf.ragged.constant(tags, dtype=tf.int32)}
-    else:
-        raise ValueError(f"Unknown task type {task_type!r}.")
-    first = columns[next(iter(columns))]
-    if (first.nrows() if isinstance(first, tf.RaggedTensor) else len(first)) == 0:
-        raise ValueError(_empty_file_message(path))
+    examples = [example for _, example in example_rows.read_examples(path, entry, _row_settings(task, path))]
+    if not examples:
+        raise ValueError(example_rows.empty_file_message(path))
+    columns = {field: [example[field] for example in examples]
+               for field in entry.example_fields if field in examples[0]}
+    if entry.layout == tasks.WORDS:
+        return {"tokens": tf.ragged.constant(columns["tokens"], dtype=tf.string),
+                "tags": tf.ragged.constant(columns["tags"], dtype=tf.int32)}
+    columns["label"] = np.asarray(columns["label"], np.float32 if entry.score_labels else np.int32)
+    if entry.layout == tasks.TEXT and not any(example["has_pair"] for example in examples):
+        columns.pop("text_pair")
     return columns
 
 
@@ -267,22 +169,22 @@ def _from_tfds(task, role, shuffle_files, data_dir):
     split = _tfds_split(task, role)
     ds = tfds.load(task.dataset, split=split, shuffle_files=shuffle_files,
                    data_dir=data_dir or None)
-    task_type = spec.task_type
-    if task_type in ("classification", "regression"):
+    entry = task_type(spec.task_type)
+    if entry.layout == tasks.TEXT:
         fields = list(task.text_fields or spec.text_fields)
 
         def canonical(ex):
             out = {"text": ex[fields[0]], "label": ex[task.label_field or spec.label_field]}
             if len(fields) > 1:
                 out["text_pair"] = ex[fields[1]]
-            out["label"] = tf.cast(out["label"], tf.float32 if task_type == "regression" else tf.int32)
+            out["label"] = tf.cast(out["label"], tf.float32 if entry.score_labels else tf.int32)
             return out
 
         ds = ds.map(canonical)
-        if task_type == "classification":
+        if not entry.score_labels:
             ds = ds.filter(lambda ex: ex["label"] >= 0)  # GLUE test splits carry -1
         return ds
-    if task_type == "span":
+    if entry.layout == tasks.WINDOWS:
         def canonical_squad(ex):
             texts = ex["answers"]["text"]
             starts = ex["answers"]["answer_start"]
@@ -298,7 +200,7 @@ def _from_tfds(task, role, shuffle_files, data_dir):
                 "is_impossible": impossible,
             }
         return ds.map(canonical_squad)
-    if task_type == "multiple_choice":
+    if entry.layout == tasks.CHOICES:
         num_choices = spec.num_choices
 
         def per_question(ex):
@@ -315,10 +217,8 @@ def _from_tfds(task, role, shuffle_files, data_dir):
                 "label": tf.clip_by_value(tf.cast(letters - ord("A"), tf.int32), 0, num_choices - 1)})
             return questions.map(lambda q: {**q, "context": ex["article"]})
         return ds.flat_map(per_question)
-    if task_type == "token_classification":
-        return ds.map(lambda ex: {"tokens": ex["tokens"],
-                                  "tags": tf.cast(ex[task.label_field or spec.label_field], tf.int32)})
-    raise ValueError(f"Unsupported TFDS task type {task_type!r}.")
+    return ds.map(lambda ex: {"tokens": ex["tokens"],  # WORDS
+                              "tags": tf.cast(ex[task.label_field or spec.label_field], tf.int32)})
 
 
 def raw_dataset(task, role, shuffle_files=False, data_dir=None):
@@ -368,12 +268,9 @@ def squad_eval_references(task, data_dir=None):
 
 
 # --------------------------------------------------------------------------- encoding
-def _packer(task, tokenizer, sep=None, cls=None, pad=None, **kwargs):
+def _packer(task, tokenizer, **kwargs):
     # A long document (task.max_segments > 1) is packed as one window of S*L pieces.
     return XLNetPacker(packed_length(task.sequence_length, task.max_segments),
-                       sep_token_id=SEP_TOKEN_ID if sep is None else sep,
-                       cls_token_id=CLS_TOKEN_ID if cls is None else cls,
-                       pad_token_id=PAD_TOKEN_ID if pad is None else pad,
                        truncate=kwargs.pop("truncate", task.truncate), **kwargs)
 
 
@@ -381,10 +278,8 @@ def _text_encoder(task, tokenizer, with_truncation=False):
     packer = _packer(task, tokenizer)
 
     def encode(batch):
-        segments = [tokenizer(batch["text"])]
-        if "text_pair" in batch:
-            segments.append(tokenizer(batch["text_pair"]))
-        features = packer(tuple(segments))  # [B, S*L]
+        texts = [batch["text"]] + ([batch["text_pair"]] if "text_pair" in batch else [])
+        features, segments = encode_text(tokenizer, packer, texts)  # [B, S*L]
         truncated = truncated_rows(features["padding_mask"], segments)  # [B]
         features = to_segments(features, task.max_segments, task.sequence_length)  # [B, S, L] when S > 1
         if with_truncation:
@@ -394,19 +289,17 @@ def _text_encoder(task, tokenizer, with_truncation=False):
 
 
 def _token_encoder(task, tokenizer, with_truncation=False):
-    encode = word_tag_encoder(tokenizer, task.sequence_length, truncate=task.truncate)
-    if not with_truncation:
-        return encode
+    # Tags are per position: no long-document layout.
+    packer = XLNetPacker(task.sequence_length, truncate=task.truncate)
+    label_packer = word_label_packer(packer)
 
-    def encode_and_count(batch):
-        features, labels = encode(batch)
-        # The encoder keeps its pieces to itself: count them again (evaluation only).
-        words = batch["tokens"]  # [B, (W)]
-        pieces = tf.RaggedTensor.from_row_splits(
-            tokenizer(words.flat_values).row_lengths(), words.row_splits)  # [B, (W)]
-        truncated = truncated_rows(features["padding_mask"], [tf.reduce_sum(pieces, axis=1)])  # [B]
-        return features, labels, tf.cast(truncated, tf.int32)
-    return encode_and_count
+    def encode(batch):
+        features, labels, pieces = encode_words(tokenizer, packer, batch["tokens"], batch["tags"], label_packer)
+        if with_truncation:
+            truncated = truncated_rows(features["padding_mask"], [pieces])  # [B]
+            return features, labels, tf.cast(truncated, tf.int32)
+        return features, labels
+    return encode
 
 
 def _choice_encoder(task, tokenizer, with_truncation=False):
@@ -414,20 +307,12 @@ def _choice_encoder(task, tokenizer, with_truncation=False):
                      second_max_length=task.max_qa_length or None)
 
     def encode(example):
-        options = example["options"]  # [C]
-        question = example["question"]
-        # The original RACE recipe: a cloze question gets the option in its blank.
-        halves = tf.strings.split(question, "_", maxsplit=1)  # [before, after] for a cloze
-        filled = tf.strings.join([halves[0], options, halves[-1]])
-        appended = tf.strings.join([question, options], separator=" ")
-        qa = tf.where(tf.strings.regex_full_match(question, ".*_.*"), filled, appended)
-        context = tokenizer(example["context"])
-        count = tf.shape(options)[0]
-        contexts = tf.RaggedTensor.from_tensor(tf.tile(context[None, :], tf.stack([count, 1])))
-        seconds = tokenizer(qa)
-        features = packer((contexts, seconds))  # [C, S*L]
+        features, segments = encode_choices(tokenizer, packer, example["context"][None],
+                                            example["question"][None], example["options"][None])  # [C, S*L]
         # A question is truncated when any of its choices lost pieces.
-        truncated = tf.reduce_any(truncated_rows(features["padding_mask"], [contexts, seconds]))
+        truncated = tf.reduce_any(truncated_rows(features["padding_mask"], segments))
+        # The static number of choices (the model reshapes its scores to [B, C]).
+        features = {k: tf.ensure_shape(v, [example["options"].shape[0], v.shape[-1]]) for k, v in features.items()}
         features = to_segments(features, task.max_segments, task.sequence_length)  # [C, S, L] when S > 1
         if with_truncation:
             return features, example["label"], tf.cast(truncated, tf.int32)
@@ -438,9 +323,9 @@ def _choice_encoder(task, tokenizer, with_truncation=False):
 def _records_dataset(task, role, training, seed, with_truncation=False):
     """`(features, labels)` from `xlnet-tf prepare-finetuning` records, in this module's label layout."""
     manifest = read_finetuning_manifest(task.records_dir)
-    task_type, length = manifest["task"]["task_type"], int(manifest["sequence_length"])
-    if task_type != task.task_type or length != task.sequence_length:
-        raise ValueError(f"{task.records_dir}: records are {task_type!r} with sequence length {length}, but "
+    records_type, length = manifest["task"]["task_type"], int(manifest["sequence_length"])
+    if records_type != task.task_type or length != task.sequence_length:
+        raise ValueError(f"{task.records_dir}: records are {records_type!r} with sequence length {length}, but "
                          f"the config says {task.task_type!r} / {task.sequence_length}.")
     segments = records_max_segments(manifest)
     if segments != task.max_segments:
@@ -453,7 +338,7 @@ def _records_dataset(task, role, training, seed, with_truncation=False):
     if with_truncation:
         ds = ds.map(lambda features, label: (
             {k: v for k, v in features.items() if k != TRUNCATED_KEY}, label, features[TRUNCATED_KEY]))
-    if task_type == "span":
+    if task_type(records_type).layout == tasks.WINDOWS:
         def to_model(features, label):
             features = {**features, "start_positions": label["start_position"]}
             return features, {"start_logits": label["start_position"],
@@ -500,9 +385,9 @@ def finetuning_dataset(task, tokenizer, role, batch_size, training=None, seed=0,
         the uninterrupted run was); take sample batches from `sample_batch`.
     """
     training = role == "train" if training is None else training
-    task_type = task.task_type
+    layout = task_type(task.task_type).layout
     autotune = tf.data.AUTOTUNE
-    if with_truncation and task_type == "span":
+    if with_truncation and layout == tasks.WINDOWS:
         raise ValueError("with_truncation is not defined for span tasks: their document-stride windows "
                          "cover the whole passage.")
     if _uses_records(task, role):
@@ -511,7 +396,7 @@ def finetuning_dataset(task, tokenizer, role, batch_size, training=None, seed=0,
             ds = ds.shuffle(_SHUFFLE_BUFFER, seed=seed).repeat()
         return ds.batch(batch_size, drop_remainder=training).prefetch(autotune)
     raw = raw_dataset(task, role, shuffle_files=training, data_dir=data_dir)
-    if task_type == "span":
+    if layout == tasks.WINDOWS:
         pre = _squad_preprocessor(task, tokenizer)
 
         def windows(ex):
@@ -527,18 +412,18 @@ def finetuning_dataset(task, tokenizer, role, batch_size, training=None, seed=0,
         if training:
             ds = ds.shuffle(_SHUFFLE_BUFFER, seed=seed).repeat()
         return ds.batch(batch_size, drop_remainder=training).prefetch(autotune)
-    if task_type == "multiple_choice":
+    if layout == tasks.CHOICES:
         if training:
             raw = raw.shuffle(_SHUFFLE_BUFFER, seed=seed).repeat()
         ds = raw.map(_choice_encoder(task, tokenizer, with_truncation), num_parallel_calls=autotune)
         return ds.batch(batch_size, drop_remainder=training).prefetch(autotune)
     if training:
         raw = raw.shuffle(_SHUFFLE_BUFFER, seed=seed).repeat()
-    if task_type == "token_classification":  # variable-length word lists
+    if layout == tasks.WORDS:  # variable-length word lists
         raw = raw.ragged_batch(batch_size, drop_remainder=training)
     else:
         raw = raw.batch(batch_size, drop_remainder=training)
-    encoder = _token_encoder if task_type == "token_classification" else _text_encoder
+    encoder = _token_encoder if layout == tasks.WORDS else _text_encoder
     return raw.map(encoder(task, tokenizer, with_truncation), num_parallel_calls=autotune).prefetch(autotune)
 
 
@@ -596,7 +481,7 @@ def squad_eval_dataset(task, tokenizer, batch_size, data_dir=None):
 
 def local_file_label_names(task):
     """Label names for a local classification/token task whose file has string labels."""
-    if task.label_names or not task.train_file or task.task_type not in ("classification",):
+    if task.label_names or not task.train_file or not task_type(task.task_type).label_names_from_file:
         return task.label_names
     return infer_label_names(task.train_file, task.label_field or "label")
 
@@ -607,12 +492,10 @@ def local_file_num_choices(task):
     `check_local_files` makes sure every row has the same number; the export needs it
     (`preprocessing.json`'s `num_classes`) to give its signatures a static choices axis.
     """
-    if task.task_type != "multiple_choice" or not task.train_file or not tf.io.gfile.exists(task.train_file):
+    if task_type(task.task_type).layout != tasks.CHOICES or not task.train_file or \
+            not tf.io.gfile.exists(task.train_file):
         return 0
-    for _, row in _read_rows(task.train_file):
-        options = row.get("options")
-        return len(options) if isinstance(options, list) else 0
-    return 0
+    return _row_settings(task, task.train_file)["num_choices"] or 0
 
 
 def has_text_pair(task):
@@ -623,7 +506,7 @@ def has_text_pair(task):
         return len(task.text_fields or dataset_spec(task.dataset).text_fields) > 1
     path = task.train_file or task.eval_file
     fields = list(task.text_fields or ["text", "text_pair"])
-    if len(fields) < 2 or not path or task.task_type not in ("classification", "regression"):
+    if len(fields) < 2 or not path or not task_type(task.task_type).pairs:
         return False
     return tf.io.gfile.exists(path) and any(
-        row.get(fields[1]) is not None for _, row in _read_rows(path))
+        isinstance(row, dict) and row.get(fields[1]) is not None for _, row in example_rows.rows(path))

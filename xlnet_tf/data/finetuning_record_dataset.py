@@ -12,13 +12,12 @@ import os
 
 import tensorflow as tf
 
+from xlnet_tf import tasks
+from xlnet_tf.tasks import task_type
 from xlnet_tf.formats.finetuning_records import EXAMPLE_ID_KEY
 from xlnet_tf.formats.finetuning_records import FEATURE_KEYS
 from xlnet_tf.formats.finetuning_records import FORMAT
-from xlnet_tf.formats.finetuning_records import LABEL_KEY
-from xlnet_tf.formats.finetuning_records import LABELS_KEY
 from xlnet_tf.formats.finetuning_records import MANIFEST_FILE as MANIFEST
-from xlnet_tf.formats.finetuning_records import SPAN_LABEL_KEYS
 from xlnet_tf.formats.finetuning_records import TRUNCATED_KEY
 from xlnet_tf.formats.finetuning_records import WINDOW_INDEX_KEY
 
@@ -55,22 +54,18 @@ def records_max_segments(manifest):
     return value
 
 
-def _feature_spec(task_type, length):
+def _feature_spec(entry, length):
+    """The `tf.io.parse_single_example` spec of a record of task type `entry` (`xlnet_tf.tasks`)."""
     spec = {k: tf.io.FixedLenFeature([length], tf.int64) for k in FEATURE_KEYS}
     spec[EXAMPLE_ID_KEY] = tf.io.FixedLenFeature([], tf.string)
     # Token classification records do not carry the flag: they read as -1 (unknown).
     spec[TRUNCATED_KEY] = tf.io.FixedLenFeature([], tf.int64, default_value=-1)
-    if task_type == "classification":
-        spec[LABEL_KEY] = tf.io.FixedLenFeature([], tf.int64)
-    elif task_type == "regression":
-        spec[LABEL_KEY] = tf.io.FixedLenFeature([], tf.float32)
-    elif task_type == "token_classification":
-        spec[LABELS_KEY] = tf.io.FixedLenFeature([length], tf.int64)
-    elif task_type == "span":
-        for key in (*SPAN_LABEL_KEYS, WINDOW_INDEX_KEY):
-            spec[key] = tf.io.FixedLenFeature([], tf.int64)
-    else:
-        raise ValueError(f"Unknown task type {task_type!r} in the fine-tuning manifest.")
+    # Word tags: one label per position; every other task one per example (per window).
+    label_shape = [length] if entry.layout == tasks.WORDS else []
+    for key in entry.record_label_keys:
+        spec[key] = tf.io.FixedLenFeature(label_shape, tf.float32 if entry.score_labels else tf.int64)
+    if entry.layout == tasks.WINDOWS:
+        spec[WINDOW_INDEX_KEY] = tf.io.FixedLenFeature([], tf.int64)
     return spec
 
 
@@ -91,8 +86,9 @@ def finetuning_record_dataset(directory, split, *, shuffle=False, seed=None, wit
     Returns:
         A `tf.data.Dataset` of `(features, label)`: features `token_ids`,
         `segment_ids`, `padding_mask` int32 `[L]` (`[S, L]` when the manifest's
-        `max_segments` S is > 1: the long-document layout); label int32 `[]`
-        (classification), float32 `[]` (regression), int32 `[L]` with -100 on
+        `max_segments` S is > 1: the long-document layout; `[C, L]` / `[C, S, L]` for multiple
+        choice, C the manifest's `num_classes`); label int32 `[]` (classification, multiple
+        choice), float32 `[]` (regression), int32 `[L]` with -100 on
         unlabelled positions (token classification), or a dict `start_position`,
         `end_position`, `is_impossible` int32 `[]` (span).
 
@@ -106,35 +102,30 @@ def finetuning_record_dataset(directory, split, *, shuffle=False, seed=None, wit
     manifest = read_finetuning_manifest(directory)
     if split not in manifest["splits"]:
         raise ValueError(f"{directory!r} has no split {split!r}; it has {sorted(manifest['splits'])}.")
-    task_type = manifest["task"]["task_type"]
+    entry = task_type(manifest["task"]["task_type"])
     length = int(manifest["sequence_length"])
     segments = records_max_segments(manifest)
-    files = [os.path.join(directory, entry["file"]) for entry in manifest["splits"][split]["files"]]
+    # Multiple choice: the C options of a question, flattened in one record.
+    choices = int(manifest["task"]["num_classes"]) if entry.layout == tasks.CHOICES else 0
+    files = [os.path.join(directory, shard["file"]) for shard in manifest["splits"][split]["files"]]
     missing = [path for path in files if not tf.io.gfile.exists(path)]
     if missing:
         raise FileNotFoundError(f"Record files listed in the manifest are missing: {missing[:3]}.")
-    spec = _feature_spec(task_type, length * segments)
+    spec = _feature_spec(entry, length * segments * max(choices, 1))
+    shape = ([choices] if choices else []) + ([segments] if segments > 1 else []) + [length]
 
     def parse(record):
         example = tf.io.parse_single_example(record, spec)
-        features = {k: tf.cast(example[k], tf.int32) for k in FEATURE_KEYS}
-        if segments > 1:
-            features = {k: tf.reshape(v, [segments, length]) for k, v in features.items()}  # [S, L]
+        features = {k: tf.reshape(tf.cast(example[k], tf.int32), shape) for k in FEATURE_KEYS}  # [C?, S?, L]
         if with_truncation:
             features[TRUNCATED_KEY] = tf.cast(example[TRUNCATED_KEY], tf.int32)
         if with_example_id:
             features[EXAMPLE_ID_KEY] = example[EXAMPLE_ID_KEY]
-            if task_type == "span":
+            if entry.layout == tasks.WINDOWS:
                 features[WINDOW_INDEX_KEY] = tf.cast(example[WINDOW_INDEX_KEY], tf.int32)
-        if task_type == "regression":
-            label = example[LABEL_KEY]
-        elif task_type == "classification":
-            label = tf.cast(example[LABEL_KEY], tf.int32)
-        elif task_type == "token_classification":
-            label = tf.cast(example[LABELS_KEY], tf.int32)
-        else:
-            label = {k: tf.cast(example[k], tf.int32) for k in SPAN_LABEL_KEYS}
-        return features, label
+        labels = {k: example[k] if entry.score_labels else tf.cast(example[k], tf.int32)
+                  for k in entry.record_label_keys}
+        return features, labels if len(labels) > 1 else labels[entry.record_label_keys[0]]
 
     dataset = tf.data.Dataset.from_tensor_slices(files)
     if shuffle:

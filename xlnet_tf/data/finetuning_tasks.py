@@ -10,9 +10,10 @@ it to turn TFDS examples into the canonical fields of each task type:
 """
 
 import dataclasses
-from typing import Optional, Tuple
+from typing import Tuple
 
-TASK_TYPES = ("classification", "regression", "span", "multiple_choice", "token_classification")
+from xlnet_tf import tasks
+
 METRICS = ("accuracy", "f1", "macro_f1", "matthews", "pearson_spearman", "squad")
 
 
@@ -21,7 +22,7 @@ class DatasetSpec:
     """One TFDS dataset's layout.
 
     Args:
-        task_type: one of `TASK_TYPES`.
+        task_type: a task type of the task table (`xlnet_tf.tasks`).
         text_fields: TFDS feature names of the text (one or two, A then B).
         label_field: TFDS feature name of the label.
         num_classes: classes (1 for regression; 0 when not a class task).
@@ -43,7 +44,7 @@ class DatasetSpec:
 
 
 def _glue(fields, names, metrics=("accuracy",), eval_split="validation"):
-    return DatasetSpec("classification", fields, num_classes=len(names), label_names=tuple(names),
+    return DatasetSpec(tasks.CLASSIFICATION, fields, num_classes=len(names), label_names=tuple(names),
                        eval_split=eval_split, metrics=metrics)
 
 
@@ -52,7 +53,7 @@ DATASETS = {
     "glue/sst2": _glue(("sentence",), ["negative", "positive"]),
     "glue/mrpc": _glue(("sentence1", "sentence2"), ["not_equivalent", "equivalent"], ("f1", "accuracy")),
     "glue/qqp": _glue(("question1", "question2"), ["not_duplicate", "duplicate"], ("f1", "accuracy")),
-    "glue/stsb": DatasetSpec("regression", ("sentence1", "sentence2"), num_classes=1,
+    "glue/stsb": DatasetSpec(tasks.REGRESSION, ("sentence1", "sentence2"), num_classes=1,
                              metrics=("pearson_spearman",)),
     "glue/mnli": _glue(("premise", "hypothesis"), ["entailment", "neutral", "contradiction"],
                        eval_split="validation_matched"),
@@ -70,11 +71,11 @@ DATASETS = {
     "yelp_polarity_reviews": _glue(("text",), ["1", "2"], eval_split="test"),
     "ag_news_subset": _glue(("title", "description"), ["World", "Sports", "Business", "Sci/Tech"],
                             eval_split="test"),
-    "squad/v1.1": DatasetSpec("span", metrics=("squad",)),
-    "squad/v2.0": DatasetSpec("span", metrics=("squad",), version_2=True),
-    "race/high": DatasetSpec("multiple_choice", num_classes=4, eval_split="dev", num_choices=4),
-    "race/middle": DatasetSpec("multiple_choice", num_classes=4, eval_split="dev", num_choices=4),
-    "conll2003": DatasetSpec("token_classification", label_field="ner", num_classes=9,
+    "squad/v1.1": DatasetSpec(tasks.SPAN, metrics=("squad",)),
+    "squad/v2.0": DatasetSpec(tasks.SPAN, metrics=("squad",), version_2=True),
+    "race/high": DatasetSpec(tasks.MULTIPLE_CHOICE, num_classes=4, eval_split="dev", num_choices=4),
+    "race/middle": DatasetSpec(tasks.MULTIPLE_CHOICE, num_classes=4, eval_split="dev", num_choices=4),
+    "conll2003": DatasetSpec(tasks.TOKEN_CLASSIFICATION, label_field="ner", num_classes=9,
                              label_names=("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC",
                                           "B-MISC", "I-MISC"),
                              metrics=("accuracy", "macro_f1")),
@@ -88,14 +89,3 @@ def dataset_spec(name: str) -> DatasetSpec:
     raise ValueError(f"Unknown fine-tuning dataset {name!r}. Known TFDS datasets: {sorted(DATASETS)}. "
                      "For other data use task.train_file / task.eval_file (JSONL, CSV/TSV or SQuAD JSON).")
 
-
-def default_metrics(task_type: str, num_classes: Optional[int] = None) -> Tuple[str, ...]:
-    if task_type == "regression":
-        return ("pearson_spearman",)
-    if task_type == "span":
-        return ("squad",)
-    if task_type == "token_classification":
-        return ("accuracy", "macro_f1")
-    if task_type == "classification" and num_classes == 2:
-        return ("accuracy", "f1", "matthews")
-    return ("accuracy",)

@@ -9,9 +9,11 @@ import tensorflow as tf
 
 from xlnet_tf.data import finetuning as data
 from xlnet_tf.formats.finetuning_records import IGNORE_LABEL
+from xlnet_tf import tasks
 from xlnet_tf.metrics import classification_metrics as cls_metrics
 from xlnet_tf.metrics.squad_metrics import squad_scores
 from xlnet_tf.metrics.squad_metrics import squad_v2_best_thresholds
+from xlnet_tf.tasks import task_type
 from xlnet_tf.preprocessing.squad_postprocessing import squad_predictions
 
 _log = logging.getLogger(__name__)
@@ -83,7 +85,8 @@ def evaluate(model, task, tokenizer, batch_size, data_dir=None, collapse_warning
         and `collapsed` for class tasks.
     """
     predict = _predict_fn(model)
-    if task.task_type == "span":
+    evaluation = task_type(task.task_type).evaluation
+    if evaluation == tasks.SQUAD:
         return _evaluate_span(predict, task, tokenizer, batch_size, data_dir)
     logits, labels, truncated = [], [], []
     for features, batch_labels, batch_truncated in data.finetuning_dataset(
@@ -96,7 +99,7 @@ def evaluate(model, task, tokenizer, batch_size, data_dir=None, collapse_warning
     truncated = np.concatenate(truncated)
     # -1: records that do not carry the flag (token classification); the count is then unknown (null).
     truncated_examples = None if (truncated < 0).any() else int(truncated.sum())
-    if task.task_type == "token_classification":
+    if evaluation == tasks.TAGS:
         logits = np.concatenate([x.reshape(-1, x.shape[-1]) for x in logits])
         labels = np.concatenate([y.reshape(-1) for y in labels])
         keep = labels != IGNORE_LABEL
@@ -105,7 +108,7 @@ def evaluate(model, task, tokenizer, batch_size, data_dir=None, collapse_warning
         logits = np.concatenate(logits)
         labels = np.concatenate(labels).reshape(-1)
     result = {"examples": int(labels.shape[0]), "truncated_examples": truncated_examples}
-    if task.task_type == "regression":
+    if evaluation == tasks.SCORE:
         scores = logits.reshape(-1)
         result.update(classification_metrics(task.metrics, labels, scores))
         result["mse"] = float(np.mean((scores - labels) ** 2))

@@ -20,7 +20,8 @@ from typing import Any, List, Mapping, Optional, Sequence
 
 
 from xlnet_tf.config_schema import ConfigError, build_section, check_sections
-from xlnet_tf.data.finetuning_tasks import DATASETS, METRICS, TASK_TYPES, dataset_spec, default_metrics
+from xlnet_tf import tasks
+from xlnet_tf.data.finetuning_tasks import DATASETS, METRICS, dataset_spec
 from xlnet_tf.training.config_sources import merge_config_sources
 from xlnet_tf.training.run_sections import (DistributionSection, OptimizerSection, RunConfigFile,
                                             TrainingSection, validate_training,
@@ -130,7 +131,7 @@ class FinetuneConfig(RunConfigFile):
 
 
 # Task types whose examples may span several segments (`task.max_segments` > 1).
-LONG_DOCUMENT_TASK_TYPES = ("classification", "regression", "multiple_choice")
+LONG_DOCUMENT_TASK_TYPES = tasks.LONG_DOCUMENT_TASK_TYPES
 
 _SECTIONS = {"task": TaskSection, "model": ModelSection, "optimizer": FinetuneOptimizerSection,
              "training": TrainingSection, "distribution": DistributionSection,
@@ -188,11 +189,12 @@ def resolve_task(task: TaskSection) -> TaskSection:
                           "(JSONL/CSV/SQuAD JSON) or task.records_dir (`xlnet-tf prepare-finetuning` "
                           f"output). Known TFDS datasets: {sorted(DATASETS)}.")
     elif not task.task_type:
-        changes["task_type"] = "classification"  # the common case for local text files
+        changes["task_type"] = tasks.DEFAULT_TASK_TYPE  # the common case for local text files
     task = dataclasses.replace(task, **changes)
-    if task.task_type not in TASK_TYPES:
-        raise ConfigError(f"task.task_type must be one of {TASK_TYPES}, got {task.task_type!r}.")
-    if task.task_type == "regression":
+    if task.task_type not in tasks.TASKS:
+        raise ConfigError(f"task.task_type must be one of {tasks.TASK_TYPES}, got {task.task_type!r}.")
+    entry = tasks.task_type(task.task_type)
+    if entry.score_labels:
         task = dataclasses.replace(task, num_classes=1)
     if task.label_names and not task.num_classes:
         task = dataclasses.replace(task, num_classes=len(task.label_names))
@@ -200,22 +202,22 @@ def resolve_task(task: TaskSection) -> TaskSection:
         raise ConfigError(f"task.num_classes ({task.num_classes}) != len(task.label_names) "
                           f"({len(task.label_names)}).")
     if task.metrics is None:
-        task = dataclasses.replace(task, metrics=list(default_metrics(task.task_type, task.num_classes)))
+        task = dataclasses.replace(task, metrics=list(entry.default_metrics(task.num_classes)))
     bad = [m for m in task.metrics if m not in METRICS]
     if bad:
         raise ConfigError(f"task.metrics: unknown metric(s) {bad}; known: {list(METRICS)}.")
-    if task.task_type == "span" and task.version_2 and task.null_score_threshold is None:
+    if entry.layout == tasks.WINDOWS and task.version_2 and task.null_score_threshold is None:
         task = dataclasses.replace(task, null_score_threshold=0.0)
     if task.sequence_length < 4:
         raise ConfigError(f"task.sequence_length must be >= 4, got {task.sequence_length}.")
-    if task.task_type == "span" and task.sequence_length - 3 - task.max_query_length < 1:
+    if entry.layout == tasks.WINDOWS and task.sequence_length - 3 - task.max_query_length < 1:
         raise ConfigError(f"task.sequence_length ({task.sequence_length}) leaves no room for the "
                           f"passage after task.max_query_length ({task.max_query_length}).")
     if not 0 <= task.head_dropout < 1:
         raise ConfigError(f"task.head_dropout must be in [0, 1), got {task.head_dropout}.")
     if task.max_segments < 1:
         raise ConfigError(f"task.max_segments must be >= 1, got {task.max_segments}.")
-    if task.max_segments > 1 and task.task_type not in LONG_DOCUMENT_TASK_TYPES:
+    if task.max_segments > 1 and not entry.long_documents:
         raise ConfigError(f"task.max_segments > 1 (got {task.max_segments}) is only for the task types "
                           f"{list(LONG_DOCUMENT_TASK_TYPES)}, not {task.task_type!r} (span tasks use "
                           "task.doc_stride windows instead).")

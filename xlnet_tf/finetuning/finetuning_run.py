@@ -29,16 +29,14 @@ import keras
 import tensorflow as tf
 import yaml
 
+from xlnet_tf import tasks
 from xlnet_tf.formats import preset_files
 from xlnet_tf.formats.special_tokens import SPECIAL_TOKEN_IDS
 from xlnet_tf.config_schema import ConfigError
 from xlnet_tf.finetuning.finetuning_config import FinetuneConfig, finetune_config_from_dict, memory_off_warning
 from xlnet_tf.storage import atomic_files
+from xlnet_tf.tasks import task_type
 from xlnet_tf.training.run_directory import check_workdir, open_run_directory
-from xlnet_tf.models.xlnet_classifier import XLNetClassifier
-from xlnet_tf.models.xlnet_multiple_choice import XLNetMultipleChoice
-from xlnet_tf.models.xlnet_span_labeler import XLNetSpanLabeler
-from xlnet_tf.models.xlnet_token_classifier import XLNetTokenClassifier
 from xlnet_tf.storage import preset_io
 from xlnet_tf.models.xlnet_config import XLNetConfig
 from xlnet_tf.models.xlnet_task import finetuning_adjustments
@@ -59,34 +57,17 @@ FINAL_DIR = "final"
 
 
 def build_task_model(task, backbone):
-    """The task model of `task.task_type` on `backbone`."""
-    if task.task_type in ("classification", "regression"):
-        if task.task_type == "classification" and task.num_classes < 2:
-            raise ConfigError("task.num_classes must be >= 2 for classification (set it, or "
-                              "task.label_names).")
-        return XLNetClassifier(backbone, num_classes=task.num_classes, dropout=task.head_dropout)
-    if task.task_type == "span":
-        return XLNetSpanLabeler(backbone, start_n_top=task.start_n_top, end_n_top=task.end_n_top,
-                                dropout=task.head_dropout)
-    if task.task_type == "multiple_choice":
-        return XLNetMultipleChoice(backbone, dropout=task.head_dropout)
-    if task.num_classes < 2:
-        raise ConfigError("task.num_classes must be >= 2 for token_classification.")
-    return XLNetTokenClassifier(backbone, num_classes=task.num_classes, dropout=task.head_dropout)
+    """The task model of `task.task_type` on `backbone` (the task table's model class and arguments)."""
+    try:
+        return task_type(task.task_type).build_model(task, backbone)
+    except ValueError as e:
+        raise ConfigError(str(e)) from e
 
 
 def compile_arguments(task):
     """`loss`, `loss_weights` and `metrics` for `model.compile`: the task class's own defaults
     (`default_compile_arguments`), the same ones its `compile()` uses."""
-    if task.task_type == "span":
-        return XLNetSpanLabeler.default_compile_arguments()
-    if task.task_type == "regression":
-        return XLNetClassifier.default_compile_arguments(num_classes=1)
-    if task.task_type == "token_classification":
-        return XLNetTokenClassifier.default_compile_arguments()
-    if task.task_type == "multiple_choice":
-        return XLNetMultipleChoice.default_compile_arguments()
-    return XLNetClassifier.default_compile_arguments(num_classes=max(int(task.num_classes or 2), 2))
+    return task_type(task.task_type).default_compile_arguments(task)
 
 
 def _exists(path):
@@ -122,7 +103,7 @@ def _adjustments_yaml(init_adjustments):
 
 
 def _records_have_eval(task):
-    if not task.records_dir or task.task_type == "span":  # SQuAD scoring needs the passages
+    if not task.records_dir or task_type(task.task_type).evaluation == tasks.SQUAD:  # needs the passages
         return False
     return (task.eval_split or "validation") in read_finetuning_manifest(task.records_dir)["splits"]
 
@@ -169,7 +150,8 @@ def _run_finetuning(config, workdir, run_scope, *, strategy):
         raise ConfigError(f"Initial preset directory not found: {init}")
     vocabulary = _resolve_vocabulary(init)
     task = config.task
-    if task.task_type == "classification" and not task.label_names and task.train_file:
+    entry = task_type(task.task_type)
+    if entry.label_names_from_file and not task.label_names and task.train_file:
         try:
             names = data.local_file_label_names(task)
         except (ValueError, FileNotFoundError) as e:
@@ -179,7 +161,7 @@ def _run_finetuning(config, workdir, run_scope, *, strategy):
             if task.num_classes != len(names):
                 raise ConfigError(f"{task.train_file} has {len(names)} distinct labels {names} but "
                                   f"task.num_classes is {task.num_classes}.")
-    if task.task_type == "multiple_choice" and not task.num_classes and task.train_file:
+    if entry.layout == tasks.CHOICES and not task.num_classes and task.train_file:
         try:
             task = dataclasses.replace(task, num_classes=data.local_file_num_choices(task))
         except (ValueError, FileNotFoundError) as e:
@@ -189,7 +171,7 @@ def _run_finetuning(config, workdir, run_scope, *, strategy):
         task = dataclasses.replace(
             task, label_names=task.label_names or recorded.get("label_names"),
             num_classes=task.num_classes or int(recorded.get("num_classes") or 0))
-    if task.task_type == "classification" and not task.num_classes:
+    if entry.min_classes and entry.layout == tasks.TEXT and not task.num_classes:
         raise ConfigError("task.num_classes is not set and cannot be inferred (integer labels): set "
                           "task.num_classes.")
     try:
@@ -245,7 +227,7 @@ def _run_finetuning(config, workdir, run_scope, *, strategy):
 
     train = data.finetuning_dataset(task, tokenizer, "train", global_batch, training=True,
                                     seed=t.seed, data_dir=task.data_dir or None)
-    if task.task_type == "regression":
+    if entry.score_labels:
         train = train.map(lambda x, y: (x, tf.reshape(y, [-1, 1])))
     if first_step:
         train = train.skip(first_step)
@@ -255,7 +237,7 @@ def _run_finetuning(config, workdir, run_scope, *, strategy):
     # (reading ahead past a pass after `skip`) would reorder what `fit` trains on.
     sample_x, sample_y = data.sample_batch(task, tokenizer, global_batch,
                                            data_dir=task.data_dir or None)
-    if task.task_type == "regression":
+    if entry.score_labels:
         sample_y = tf.reshape(sample_y, [-1, 1])  # [B] -> [B, 1]
     with strategy.scope():
         sample_pred = model(sample_x, training=False)
@@ -294,7 +276,7 @@ def _run_finetuning(config, workdir, run_scope, *, strategy):
         atomic_files.write_json(os.path.join(workdir, "eval_results.json"),
                                 {"step": t.train_steps, **results})
         task = tuned_task(task, results)
-        if task.task_type == "span":
+        if entry.evaluation == tasks.SQUAD:
             summary["null_score_threshold"] = task.null_score_threshold
     final_dir = os.path.join(workdir, FINAL_DIR)
     model.save_to_preset(final_dir, vocabulary_file=vocabulary, preprocessing=preprocessing_info(task))
@@ -308,7 +290,7 @@ def tuned_task(task, results):
     The final preset's `preprocessing.json` then carries it, where `xlnet-tf export`
     (and so `predict`) reads `null_score_threshold`.
     """
-    if (task.task_type == "span" and task.version_2 and task.tune_null_threshold
+    if (task_type(task.task_type).evaluation == tasks.SQUAD and task.version_2 and task.tune_null_threshold
             and results.get("best_f1_thresh") is not None):
         threshold = float(results["best_f1_thresh"])
         _log.info("SQuAD 2.0: null_score_threshold %s -> %s (best F1 %.2f on the evaluation set).",
@@ -319,22 +301,22 @@ def tuned_task(task, results):
 
 def preprocessing_info(task):
     """What `preprocessing.json` of a task preset records (how raw text becomes features)."""
-    task_type = task.task_type
-    pair = has_text_pair(task) if task_type in ("classification", "regression") else False
+    entry = task_type(task.task_type)
+    pair = has_text_pair(task) if entry.pairs else False
     fields = list(task.text_fields or (["text", "text_pair"] if pair else ["text"]))
-    info = {"task_type": task_type, "sequence_length": task.sequence_length,
+    info = {"task_type": entry.name, "sequence_length": task.sequence_length,
             "max_segments": task.max_segments, "lowercase": task.lowercase, "truncate": task.truncate,
             "text_fields": fields[:2] if pair else fields[:1], "has_text_pair": pair,
             "label_names": list(task.label_names) if task.label_names else None,
             "num_classes": task.num_classes, "special_ids": {k: SPECIAL_TOKEN_IDS[k] for k in ("cls", "sep", "pad")},
             "segment_ids": {"a": 0, "b": 1, "cls": 2, "pad": 4}}
-    if task_type == "span":
+    if entry.layout == tasks.WINDOWS:
         info.update({"max_query_length": task.max_query_length, "doc_stride": task.doc_stride,
                      "max_answer_length": task.max_answer_length,
                      "null_score_threshold": task.null_score_threshold, "version_2": task.version_2,
                      "text_fields": ["context", "question"]})
-    if task_type == "multiple_choice":
-        info.update({"second_max_length": task.max_qa_length, "truncate": "keep_second",
+    if entry.layout == tasks.CHOICES:
+        info.update({"second_max_length": task.max_qa_length, "truncate": entry.truncate,
                      "text_fields": ["context", "question", "options"]})
     return info
 

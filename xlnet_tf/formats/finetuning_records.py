@@ -8,8 +8,6 @@ Example:
     >>> from xlnet_tf.formats import finetuning_records
     >>> finetuning_records.shard_file_name("train", 3, 8)
     'train-00003-of-00008.tfrecord'
-    >>> finetuning_records.label_keys("span")
-    ('start_position', 'end_position', 'is_impossible')
 """
 
 from xlnet_tf.formats import pretraining_records as _pretraining_records
@@ -20,13 +18,6 @@ MANIFEST_FILE = "manifest.json"
 # and removes the file.
 SHARD_COUNTS_FILE = "_shard_counts"
 SHARD_SUFFIX = ".tfrecord"
-
-# Task types a fine-tuning record directory can hold (`manifest["task"]["task_type"]`).
-CLASSIFICATION = "classification"
-REGRESSION = "regression"
-TOKEN_CLASSIFICATION = "token_classification"
-SPAN = "span"
-TASK_TYPES = (CLASSIFICATION, REGRESSION, TOKEN_CLASSIFICATION, SPAN)
 
 # Packed inputs, int64 [L] in every record (the packer's outputs); a long-document task
 # (manifest `max_segments` S > 1) stores its S segments flattened, int64 [S * L].
@@ -59,8 +50,6 @@ MANIFEST_KEYS = (
 # Keys of one entry of `manifest["inputs"]` (one per input file): its split, then how the file was
 # read, as in the pretraining manifest (`pretraining_records.INPUT_ENTRY_KEYS`).
 INPUT_ENTRY_KEYS = ("split",) + _pretraining_records.INPUT_ENTRY_KEYS
-# Task types whose records may hold several segments (`max_segments` > 1).
-LONG_DOCUMENT_TASK_TYPES = (CLASSIFICATION, REGRESSION)
 # Keys of `manifest["task"]`.
 TASK_ENTRY_KEYS = ("task_type", "num_classes", "label_names", "has_text_pair")
 # Keys of one entry of `manifest["splits"][split]["files"]`.
@@ -71,17 +60,3 @@ def shard_file_name(split, shard, num_shards):
     """The file name of shard `shard` of `num_shards` of `split`: `train-00003-of-00008.tfrecord`."""
     return f"{split}-{shard:05d}-of-{num_shards:05d}{SHARD_SUFFIX}"
 
-
-def label_keys(task_type):
-    """The label feature keys of a record of `task_type` (one of `TASK_TYPES`).
-
-    Raises:
-        ValueError: `task_type` is not one of `TASK_TYPES`.
-    """
-    if task_type in (CLASSIFICATION, REGRESSION):
-        return (LABEL_KEY,)
-    if task_type == TOKEN_CLASSIFICATION:
-        return (LABELS_KEY,)
-    if task_type == SPAN:
-        return SPAN_LABEL_KEYS
-    raise ValueError(f"Unknown task type {task_type!r}; expected one of {list(TASK_TYPES)}.")

@@ -7,6 +7,7 @@ from xlnet_tf.layers import seeded_dropout
 from xlnet_tf.models.segment_recurrence import (last_segment_output, static_rank,
                                                  with_segment_axis)
 from xlnet_tf.models.xlnet_task import CLS_TOKEN_ID, XLNetTask, cls_positions
+from xlnet_tf.preprocessing.xlnet_classifier_preprocessor import XLNetClassifierPreprocessor
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
@@ -68,7 +69,7 @@ class XLNetClassifier(XLNetTask):
     (1, 3)
     """
 
-    preprocessor_class_name = "XLNetClassifierPreprocessor"
+    preprocessor_cls = XLNetClassifierPreprocessor
 
     def __init__(self, backbone, num_classes=2, dropout=0.1, cls_token_id=CLS_TOKEN_ID, **kwargs):
         super().__init__(backbone, **kwargs)

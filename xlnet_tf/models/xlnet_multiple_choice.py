@@ -7,6 +7,7 @@ from xlnet_tf.layers import seeded_dropout
 from xlnet_tf.models.segment_recurrence import (last_segment_output, static_rank,
                                                  with_segment_axis)
 from xlnet_tf.models.xlnet_task import CLS_TOKEN_ID, XLNetTask, cls_positions
+from xlnet_tf.preprocessing.xlnet_multiple_choice_preprocessor import XLNetMultipleChoicePreprocessor
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
@@ -48,7 +49,7 @@ class XLNetMultipleChoice(XLNetTask):
     TensorShape([2, 4])
     """
 
-    preprocessor_class_name = "XLNetMultipleChoicePreprocessor"
+    preprocessor_cls = XLNetMultipleChoicePreprocessor
 
     def __init__(self, backbone, dropout=0.1, cls_token_id=CLS_TOKEN_ID, **kwargs):
         super().__init__(backbone, **kwargs)

@@ -6,6 +6,7 @@ from keras import ops
 from xlnet_tf.formats.special_tokens import SEP_TOKEN_ID
 from xlnet_tf.layers import seeded_dropout
 from xlnet_tf.models.xlnet_task import CLS_TOKEN_ID, XLNetTask, cls_positions, gather_positions
+from xlnet_tf.preprocessing.xlnet_span_labeler_preprocessor import XLNetSpanLabelerPreprocessor
 
 PASSAGE_SEGMENT_ID = 0
 # Masked logits are computed in float32, so a large finite constant is safe.
@@ -66,7 +67,7 @@ class XLNetSpanLabeler(XLNetTask):
     TensorShape([1, 5, 5])
     """
 
-    preprocessor_class_name = "XLNetSpanLabelerPreprocessor"
+    preprocessor_cls = XLNetSpanLabelerPreprocessor
 
     def __init__(self, backbone, start_n_top=5, end_n_top=5, dropout=0.1,
                  cls_token_id=CLS_TOKEN_ID, sep_token_id=SEP_TOKEN_ID, **kwargs):

@@ -15,7 +15,6 @@ and `load_task_preset`) is in keras-hub's layout (see `xlnet_tf.storage.preset_i
 A backbone or pretraining preset (no `task.json`) gives the backbone's weights and a fresh head.
 """
 
-import importlib
 import os
 import re
 import warnings
@@ -25,6 +24,7 @@ from keras import ops
 from keras_hub.models import Task
 
 from xlnet_tf._keras_registration import KERAS_CLASSES, PACKAGE, DeferredClass
+from xlnet_tf import tasks
 from xlnet_tf.formats.preset_files import PREPROCESSING_FILE
 from xlnet_tf.formats.preset_files import TASK_CONFIG_FILE
 from xlnet_tf.formats.preset_files import TASK_WEIGHTS_FILE
@@ -134,9 +134,8 @@ class XLNetTask(Task):
     (2, 2)
     """
 
-    # The preprocessor class of each task, by name: `xlnet_tf.preprocessing`
-    # imports the models, so the models import it lazily.
-    preprocessor_class_name = None
+    # The preprocessor class of each task model, as keras-hub's `Task.preprocessor_cls`.
+    preprocessor_cls = None
 
     def __init__(self, backbone, preprocessor=None, compile=True, **kwargs):
         # "xlnet_classifier", not Keras' automatic "xl_net_classifier".
@@ -148,21 +147,12 @@ class XLNetTask(Task):
         self.preprocessor = preprocessor
         self._compile_when_built = bool(compile)
 
-    @classmethod
-    def preprocessor_class(cls):
-        """The preprocessor class of this task (None for the base)."""
-        if cls.preprocessor_class_name is None:
-            return None
-        module = re.sub(r"(?<!^)(?=[A-Z])", "_", cls.preprocessor_class_name).lower().replace("x_l_net", "xlnet")
-        return getattr(importlib.import_module(f"xlnet_tf.preprocessing.{module}"),
-                       cls.preprocessor_class_name)
-
     # ------------------------------------------------------------------ raw data
     def _no_preprocessor_message(self):
         name = type(self).__name__
         return (f"{name} was built without a preprocessor, so it takes dicts of packed ids "
                 "(token_ids, segment_ids, padding_mask) and cannot read text. Pass "
-                f"preprocessor={self.preprocessor_class_name or 'a preprocessor'}(tokenizer, ...) when "
+                f"preprocessor={getattr(self.preprocessor_cls, '__name__', 'a preprocessor')}(tokenizer, ...) when "
                 f"building it, or build it with {name}.from_preset(...), which attaches one.")
 
     def __call__(self, *args, **kwargs):
@@ -398,7 +388,7 @@ class XLNetTask(Task):
     @classmethod
     def _preset_preprocessor(cls, preset):
         """This task's preprocessor read from `preset`, or None when it has no vocabulary."""
-        preprocessor_class = cls.preprocessor_class()
+        preprocessor_class = cls.preprocessor_cls
         if preprocessor_class is None or preset_io.vocabulary_path(preset, required=False) is None:
             return None
         return preprocessor_class.from_preset(preset)
@@ -407,7 +397,7 @@ class XLNetTask(Task):
         """The preprocessor `preprocessor.json` describes: this model's, else one from `preprocessing`."""
         if self.preprocessor is not None:
             return self.preprocessor
-        preprocessor_class = type(self).preprocessor_class()
+        preprocessor_class = type(self).preprocessor_cls
         if preprocessor_class is None or not preprocessing:
             return None
         # Only serialized: the vocabulary is the preset's asset, so none is loaded here.
@@ -484,11 +474,8 @@ class XLNetTask(Task):
 
     def preprocessing_task_type(self):
         """The serving task type of this model (`preprocessing.json` `task_type`), None for the base."""
-        name = type(self).__name__
-        if name == "XLNetClassifier":
-            return "regression" if getattr(self, "num_classes", 2) == 1 else "classification"
-        return {"XLNetSpanLabeler": "span", "XLNetMultipleChoice": "multiple_choice",
-                "XLNetTokenClassifier": "token_classification"}.get(name)
+        entry = tasks.of_model(self)
+        return entry.name if entry else None
 
 
 TASK_CLASS_NAMES = ("XLNetClassifier", "XLNetSpanLabeler", "XLNetMultipleChoice",

@@ -6,6 +6,7 @@ from keras import ops
 from xlnet_tf.formats.finetuning_records import IGNORE_LABEL
 from xlnet_tf.layers import seeded_dropout
 from xlnet_tf.models.xlnet_task import XLNetTask
+from xlnet_tf.preprocessing.xlnet_token_classifier_preprocessor import XLNetTokenClassifierPreprocessor
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
@@ -38,7 +39,7 @@ class XLNetTokenClassifier(XLNetTask):
     TensorShape([2, 16, 9])
     """
 
-    preprocessor_class_name = "XLNetTokenClassifierPreprocessor"
+    preprocessor_cls = XLNetTokenClassifierPreprocessor
 
     def __init__(self, backbone, num_classes=2, dropout=0.1, **kwargs):
         super().__init__(backbone, **kwargs)

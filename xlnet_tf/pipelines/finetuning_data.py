@@ -15,14 +15,15 @@ classification and regression), and `manifest.json` (with `max_segments`). Read 
 `xlnet_tf.data.finetuning_record_dataset.finetuning_record_dataset`.
 
 Tokenization and packing are the fine-tuning input pipeline's own, run inside a `tf.function`
-(`XLNetTokenizer` + `XLNetPacker`; `XLNetSquadPreprocessor` for spans; the word -> first-piece
-label rule of `xlnet_tf.data.finetuning` for token classification), so records equal what
+(`xlnet_tf.preprocessing.task_encoding`; `XLNetSquadPreprocessor` for spans), so records equal what
 `xlnet_tf.data.finetuning.finetuning_dataset` feeds the model.
 
 Inputs (columns renamed with `--text-fields` / `--label-field`):
 - classification / regression: JSONL or CSV/TSV with `text`, optional `text_pair`, `label`;
   string labels map through `--label-names` (default: the sorted distinct labels of the first split);
 - token_classification: JSONL with `tokens` (list of words) and `tags` (ids or names);
+- multiple_choice: JSONL with `context`, `question` (optional), `options` (the same number in every row),
+  `label` (index); records hold the C choices flattened (`[C*S*L]`), the manifest's `num_classes` is C;
 - span: SQuAD-format JSON (one record per window; document stride for long passages);
 - TFDS by name (`--tfds glue/mrpc`), using the column layout of `xlnet_tf.data.finetuning_tasks`.
 
@@ -32,9 +33,12 @@ range's examples so ids keep their position in the file. CSV/TSV (a quoted field
 so no byte offset is a safe cut) and SQuAD JSON (one JSON document) are read whole; the manifest's
 `inputs` says how every file was read.
 
-Skipped examples are counted by reason (Beam counters and the manifest), never silently dropped:
-`undecodable` (a line that is not UTF-8 / not JSON), `missing_field`, `empty` (no text),
-`bad_label` (not a known class, not a number). `--strict` turns any skip into an error. The manifest's
+Local lines are read by the fine-tuning reader's own reader (`xlnet_tf.data.example_rows`) with its
+skip-and-count option: skipped examples are counted by reason (Beam counters and the manifest), never
+silently dropped: `undecodable` (a line that is not UTF-8 / not JSON), `missing_field`, `empty` (a SQuAD
+question without a passage), `bad_label` (not a known class, not a number, mismatched tags or options).
+An empty text is an example like any other (packed `<sep> <cls>`, as every other path packs it).
+`--strict` turns any skip into an error naming the file and line. The manifest's
 counts are computed from the data (summed side outputs), not from Beam's metrics, so they hold on
 runners without committed metrics; the job fails if read != written + skipped.
 
@@ -44,9 +48,7 @@ DoFn call, sorted by id. Same inputs and settings give byte-identical files on a
 """
 
 import collections
-import csv
 import hashlib
-import io
 import json
 import os
 
@@ -54,6 +56,9 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 import tensorflow as tf
 
+from xlnet_tf import tasks
+from xlnet_tf.data import example_rows
+from xlnet_tf.data.example_rows import SKIP_REASONS, Skipped
 from xlnet_tf.formats.finetuning_records import EXAMPLE_ID_KEY
 from xlnet_tf.formats.finetuning_records import FEATURE_KEYS
 from xlnet_tf.formats.finetuning_records import FORMAT
@@ -77,18 +82,14 @@ from xlnet_tf.data.finetuning import raw_dataset
 from xlnet_tf.finetuning.finetuning_config import TaskSection
 from xlnet_tf.preprocessing.segment_layout import packed_length, truncated_rows
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
-from xlnet_tf.preprocessing.text_preprocessor import TextPreprocessor
 from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
-from xlnet_tf.data.word_tag_encoder import word_tag_encoder
 from xlnet_tf.preprocessing.xlnet_squad_preprocessor import XLNetSquadPreprocessor
+from xlnet_tf.tasks import task_type
+from xlnet_tf.preprocessing import task_encoding
 
-SKIP_REASONS = ("undecodable", "missing_field", "empty", "bad_label")
 _NAMESPACE = "xlnet_finetuning"
 # JSONL files larger than this are read in ranges of this size, in parallel.
 DEFAULT_READ_RANGE_BYTES = 64 << 20
-
-# A skipped example, in place of its canonical dict; counted by reason.
-Skipped = collections.namedtuple("Skipped", ["reason"])
 
 
 def _shard_of(example_id, seed, num_shards):
@@ -99,108 +100,13 @@ def _shard_of(example_id, seed, num_shards):
 # --------------------------------------------------------------------------- reading
 
 
-def _skip(reason, settings, where):
-    """`Skipped(reason)`, counted; with `--strict` an error naming `where` instead."""
+def _skip(skipped, settings, where):
+    """`skipped`, counted; with `--strict` an error naming `where` instead."""
     if settings["strict"]:
-        raise ValueError(f"{where}: {reason.replace('_', ' ')} (drop --strict to skip and count such examples).")
-    Metrics.counter(_NAMESPACE, f"skipped_{reason}").inc()
-    return Skipped(reason)
-
-
-def _is_int(value):
-    try:
-        return float(value) == int(float(value)) and "." not in str(value)
-    except (TypeError, ValueError):
-        return False
-
-
-def _label(value, settings):
-    """Class id / float / None (bad) for a raw label value."""
-    kind, names = settings["task_type"], settings["label_names"]
-    if kind == "regression":
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            return None
-        return number if number == number else None
-    if names:
-        if str(value) in names:
-            return names.index(str(value))
-        if _is_int(value) and 0 <= int(value) < len(names):
-            return int(value)
-        return None
-    if not _is_int(value) or int(value) < 0:
-        return None
-    return int(value)
-
-
-def _is_csv(path):
-    return path.lower().endswith((".csv", ".tsv"))
-
-
-def _rows(path, start=0, end=None, first_line=1):
-    """(line number, dict | None) of a JSONL / CSV / TSV file; None = undecodable line.
-
-    JSONL is streamed line by line, and only the lines that start in the byte
-    range `[start, end)` are read (`first_line` is the number of the range's
-    first line). CSV/TSV is read whole (`start` must be 0).
-    """
-    if _is_csv(path):
-        yield from _csv_rows(path)
-        return
-    for number, (_, line) in enumerate(line_ranges.lines_in_range(path, start, end), start=first_line):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            yield number, None
-            continue
-        yield number, row if isinstance(row, dict) else None
-
-
-def _csv_rows(path):
-    with tf.io.gfile.GFile(path, "rb") as f:
-        data = f.read()
-    try:
-        text, repaired = data.decode("utf-8"), False
-    except UnicodeDecodeError:
-        # Only rows that hold a replaced byte are undecodable; the rest are kept.
-        text, repaired = data.decode("utf-8", errors="replace"), True
-    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter="\t" if path.lower().endswith(".tsv") else ",")
-    for number, row in enumerate(reader, start=2):
-        bad = repaired and any("\ufffd" in v for v in row.values() if isinstance(v, str))
-        yield number, None if bad else row
-
-
-def _canonical_text_example(row, settings, where):
-    """Canonical `{"text", "text_pair"?, "label"}` of one row, or `Skipped(reason)`."""
-    fields = settings["text_fields"]
-    if any(row.get(name) is None for name in fields[:1] + [settings["label_field"]]):
-        return _skip("missing_field", settings, where)
-    text = str(row[fields[0]])
-    pair = None if len(fields) < 2 or row.get(fields[1]) is None else str(row[fields[1]])
-    if not text.strip() and not (pair or "").strip():
-        return _skip("empty", settings, where)
-    label = _label(row[settings["label_field"]], settings)
-    if label is None:
-        return _skip("bad_label", settings, where)
-    example = {"text": text, "label": label}
-    if len(fields) > 1:
-        example["text_pair"] = pair or ""
-    return example
-
-
-def _canonical_token_example(row, settings, where):
-    tokens, tags = row.get("tokens"), row.get(settings["label_field"] or "tags")
-    if not isinstance(tokens, list) or not isinstance(tags, list):
-        return _skip("missing_field", settings, where)
-    if not tokens:
-        return _skip("empty", settings, where)
-    ids = [_label(tag, settings) for tag in tags]
-    if len(ids) != len(tokens) or any(i is None for i in ids):
-        return _skip("bad_label", settings, where)
-    return {"tokens": [str(t) for t in tokens], "tags": ids}
+        raise ValueError(f"{where}: {skipped.reason.replace('_', ' ')}: {skipped.message} (drop --strict to skip "
+                         "and count such examples).")
+    Metrics.counter(_NAMESPACE, f"skipped_{skipped.reason}").inc()
+    return skipped
 
 
 def _squad_questions(path):
@@ -220,7 +126,8 @@ def _squad_examples(path, settings):
     for context, qa in _squad_questions(path):
         where = f"{path}: question {qa.get('id')!r}"
         if not context or not qa.get("question"):
-            yield _skip("empty" if context == "" else "missing_field", settings, where)
+            reason = "empty" if context == "" else "missing_field"
+            yield _skip(Skipped(reason, "no context or no question."), settings, where)
             continue
         answers = qa.get("answers") or []
         impossible = bool(qa.get("is_impossible", False)) or not answers
@@ -249,9 +156,9 @@ def read_units(sources, settings):
             continue
         for path in location:
             whole = None
-            if settings["task_type"] == "span":
+            if task_type(settings["task_type"]).read_row is None:
                 whole = "SQuAD JSON is one JSON document"
-            elif _is_csv(path):
+            elif example_rows.is_csv(path):
                 whole = "CSV/TSV fields may hold quoted newlines: no byte offset is a safe cut"
             ranges, entry = line_ranges.reading_plan(path, range_bytes, whole)
             order = sum(1 for unit in units if unit[0] == split)
@@ -267,8 +174,8 @@ def _count_unit(unit, settings):
         # Counted through the same reader that numbers them (it drops e.g. GLUE's unlabeled rows).
         return (split, order), (sum(1 for _ in _tfds_examples(location, settings)), 0)
     path, start, end = location
-    if _is_csv(path):
-        examples, lines = sum(1 for _ in _csv_rows(path)), 0
+    if example_rows.is_csv(path):
+        examples, lines = sum(1 for _ in example_rows.rows(path)), 0
     elif path.lower().endswith(".json"):
         examples, lines = sum(1 for _ in _squad_questions(path)), 0
     else:
@@ -316,46 +223,46 @@ class ReadSource(beam.DoFn):
             yield from _tfds_examples(location, settings)
             return
         path, start, end = location
-        if settings["task_type"] == "span":
+        entry = task_type(settings["task_type"])
+        if entry.read_row is None:
             yield from _squad_examples(path, settings)
             return
-        for number, row in _rows(path, start, end, first_line):
-            where = f"{path}:{number}"
-            if row is None:
-                yield _skip("undecodable", settings, where)
-            elif settings["task_type"] == "token_classification":
-                yield _canonical_token_example(row, settings, where)
-            else:
-                yield _canonical_text_example(row, settings, where)
+        for number, example in example_rows.read_examples(path, entry, settings, skip_bad=True, start=start,
+                                                          end=end, first_line=first_line):
+            yield _skip(example, settings, f"{path}:{number}") if isinstance(example, Skipped) else example
 
 
 def _tfds_examples(location, settings):
     """Canonical examples of a TFDS split, through the fine-tuning reader's column mapping."""
     name, split = location
-    task = TaskSection(task_type=settings["task_type"], dataset=name, train_split=split,
+    entry = task_type(settings["task_type"])
+    task = TaskSection(task_type=entry.name, dataset=name, train_split=split,
                        text_fields=settings["tfds_text_fields"], label_field=settings["tfds_label_field"] or "",
                        data_dir=settings["tfds_data_dir"] or "")
+
+    def decode(value):
+        if isinstance(value, bytes):
+            return value.decode("utf-8", errors="replace")
+        if hasattr(value, "tolist") and getattr(value, "ndim", 0):
+            return [decode(v) for v in value.tolist()]
+        return value.item() if hasattr(value, "item") else value
+
     for ex in raw_dataset(task, "train", data_dir=settings["tfds_data_dir"] or None).as_numpy_iterator():
-        decode = lambda v: v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v  # noqa: E731
-        if settings["task_type"] == "span":
-            yield {"context": decode(ex["context"]), "question": decode(ex["question"]),
-                   "answer_text": decode(ex["answer_text"]), "answer_start": int(ex["answer_start"]),
-                   "is_impossible": bool(ex["is_impossible"])}
-        elif settings["task_type"] == "token_classification":
-            yield {"tokens": [decode(t) for t in ex["tokens"].tolist()], "tags": [int(t) for t in ex["tags"].tolist()]}
-        else:
-            example = {"text": decode(ex["text"]),
-                       "label": float(ex["label"]) if settings["task_type"] == "regression" else int(ex["label"])}
-            if "text_pair" in ex:
-                example["text_pair"] = decode(ex["text_pair"])
-            yield example
+        example = {field: decode(ex[field]) for field in entry.example_fields if field in ex and field != "id"}
+        if "label" in example:
+            example["label"] = float(example["label"]) if entry.score_labels else int(example["label"])
+        yield example
 
 
 # --------------------------------------------------------------------------- encoding
 
 
 class EncodeExamples(beam.DoFn):
-    """Batches of (example_id, example) -> (split, shard), (record_key, serialized tf.train.Example)."""
+    """Batches of (example_id, example) -> (split, shard), (record_key, serialized tf.train.Example).
+
+    Packing is the fine-tuning reader's (`xlnet_tf.preprocessing.task_encoding`), so records equal what
+    `xlnet_tf.data.finetuning.finetuning_dataset` feeds the model.
+    """
 
     def __init__(self, settings, vocab_proto):
         self._settings = settings
@@ -364,33 +271,41 @@ class EncodeExamples(beam.DoFn):
     def setup(self):
         s = self._settings
         self._tf = tf
+        self._entry = entry = task_type(s["task_type"])
         tokenizer = XLNetTokenizer(self._proto, lowercase=s["lowercase"])
         length = s["sequence_length"]
-        kind = s["task_type"]
-        string_spec = tf.TensorSpec([None], tf.string)
-        if kind in ("classification", "regression"):
-            # A long-document task packs one window of S*L pieces, stored flattened.
-            packer = XLNetPacker(packed_length(length, s.get("max_segments", 1)), truncate=s["truncate"])
-            pre = TextPreprocessor(tokenizer, packer)
-
+        strings = tf.TensorSpec([None], tf.string)
+        # A long-document task packs one window of S*L pieces, stored flattened.
+        packer = XLNetPacker(packed_length(length, s.get("max_segments", 1)),
+                             truncate=entry.truncate or s["truncate"],
+                             second_max_length=s.get("second_max_length") if entry.truncate else None)
+        if entry.layout == tasks.TEXT:
             def encode(*texts):
-                # TextPreprocessor's packing, keeping the pieces to flag what the packer cut.
-                batch = tf.shape(texts[0])[0]
-                both = pre.tokenize(tf.concat(texts, axis=0))  # [len(texts) * B, None]
-                pieces = [both[i * batch:(i + 1) * batch] for i in range(len(texts))]
-                features = packer(tuple(pieces))  # [B, S*L]
+                features, pieces = task_encoding.encode_text(tokenizer, packer, texts)  # [B, S*L]
                 return features, truncated_rows(features["padding_mask"], pieces)
 
             if len(s["text_fields"]) > 1:
-                self._encode = tf.function(lambda a, b: encode(a, b), input_signature=[string_spec, string_spec])
+                self._encode = tf.function(lambda a, b: encode(a, b), input_signature=[strings, strings])
             else:
-                self._encode = tf.function(lambda a: encode(a), input_signature=[string_spec])
-        elif kind == "token_classification":
-            encoder = word_tag_encoder(tokenizer, length, truncate=s["truncate"])
-            ragged_words = tf.RaggedTensorSpec([None, None], tf.string)
-            ragged_tags = tf.RaggedTensorSpec([None, None], tf.int32)
-            self._encode = tf.function(lambda w, t: encoder({"tokens": w, "tags": t}),
-                                       input_signature=[ragged_words, ragged_tags])
+                self._encode = tf.function(lambda a: encode(a), input_signature=[strings])
+        elif entry.layout == tasks.CHOICES:
+            def encode_choices(context, question, options):
+                features, pieces = task_encoding.encode_choices(tokenizer, packer, context, question,
+                                                                options)  # [B*C, S*L]
+                batch, num_choices = tf.shape(options)[0], tf.shape(options)[1]
+                truncated = tf.reshape(truncated_rows(features["padding_mask"], pieces), [batch, num_choices])
+                features = {k: tf.reshape(v, [batch, -1]) for k, v in features.items()}  # [B, C*S*L]
+                return features, tf.reduce_any(truncated, axis=1)  # [B]
+
+            self._encode = tf.function(encode_choices, input_signature=[
+                strings, strings, tf.TensorSpec([None, None], tf.string)])
+        elif entry.layout == tasks.WORDS:
+            packer = XLNetPacker(length, truncate=s["truncate"])
+            label_packer = task_encoding.word_label_packer(packer)
+            self._encode = tf.function(
+                lambda w, t: task_encoding.encode_words(tokenizer, packer, w, t, label_packer)[:2],
+                input_signature=[tf.RaggedTensorSpec([None, None], tf.string, row_splits_dtype=tf.int64),
+                                 tf.RaggedTensorSpec([None, None], tf.int32, row_splits_dtype=tf.int64)])
         else:
             squad = XLNetSquadPreprocessor(tokenizer, sequence_length=length,
                                            max_query_length=s["max_query_length"], doc_stride=s["doc_stride"])
@@ -405,10 +320,10 @@ class EncodeExamples(beam.DoFn):
     def process(self, batch):
         tf = self._tf
         s = self._settings
-        kind = s["task_type"]
+        layout = self._entry.layout
         ids = [example_id for example_id, _ in batch]
         examples = [example for _, example in batch]
-        if kind == "span":
+        if layout == tasks.WINDOWS:
             for example_id, ex in zip(ids, examples):
                 w = self._encode(tf.constant(ex["context"]), tf.constant(ex["question"]),
                                  tf.constant(ex["answer_start"], tf.int32), tf.constant(ex["answer_text"]),
@@ -424,11 +339,19 @@ class EncodeExamples(beam.DoFn):
                 self._written.inc()
             yield beam.pvalue.TaggedOutput("stats", ("written", len(batch)))
             return
-        if kind == "token_classification":
-            words = tf.ragged.constant([ex["tokens"] for ex in examples], dtype=tf.string)
-            tags = tf.ragged.constant([ex["tags"] for ex in examples], dtype=tf.int32)
+        if layout == tasks.WORDS:
+            words = tf.ragged.constant([ex["tokens"] for ex in examples], dtype=tf.string, ragged_rank=1,
+                                       row_splits_dtype=tf.int64)
+            tags = tf.ragged.constant([ex["tags"] for ex in examples], dtype=tf.int32, ragged_rank=1,
+                                      row_splits_dtype=tf.int64)
             features, labels = self._encode(words, tags)
             labels = labels.numpy()
+        elif layout == tasks.CHOICES:
+            features, truncated = self._encode(
+                tf.constant([ex["context"] for ex in examples], tf.string),
+                tf.constant([ex["question"] for ex in examples], tf.string),
+                tf.constant([ex["options"] for ex in examples], tf.string))
+            truncated = truncated.numpy()
         else:
             texts = tf.constant([ex["text"] for ex in examples], tf.string)
             if len(s["text_fields"]) > 1:
@@ -440,7 +363,7 @@ class EncodeExamples(beam.DoFn):
         features = {k: v.numpy() for k, v in features.items()}
         for row, (example_id, ex) in enumerate(zip(ids, examples)):
             row_features = {k: v[row] for k, v in features.items()}
-            if kind == "token_classification":
+            if layout == tasks.WORDS:
                 label = {LABELS_KEY: labels[row]}
             else:
                 label = {LABEL_KEY: [ex["label"]]}
@@ -458,7 +381,7 @@ class EncodeExamples(beam.DoFn):
 
         feature = {k: ints(v) for k, v in features.items()}
         for key, value in labels.items():
-            if s["task_type"] == "regression":
+            if self._entry.score_labels:
                 feature[key] = tf.train.Feature(float_list=tf.train.FloatList(value=[float(v) for v in value]))
             else:
                 feature[key] = ints(value)
@@ -558,18 +481,6 @@ def build_pipeline(pipeline, settings, sources, vocab_proto):
 # --------------------------------------------------------------------------- driver
 
 
-def infer_label_names(paths, label_field):
-    """Sorted distinct string labels of the first split; None when they are all integers."""
-    labels = set()
-    for path in paths:
-        for _, row in _rows(path):
-            if isinstance(row, dict) and row.get(label_field) is not None:
-                labels.add(str(row[label_field]))
-    if not labels or all(_is_int(label) for label in labels):
-        return None
-    return sorted(labels)
-
-
 def present_text_fields(paths):
     """`["text", "text_pair"]` when any row of `paths` has a `text_pair`, else `["text"]`.
 
@@ -589,7 +500,7 @@ def present_text_fields(paths):
     ['text', 'text_pair']
     """
     for path in paths:
-        for _, row in _rows(path):
+        for _, row in example_rows.rows(path):
             if isinstance(row, dict) and row.get("text_pair") is not None:
                 return ["text", "text_pair"]
     return ["text"]
@@ -679,14 +590,18 @@ def prepare_finetuning_data(settings, sources, vocab_proto, vocabulary, *, overw
                 atomic_files.write_records(os.path.join(output_dir, name), [])
             files.append({"file": name, "num_records": counts.get((split, shard), 0)})
         splits[split] = {"files": files, "num_records": sum(f["num_records"] for f in files)}
+    entry = task_type(settings["task_type"])
     manifest = {
         "format": FORMAT,
         "sequence_length": settings["sequence_length"],
         "max_segments": int(settings.get("max_segments", 1)),
-        "task": {"task_type": settings["task_type"],
-                 "num_classes": len(settings["label_names"]) if settings["label_names"] else None,
+        "task": {"task_type": entry.name,
+                 # Multiple choice: the number of options, the model's classes.
+                 "num_classes": settings.get("num_choices") if entry.layout == tasks.CHOICES else (
+                     len(settings["label_names"]) if settings["label_names"] else None),
                  "label_names": settings["label_names"],
-                 "has_text_pair": settings["task_type"] == "span" or len(settings["text_fields"]) > 1},
+                 # Two segments: SQuAD's passage and question, RACE's context and question + option.
+                 "has_text_pair": entry.layout in (tasks.WINDOWS, tasks.CHOICES) or len(settings["text_fields"]) > 1},
         "splits": splits,
         "examples": examples,
         "inputs": inputs,

@@ -2,6 +2,8 @@
 
 import tensorflow as tf
 
+from xlnet_tf.preprocessing.task_encoding import encode_text, ragged_ids
+
 
 class TextPreprocessor(tf.Module):
     """Tokenizer + `XLNetPacker` as one trackable module for serving signatures.
@@ -39,19 +41,9 @@ class TextPreprocessor(tf.Module):
         self.sequence_length = int(packer.sequence_length)
 
     def tokenize(self, text):
-        ids = self.tokenizer.tokenize(text)  # [B, None]
-        if isinstance(ids, (list, tuple)):
-            # Called eagerly, the keras-hub tokenizer runs the Python SentencePiece
-            # package and returns lists (the same ids as its in-graph path).
-            ids = tf.ragged.constant(ids, dtype=tf.int32, ragged_rank=1)
-        elif not isinstance(ids, tf.RaggedTensor):
-            ids = tf.RaggedTensor.from_tensor(ids)
-        return tf.cast(ids, tf.int32)
+        # The keras-hub tokenizer's `tokenize`, not its call: `XLNetTokenizer.__call__` is the same op.
+        return ragged_ids(self.tokenizer.tokenize(text))  # [B, None]
 
     def __call__(self, text, text_pair=None):
-        if text_pair is None:
-            return self.packer(self.tokenize(text))
-        # One tokenizer call for both segments (one SentencePiece op in the graph).
-        batch = tf.shape(text)[0]
-        both = self.tokenize(tf.concat([text, text_pair], axis=0))  # [2B, None]
-        return self.packer((both[:batch], both[batch:]))
+        texts = [text] if text_pair is None else [text, text_pair]
+        return encode_text(self.tokenize, self.packer, texts)[0]  # [B, L]

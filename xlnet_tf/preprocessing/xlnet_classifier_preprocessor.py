@@ -5,6 +5,7 @@ from xlnet_tf.preprocessing.preprocessing_function import preprocessing_function
 
 from xlnet_tf.preprocessing.batch_size_check import same_batch_size
 from xlnet_tf.preprocessing.segment_layout import to_segments
+from xlnet_tf.preprocessing.task_encoding import encode_text
 from xlnet_tf.preprocessing.xlnet_preprocessor import XLNetPreprocessor, is_packed
 
 
@@ -77,6 +78,6 @@ class XLNetClassifierPreprocessor(XLNetPreprocessor):
                 segments = tuple(same_batch_size(type(self).__name__, {
                     "text_a": segments[0], "text_b": segments[1]}).values())
             packer = self.document_packer if self.max_segments > 1 else self.packer
-            x = packer(tuple(self.tokenize(segment) for segment in segments))  # [B, S*L]
+            x, _ = encode_text(self.tokenizer, packer, segments)  # [B, S*L]
             x = to_segments(x, self.max_segments, self.sequence_length)  # [B, S, L] when S > 1
         return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)

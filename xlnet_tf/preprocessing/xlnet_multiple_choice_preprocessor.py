@@ -5,12 +5,16 @@ import tensorflow as tf
 from xlnet_tf.preprocessing.preprocessing_function import preprocessing_function
 
 from xlnet_tf.preprocessing.batch_size_check import same_batch_size
+from xlnet_tf.preprocessing.task_encoding import encode_choices
 from xlnet_tf.preprocessing.xlnet_preprocessor import XLNetPreprocessor, is_packed
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
 class XLNetMultipleChoicePreprocessor(XLNetPreprocessor):
-    """Packs every choice as `context <sep> question choice <sep> <cls>` (the original RACE recipe).
+    """Packs every choice as `context <sep> question+choice <sep> <cls>` (the original RACE recipe).
+
+    A cloze question (holding `_`) gets the choice in its blank, any other question
+    is followed by a space and the choice (`task_encoding.question_with_option`).
 
     Truncation `keep_second`: the question + choice keeps its last
     `second_max_length` pieces, then the context keeps its first pieces that fit.
@@ -74,14 +78,9 @@ class XLNetMultipleChoicePreprocessor(XLNetPreprocessor):
                 "context": tf.reshape(tf.convert_to_tensor(x["context"], tf.string), [-1]),
                 "question": tf.reshape(tf.convert_to_tensor(x["question"], tf.string), [-1]),
                 "choices": choices})
-            choices = inputs["choices"]
-            contexts = tf.reshape(inputs["context"], [-1, 1])  # [B, 1]
-            questions = tf.reshape(inputs["question"], [-1, 1])
-            contexts = tf.reshape(tf.broadcast_to(contexts, tf.shape(choices)), [-1])  # [B*C]
-            seconds = tf.reshape(tf.strings.join([tf.broadcast_to(questions, tf.shape(choices)), choices],
-                                                 separator=" "), [-1])  # [B*C]
             packer = self.document_packer if self.max_segments > 1 else self.packer
-            packed = packer((self.tokenize(contexts), self.tokenize(seconds)))  # [B*C, S*L]
+            packed, _ = encode_choices(self.tokenizer, packer, inputs["context"], inputs["question"],
+                                       inputs["choices"])  # [B*C, S*L]
             shape = [-1, num_choices, self.sequence_length]
             if self.max_segments > 1:
                 shape = [-1, num_choices, self.max_segments, self.sequence_length]

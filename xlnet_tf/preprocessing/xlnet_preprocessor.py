@@ -5,7 +5,6 @@ import re
 import warnings
 
 import keras
-import tensorflow as tf
 from keras_hub.models import Preprocessor
 
 from xlnet_tf.formats.preset_files import PREPROCESSING_FILE
@@ -14,6 +13,7 @@ from xlnet_tf.formats.special_tokens import CLS_TOKEN_ID
 from xlnet_tf.formats.special_tokens import PAD_TOKEN_ID
 from xlnet_tf.formats.special_tokens import SEP_TOKEN_ID
 from xlnet_tf.preprocessing.segment_layout import packed_length
+from xlnet_tf.preprocessing.task_encoding import ragged_ids
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 from xlnet_tf.text_normalization import replace_undecodable
 from xlnet_tf.storage import preset_io
@@ -87,12 +87,7 @@ class XLNetPreprocessor(Preprocessor):
 
     def tokenize(self, text):
         """Token ids of a string tensor (ragged int32 `[B, None]` for a batch)."""
-        ids = self.tokenizer(text)
-        if isinstance(ids, list):
-            # Called eagerly, the tokenizer runs Python SentencePiece and returns lists.
-            ids = tf.ragged.constant(ids, dtype=tf.int32, ragged_rank=1) if ids and isinstance(
-                ids[0], list) else tf.constant(ids, tf.int32)
-        return ids
+        return ragged_ids(self.tokenizer(text))
 
     def get_config(self):
         config = super().get_config()

@@ -4,9 +4,8 @@ import keras
 import tensorflow as tf
 from xlnet_tf.preprocessing.preprocessing_function import preprocessing_function
 
-from xlnet_tf.formats.finetuning_records import IGNORE_LABEL as IGNORED_LABEL
 from xlnet_tf.preprocessing.batch_size_check import same_row_lengths
-from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
+from xlnet_tf.preprocessing.task_encoding import encode_words, word_label_packer
 from xlnet_tf.preprocessing.xlnet_preprocessor import XLNetPreprocessor, is_packed
 
 
@@ -46,9 +45,7 @@ class XLNetTokenClassifierPreprocessor(XLNetPreprocessor):
         kwargs.pop("truncate", None)
         kwargs.pop("second_max_length", None)
         super().__init__(tokenizer, sequence_length=sequence_length, **kwargs)
-        self.label_packer = XLNetPacker(self.sequence_length, sep_token_id=IGNORED_LABEL,
-                                        cls_token_id=IGNORED_LABEL, pad_token_id=IGNORED_LABEL,
-                                        name="label_packer")
+        self.label_packer = word_label_packer(self.packer)
 
     def get_config(self):
         config = super().get_config()
@@ -68,21 +65,10 @@ class XLNetTokenClassifierPreprocessor(XLNetPreprocessor):
                              f"words] strings), got rank {words.shape.rank}.")
         if y is not None:
             y = y if isinstance(y, tf.RaggedTensor) else tf.RaggedTensor.from_tensor(tf.convert_to_tensor(y))
-            # One label per word, row by row: otherwise labels land on other rows' words.
+            # One label per word, row by row: otherwise labels land on other rows' words. Word lists
+            # from `tf.ragged.constant` have int64 row splits, Keras' batches int32 ones.
+            words, y = words.with_row_splits_dtype(tf.int64), y.with_row_splits_dtype(tf.int64)
             checked = same_row_lengths(type(self).__name__, {"words": words, "labels": y})
             words, y = checked["words"], checked["labels"]
-        pieces = self.tokenize(words.flat_values)  # [N_words, None]
-        if not isinstance(pieces, tf.RaggedTensor):
-            pieces = tf.RaggedTensor.from_tensor(pieces)
-        pieces = tf.cast(pieces, tf.int32)
-        token_ids = words.with_flat_values(pieces).merge_dims(1, 2)  # [B, P]
-        x = self.packer(token_ids)
-        if y is not None:
-            labels = tf.cast(y.flat_values, tf.int32)  # [N_words]
-            counts = tf.cast(pieces.row_lengths(), tf.int32)
-            first = tf.equal(tf.ragged.range(counts).flat_values, 0)  # [N_pieces]
-            flat_labels = tf.where(first, tf.repeat(labels, counts), IGNORED_LABEL)
-            piece_labels = words.with_flat_values(pieces.with_flat_values(flat_labels))
-            piece_labels = piece_labels.merge_dims(1, 2)  # [B, P]
-            y = self.label_packer(piece_labels)["token_ids"]  # [B, L]
+        x, y, _ = encode_words(self.tokenizer, self.packer, words, y, self.label_packer)  # [B, L]
         return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)

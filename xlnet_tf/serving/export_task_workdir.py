@@ -5,6 +5,8 @@ import os
 
 import tensorflow as tf
 
+from xlnet_tf import tasks
+
 from xlnet_tf.serving.export_task_model import export_task_model
 from xlnet_tf.storage.output_directory import check_output_directory
 
@@ -17,14 +19,6 @@ from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 from xlnet_tf.serving.span_answer_decoder import SpanAnswerDecoder
 from xlnet_tf.preprocessing.text_preprocessor import TextPreprocessor
 from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
-# `preprocessing.json` task types -> serving task names.
-TASK_TYPES = {
-    "classification": "classification",
-    "regression": "regression",
-    "token_classification": "token_classification",
-    "span": "span",
-    "multiple_choice": "multiple_choice",
-}
 
 
 def _task_preset_dir(workdir):
@@ -46,13 +40,6 @@ def _read_json(path):
         raise ValueError(f"{path} is not valid JSON: {e}") from None
 
 
-# Task model classes -> serving task types (keras-hub layout presets saved without preprocessing.json).
-CLASS_TASK_TYPES = {
-    "XLNetClassifier": "classification",
-    "XLNetSpanLabeler": "span",
-    "XLNetMultipleChoice": "multiple_choice",
-    "XLNetTokenClassifier": "token_classification",
-}
 PACKING_KEYS = ("sequence_length", "truncate", "second_max_length", "max_query_length", "doc_stride",
                 "max_segments")
 
@@ -64,9 +51,11 @@ def _layout_preprocessing(preset, task_config):
     `XLNetTask.save_to_preset`) and wins over these values.
     """
     info = {}
-    task_type = CLASS_TASK_TYPES.get(task_config.get("class_name"))
-    if task_type:
-        info["task_type"] = task_type
+    # Task model classes name their task type (keras-hub layout presets saved without preprocessing.json).
+    num_classes = (task_config.get("config") or {}).get("num_classes")
+    entry = tasks.of_model_class_name(task_config.get("class_name"), num_classes)
+    if entry:
+        info["task_type"] = entry.name
     path = os.path.join(preset, preset_io.PREPROCESSOR_CONFIG_FILE)
     if tf.io.gfile.exists(path):
         config = _read_json(path).get("config") or {}
@@ -132,20 +121,22 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
     if tf.io.gfile.exists(preprocessing_file):
         preprocessing.update(_read_json(preprocessing_file))
     task_type = preprocessing.get("task_type")
-    if task_type == "classification" and task_class == "XLNetClassifier":
-        num_classes = (task_config.get("config") or {}).get("num_classes", 2)
-        task_type = "regression" if num_classes == 1 else task_type
-    if task_type not in TASK_TYPES:
+    if task_type not in tasks.TASKS:
         raise ValueError(
             f"{preprocessing_file}: task_type {task_type!r} cannot be exported for serving; "
-            f"exportable: {sorted(TASK_TYPES)}."
+            f"exportable: {sorted(tasks.TASK_TYPES)}."
         )
+    entry = tasks.task_type(task_type)
+    # One class for classification and regression: a one-output classifier is a regression model.
+    by_class = tasks.of_model_class_name(task_class, (task_config.get("config") or {}).get("num_classes", 2))
+    if by_class is not None and by_class.model == entry.model:
+        entry = by_class
     length = int(sequence_length or preprocessing.get("sequence_length") or 0)
     if length < 4:
         raise ValueError(f"{preprocessing_file}: sequence_length must be an int >= 4, got {length}.")
     text_fields = preprocessing.get("text_fields") or ["text"]
     num_choices = None
-    if task_type == "multiple_choice":
+    if entry.layout == tasks.CHOICES:
         # Fine-tuning records the number of choices as the number of classes.
         num_choices = preprocessing.get("num_choices") or preprocessing.get("num_classes")
         if not isinstance(num_choices, int) or isinstance(num_choices, bool) or num_choices < 1:
@@ -175,7 +166,7 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
             )
         tokenizer = XLNetTokenizer(vocabulary_file, lowercase=bool(preprocessing.get("lowercase", False)))
         vocabulary = tokenizer.get_vocabulary()
-    if task_type == "span" and text_signature:
+    if entry.layout == tasks.WINDOWS and text_signature:
         preprocessor = SpanAnswerDecoder(
             tokenizer,
             sequence_length=length,
@@ -193,11 +184,11 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
     return export_task_model(
         model,
         output,
-        task=TASK_TYPES[task_type],
+        task=entry.name,
         sequence_length=length,
         preprocessor=preprocessor,
         vocabulary=vocabulary,
-        has_text_pair=task_type != "multiple_choice" and len(text_fields) > 1,
+        has_text_pair=entry.pairs and len(text_fields) > 1,
         label_names=preprocessing.get("label_names"),
         num_choices=num_choices,
         max_segments=max_segments,

@@ -1,5 +1,7 @@
 """`prediction_record`: one row of a task SavedModel's outputs as a JSON-ready dict."""
 
+from xlnet_tf import tasks
+
 
 def _to_python(value):
     """Numpy values and bytes -> JSON-ready Python values (NaN and infinities -> None)."""
@@ -21,7 +23,7 @@ def prediction_record(task, row, outputs, index, label_names=None, top_k=0):
         task: "classification", "regression", "token_classification", "span" or
             "multiple_choice" (the `task_type` of the serving metadata).
         row: the example's inputs: `(text, text_pair or None)`, `(context, question)`
-            for spans, `(context, [choices])` for multiple choice.
+            for spans, `(context, [choices])` or `(context, question, [choices])` for multiple choice.
         outputs: the `serving_default` outputs of the batch holding the example,
             as numpy arrays.
         index: the example's row in the batch.
@@ -39,17 +41,18 @@ def prediction_record(task, row, outputs, index, label_names=None, top_k=0):
     >>> prediction_record("regression", ("a fine film", None), {"score": np.array([0.75])}, 0)
     {'text': 'a fine film', 'score': 0.75}
     """
-    text, pair = row
-    if task == "span":
+    entry = tasks.task_type(task)
+    text, pair = row[0], row[-1]
+    if entry.layout == tasks.WINDOWS:
         record = {"context": text, "question": pair}
-    elif task == "multiple_choice":
-        record = {"context": text, "choices": pair}
+    elif entry.layout == tasks.CHOICES:
+        record = {"context": text, **({"question": row[1]} if len(row) == 3 else {}), "choices": pair}
     else:
         record = {"text": text}
-    if task not in ("span", "multiple_choice") and pair is not None:
-        record["text_pair"] = pair
+        if pair is not None:
+            record["text_pair"] = pair
     pick = {k: v[index] for k, v in outputs.items()}
-    if task in ("classification", "multiple_choice"):
+    if entry.evaluation == tasks.CLASSES:
         probabilities = pick["probabilities"].tolist()
         record["label"] = int(pick["label"])
         if "label_name" in pick:
@@ -61,9 +64,9 @@ def prediction_record(task, row, outputs, index, label_names=None, top_k=0):
                 {"label": k, **({"label_name": label_names[k]} if label_names else {}), "probability": probabilities[k]}
                 for k in order
             ]
-    elif task == "regression":
+    elif entry.evaluation == tasks.SCORE:
         record["score"] = float(pick["score"])
-    elif task == "token_classification":
+    elif entry.evaluation == tasks.TAGS:
         keep = [i for i, piece in enumerate(pick["pieces"].tolist()) if piece]
         record["pieces"] = [_to_python(pick["pieces"][i]) for i in keep]
         record["labels"] = [int(pick["labels"][i]) for i in keep]

@@ -5,12 +5,12 @@ import os
 
 import tensorflow as tf
 
+from xlnet_tf import tasks
 from xlnet_tf.formats.preset_files import TASK_CONFIG_FILE
 from xlnet_tf.formats.serving_metadata import METADATA_FILE
 from xlnet_tf.serving.prediction_record import prediction_record
 
-# Per task: the strings-in signature's two inputs (first, second).
-INPUT_NAMES = {"span": ("context", "question"), "multiple_choice": ("context", "choices")}
+# The strings-in signature's inputs of a text task: a text and, for pairs, its second text.
 DEFAULT_INPUTS = ("text", "text_pair")
 
 
@@ -102,8 +102,16 @@ class SavedModelPredictor:
                              "strings-in `serving_default`); export it again with the strings-in signature "
                              "(`xlnet-tf export --workdir RUN --output DIR`, or `export_task_workdir` with "
                              "text_signature=True, the default).")
-        self.task = metadata.get("task_type") or ("span" if "context" in names else "classification")
-        self.input_names = INPUT_NAMES.get(self.task, DEFAULT_INPUTS)
+        self.task = metadata.get("task_type") or next(
+            (name for name, entry in tasks.TASKS.items() if len(entry.serving_inputs) > 1
+             and set(entry.serving_inputs) <= set(names)), tasks.DEFAULT_TASK_TYPE)
+        entry = tasks.task_type(self.task)
+        # (first, second): `(text, text_pair)`, `(context, question)` or `(context, choices)`.
+        self.input_names = ((entry.serving_inputs[0], entry.serving_inputs[-1]) if len(entry.serving_inputs) > 1
+                            else DEFAULT_INPUTS)
+        self.takes_choices = entry.layout == tasks.CHOICES
+        # A multiple-choice export of an earlier version has no question input.
+        self.takes_question = self.takes_choices and "question" in names
         self.has_pair = self.input_names[1] in names
         self.num_choices = int(metadata.get("num_choices") or 0)
         self.label_names = metadata.get("label_names")
@@ -111,9 +119,12 @@ class SavedModelPredictor:
     def _feed(self, batch):
         """The signature's string tensors for a batch of rows."""
         first, second = self.input_names
-        feed = {first: tf.constant([t.encode("utf-8") for t, _ in batch], tf.string)}
-        if self.task == "multiple_choice":
-            feed[second] = tf.constant([[c.encode("utf-8") for c in choices] for _, choices in batch], tf.string)
+        feed = {first: tf.constant([row[0].encode("utf-8") for row in batch], tf.string)}
+        if self.takes_choices:
+            feed[second] = tf.constant([[c.encode("utf-8") for c in row[-1]] for row in batch], tf.string)
+            if self.takes_question:
+                feed["question"] = tf.constant([(row[1] if len(row) == 3 else "").encode("utf-8") for row in batch],
+                                               tf.string)
         elif self.has_pair:
             feed[second] = tf.constant([p.encode("utf-8") for _, p in batch], tf.string)
         return feed
@@ -123,7 +134,8 @@ class SavedModelPredictor:
 
         Args:
             rows: `(first, second)` pairs of valid Unicode strings: `(text, text_pair
-                or None)`, `(context, question)`, or `(context, [choices])`.
+                or None)`, `(context, question)`, or `(context, [choices])` / `(context, question,
+                [choices])`.
             batch_size: rows per call (>= 1).
             top_k: classification: also list the k most probable labels (0: off).
         """

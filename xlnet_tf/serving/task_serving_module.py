@@ -5,16 +5,14 @@ import contextlib
 import keras
 import tensorflow as tf
 
+from xlnet_tf import tasks
+from xlnet_tf.preprocessing.task_encoding import encode_choices, encode_words, question_with_option, split_words
 from xlnet_tf.serving.token_input_checks import check_token_inputs
 from xlnet_tf.text_normalization import replace_undecodable_tf
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.serving.long_document_packer import LongDocumentPacker
 from xlnet_tf.models.segment_recurrence import split_into_segments
 
-TASKS = ("classification", "regression", "token_classification", "span", "multiple_choice")
-# Tasks whose models run long documents segment by segment with recurrence memory; their
-# outputs read the <cls> position only, so they are also the tasks whose padding is trimmed.
-LONG_DOCUMENT_TASKS = ("classification", "regression", "multiple_choice")
 TOKEN_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
 
@@ -92,7 +90,10 @@ class TaskServingModule(tf.Module):
     Long-document models (`max_segments > 1` with recurrence memory; classification, regression, multiple
     choice) take documents of any length: they are packed in the fine-tuning layout, cut into `[B, S, L]`
     segments and read in a `tf.while_loop` with memory, so cost grows linearly with length. Multiple choice
-    takes `[B, C, L]` ids, or `context` `[B]` and `choices` `[B, C]` strings. `trim_padding` cuts the columns
+    takes `[B, C, L]` ids, or the fields of training as strings: `context` `[B]`, `question` `[B]` and
+    `choices` `[B, C]`, each choice packed as fine-tuning packs it (a cloze question gets the choice in its
+    blank). Token classification splits `text` on whitespace into words, each tokenized on its own as in
+    training. `trim_padding` cuts the columns
     that are padding in every row of a request before the model (same answers; XLNet's positions are
     relative), and `jit_compile` compiles the model call with XLA (then padding is not cut).
 
@@ -153,23 +154,24 @@ class TaskServingModule(tf.Module):
         name=None,
     ):
         super().__init__(name=name)
-        if task not in TASKS:
-            raise ValueError(f"task must be one of {TASKS}, got {task!r}.")
+        if task not in tasks.TASKS:
+            raise ValueError(f"task must be one of {tasks.TASK_TYPES}, got {task!r}.")
+        self._entry = entry = tasks.task_type(task)
         if not isinstance(sequence_length, int) or sequence_length < 3:
             raise ValueError(f"sequence_length must be an int >= 3, got {sequence_length!r}.")
-        if task == "multiple_choice" and (
+        if entry.layout == tasks.CHOICES and (
             not isinstance(num_choices, int) or isinstance(num_choices, bool) or num_choices < 1
         ):
-            raise ValueError(f"task='multiple_choice' needs num_choices, an int >= 1, got {num_choices!r}.")
-        if task == "span" and preprocessor is not None and not hasattr(preprocessor, "answer"):
-            raise ValueError("task='span' needs a SpanAnswerDecoder as its preprocessor.")
+            raise ValueError(f"task={task!r} needs num_choices, an int >= 1, got {num_choices!r}.")
+        if entry.layout == tasks.WINDOWS and preprocessor is not None and not hasattr(preprocessor, "answer"):
+            raise ValueError(f"task={task!r} needs a SpanAnswerDecoder as its preprocessor.")
         if not isinstance(max_segments, int) or isinstance(max_segments, bool) or max_segments < 1:
             raise ValueError(f"max_segments must be an int >= 1, got {max_segments!r}.")
         self.max_segments = max_segments
         # Only these tasks have a long path in the model: the others keep the [B, L]
         # signatures. A model fine-tuned on segments without memory read the last segment
         # (the end of the document), so it is served the same way.
-        self.long_documents = bool(max_segments > 1 and task in LONG_DOCUMENT_TASKS)
+        self.long_documents = bool(max_segments > 1 and entry.long_documents)
         self._long_packer = None
         if self.long_documents and preprocessor is not None:
             self._long_packer = self._make_long_packer(preprocessor, sequence_length)
@@ -198,7 +200,7 @@ class TaskServingModule(tf.Module):
         self.sequence_length = sequence_length
         self.has_text_pair = bool(has_text_pair)
         self.output_key = output_key
-        self.num_choices = num_choices if task == "multiple_choice" else None
+        self.num_choices = num_choices if entry.layout == tasks.CHOICES else None
         if vocabulary_size is None:
             vocabulary_size = _model_vocabulary_size(model)
         if vocabulary_size is None and vocabulary is not None:
@@ -212,8 +214,8 @@ class TaskServingModule(tf.Module):
         self._vocabulary = (
             tf.constant([str(p) for p in vocabulary], tf.string) if vocabulary is not None else None
         )
-        if task == "token_classification" and preprocessor is not None and vocabulary is None:
-            raise ValueError("token_classification with a text signature needs the vocabulary.")
+        if entry.layout == tasks.WORDS and preprocessor is not None and vocabulary is None:
+            raise ValueError(f"{task} with a text signature needs the vocabulary.")
 
         # Multiple choice keeps the choices as their own axis: [B, C, L].
         ids_shape = self._ids_shape()
@@ -221,15 +223,17 @@ class TaskServingModule(tf.Module):
             self._serve_token_ids,
             input_signature=[tf.TensorSpec(ids_shape, tf.int32, name=k) for k in TOKEN_INPUTS],
         )
-        if preprocessor is not None and task == "multiple_choice":
+        if preprocessor is not None and entry.layout == tasks.CHOICES:
+            # The fields of training: context, question, choices.
             self.serve_text = tf.function(
                 self._serve_choices,
                 input_signature=[
                     tf.TensorSpec([None], tf.string, name="context"),
+                    tf.TensorSpec([None], tf.string, name="question"),
                     tf.TensorSpec([None, self.num_choices], tf.string, name="choices"),
                 ],
             )
-        elif preprocessor is not None and task == "span":
+        elif preprocessor is not None and entry.layout == tasks.WINDOWS:
             self.serve_text = tf.function(
                 self._serve_span,
                 input_signature=[
@@ -273,7 +277,7 @@ class TaskServingModule(tf.Module):
         """The effective `trim_padding` (see the class docstring)."""
         if trim_padding is not None and not isinstance(trim_padding, bool):
             raise ValueError(f"trim_padding must be a bool or None, got {trim_padding!r}.")
-        applies = task in LONG_DOCUMENT_TASKS and not self.long_documents
+        applies = tasks.task_type(task).long_documents and not self.long_documents
         if trim_padding is None:
             return bool(applies and _has_xlnet_backbone(model) and not self.jit_compile)
         if trim_padding and not (applies and _has_xlnet_backbone(model)):
@@ -335,12 +339,15 @@ class TaskServingModule(tf.Module):
         outputs.update(self._text_extras(features, text))
         return outputs
 
-    def _serve_choices(self, context, choices):
+    def _serve_choices(self, context, question, choices):
         batch = tf.shape(context)[0]
         # A loaded signature does not enforce the static choices axis, so check it here.
         checks = [
             tf.debugging.assert_equal(
                 batch, tf.shape(choices)[0], message="context and choices must have the same batch size"
+            ),
+            tf.debugging.assert_equal(
+                batch, tf.shape(question)[0], message="context and question must have the same batch size"
             ),
             tf.debugging.assert_equal(
                 tf.shape(choices)[1],
@@ -355,20 +362,24 @@ class TaskServingModule(tf.Module):
         choices = tf.cond(
             well_shaped, lambda: choices, lambda: tf.fill([batch, self.num_choices], "")
         )  # [B, C]
+        question = tf.cond(well_shaped, lambda: question, lambda: tf.fill([batch], ""))  # [B]
         with tf.control_dependencies(checks):
             context = self._sanitize(context)
+            question = self._sanitize(question)
             choices = self._sanitize(choices)
-        # One packed row per (context, choice) pair, as fine-tuning packs RACE:
-        # the context is the A segment of each of its C rows, the choice the B segment.
-        contexts = tf.repeat(context, self.num_choices)  # [B*C]
-        flat_choices = tf.reshape(choices, [-1])  # [B*C]
+        # One packed row per (context, choice) pair, as fine-tuning packs RACE: the context is
+        # the A segment of each of its C rows, the question with the choice the B segment.
         if self.long_documents:
-            rows = self._pack_long(contexts, flat_choices)  # each [B*C, T]
+            contexts = tf.repeat(context, self.num_choices)  # [B*C]
+            seconds = question_with_option(tf.repeat(question, self.num_choices), tf.reshape(choices, [-1]))
+            rows = self._pack_long(contexts, seconds)  # each [B*C, T]
             length = tf.shape(rows["token_ids"])[1]
             features = {key: tf.reshape(value, [batch, self.num_choices, length])  # [B, C, T]
                         for key, value in rows.items()}
             return self._predict(self._segments(self._checked(features)))
-        rows = self._preprocess(contexts, flat_choices)  # each [B*C, L]
+        rows, _ = encode_choices(self._preprocessor.tokenize, self._preprocessor.packer, context, question,
+                                 choices)
+        rows = self._static_rows(rows, tf.shape(choices)[0] * self.num_choices)  # each [B*C, L]
         features = {
             key: tf.reshape(value, [batch, self.num_choices, self.sequence_length])  # [B, C, L]
             for key, value in rows.items()
@@ -436,20 +447,29 @@ class TaskServingModule(tf.Module):
         }
 
     def _preprocess(self, *texts):
-        features = self._preprocessor(*texts)
+        if self._entry.layout == tasks.WORDS and hasattr(self._preprocessor, "tokenize"):
+            # Word lists, as in training: each whitespace-separated word tokenized on its own (a custom
+            # preprocessor without `tokenize` and `packer` packs the text itself).
+            features = encode_words(self._preprocessor.tokenize, self._preprocessor.packer, split_words(texts[0]))[0]
+        else:
+            features = self._preprocessor(*texts)
         missing = [k for k in TOKEN_INPUTS if k not in features]
         if missing:
             raise ValueError(f"The preprocessor did not return {missing}; it returned {sorted(features)}.")
-        batch = tf.shape(texts[0])[0]
+        out = self._static_rows(features, tf.shape(texts[0])[0])
+        # Ids from the tokenizer are checked as well: a vocabulary larger than the
+        # model's embedding would otherwise be read as other rows (or zeros on GPU).
+        return out if self.num_choices is not None else self._checked(out)
+
+    def _static_rows(self, features, batch):
+        """Packed features as int32 `[batch, L]` with a static length."""
         out = {}
         for key in TOKEN_INPUTS:
             value = tf.cast(features[key], tf.int32)
             # A static [B, L] shape keeps one compiled model graph for every request.
             value = tf.ensure_shape(value, [None, self.sequence_length])
             out[key] = tf.reshape(value, [batch, self.sequence_length])  # [B, L]
-        # Ids from the tokenizer are checked as well: a vocabulary larger than the
-        # model's embedding would otherwise be read as other rows (or zeros on GPU).
-        return out if self.num_choices is not None else self._checked(out)
+        return out
 
     def full_length_outputs(self, features):
         """The outputs of `serve_token_ids` with every column given to the model (no padding trimmed).
@@ -466,7 +486,8 @@ class TaskServingModule(tf.Module):
     def _predict(self, features, trim=True):
         model_features = _without_leading_padding(features) if trim and self.trim_padding else features
         outputs = self._call_model(model_features)
-        if self.task in ("classification", "multiple_choice"):
+        evaluation = self._entry.evaluation
+        if evaluation == tasks.CLASSES:
             # Multiple choice: C is the number of choices, a softmax over them.
             logits = tf.cast(_pick(outputs, self.output_key), tf.float32)  # [B, C]
             label = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [B]
@@ -478,10 +499,10 @@ class TaskServingModule(tf.Module):
             if self._label_table is not None:
                 result["label_name"] = tf.gather(self._label_table, label)
             return result
-        if self.task == "regression":
+        if evaluation == tasks.SCORE:
             logits = tf.cast(_pick(outputs, self.output_key), tf.float32)
             return {"score": tf.reshape(logits, [-1])}  # [B]
-        if self.task == "token_classification":
+        if evaluation == tasks.TAGS:
             logits = tf.cast(_pick(outputs, self.output_key), tf.float32)  # [B, L, C]
             labels = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [B, L]
             # Padding positions carry no prediction.
@@ -503,7 +524,7 @@ class TaskServingModule(tf.Module):
     def _text_extras(self, features, text):
         """Outputs that only the strings-in signature can give (pieces, answer text)."""
         extras = {}
-        if self.task == "token_classification":
+        if self._entry.layout == tasks.WORDS:
             pieces = tf.gather(self._vocabulary, features["token_ids"])  # [B, L]
             extras["pieces"] = tf.where(features["padding_mask"] > 0, pieces, "")
         return extras
