@@ -16,7 +16,7 @@ import tensorflow as tf
 from tests.pipelines.no_metrics import NoMetrics
 from xlnet_tf.formats import pretraining_records
 from xlnet_tf.cli import prepare_pretraining
-from xlnet_tf.pipelines import line_ranges
+from xlnet_tf.storage import line_ranges
 from xlnet_tf.pipelines import pretraining_data
 from xlnet_tf.pipelines.pretraining_data import PipelineInputError
 from xlnet_tf.pipelines.runner_options import beam_options

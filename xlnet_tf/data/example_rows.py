@@ -22,7 +22,7 @@ import io
 import json
 import math
 
-from xlnet_tf.pipelines import line_ranges
+from xlnet_tf.storage import line_ranges
 
 # Why a line is skipped under `skip_bad=True` (the Beam job's counters and manifest).
 SKIP_REASONS = ("undecodable", "missing_field", "empty", "bad_label")
@@ -45,6 +45,7 @@ def is_csv(path):
 
 
 def _open_binary(path):
+    # import time: `xlnet-tf prepare-finetuning` reads the files before it loads TensorFlow's ops
     import tensorflow as tf
 
     if not tf.io.gfile.exists(path):
@@ -74,7 +75,7 @@ def rows(path, start=0, end=None, first_line=1):
 
     JSONL is streamed, and only the lines that start in the byte range
     `[start, end)` are read (`first_line` is the number of the range's first
-    line; `xlnet_tf.pipelines.line_ranges`). CSV/TSV is read whole (`start` 0).
+    line; `xlnet_tf.storage.line_ranges`). CSV/TSV is read whole (`start` 0).
     """
     if is_csv(path):
         yield from _csv_rows(path)

@@ -28,7 +28,7 @@ Inputs (columns renamed with `--text-fields` / `--label-field`):
 - TFDS by name (`--tfds glue/mrpc`), using the column layout of `xlnet_tf.data.finetuning_tasks`.
 
 Reading: a JSONL file larger than `--read-range-bytes` is read as byte ranges on several workers (each
-range owns the lines that start in it, `xlnet_tf.pipelines.line_ranges`); a first pass counts each
+range owns the lines that start in it, `xlnet_tf.storage.line_ranges`); a first pass counts each
 range's examples so ids keep their position in the file. CSV/TSV (a quoted field may hold a newline,
 so no byte offset is a safe cut) and SQuAD JSON (one JSON document) are read whole; the manifest's
 `inputs` says how every file was read.
@@ -72,7 +72,7 @@ from xlnet_tf.formats.finetuning_records import SPAN_LABEL_KEYS
 from xlnet_tf.formats.finetuning_records import TRUNCATED_KEY
 from xlnet_tf.formats.finetuning_records import WINDOW_INDEX_KEY
 from xlnet_tf.formats.finetuning_records import shard_file_name
-from xlnet_tf.pipelines import line_ranges
+from xlnet_tf.storage import line_ranges
 from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
 from xlnet_tf.pipelines.runner_options import beam_options
 from xlnet_tf.pipelines.runner_options import check_paths_for_runner

@@ -59,7 +59,7 @@ from xlnet_tf.formats.pretraining_records import shard_file_name
 from xlnet_tf.formats.special_tokens import EOD_TOKEN_ID
 from xlnet_tf.formats.special_tokens import SPECIAL_PIECES
 from xlnet_tf.formats.special_tokens import SPECIAL_TOKEN_IDS
-from xlnet_tf.pipelines import line_ranges
+from xlnet_tf.storage import line_ranges
 from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
 from xlnet_tf.pipelines.runner_options import beam_options
 from xlnet_tf.pipelines.runner_options import check_paths_for_runner

@@ -21,6 +21,7 @@ TensorShape([1, 16])
 import tensorflow as tf
 
 from xlnet_tf.formats.finetuning_records import IGNORE_LABEL
+from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 
 
 def ragged_ids(ids):
@@ -129,8 +130,6 @@ def encode_choices(tokenizer, packer, context, question, choices):
 
 def word_label_packer(packer):
     """The packer of piece labels next to `packer`: every position it adds carries `IGNORE_LABEL`."""
-    from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
-
     return XLNetPacker(packer.sequence_length, sep_token_id=IGNORE_LABEL, cls_token_id=IGNORE_LABEL,
                        pad_token_id=IGNORE_LABEL, truncate=packer.truncate, name="label_packer")
 

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from xlnet_tf.pipelines import line_ranges
+from xlnet_tf.storage import line_ranges
 
 # Documents of various shapes: whitespace-only separators, CRLF, a long line, blank runs, no final newline.
 _TEXT = (
@@ -74,7 +74,7 @@ def test_gzip_is_read_whole(tmp_path):
 
 _PEAK_SCRIPT = textwrap.dedent("""
     import resource, sys
-    from xlnet_tf.pipelines import line_ranges
+    from xlnet_tf.storage import line_ranges
     from xlnet_tf.pipelines.finetuning_data import _rows
     from xlnet_tf.pipelines.pretraining_data import _ReadDocuments
 
