@@ -31,7 +31,7 @@ from xlnet_tf.finetuning.finetuning_config import TaskSection, resolve_task
 from xlnet_tf.finetuning.finetuning_run import preprocessing_info
 from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
-# One Beam job and one export per task type: about four minutes on 2 cores.
+# One Beam job and one export per task type: about 1.5 minutes on 2 shared cores.
 pytestmark = pytest.mark.slow
 
 L = 16
