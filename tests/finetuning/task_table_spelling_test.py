@@ -1,4 +1,4 @@
-"""Task types are spelled once: no task-type string literal in code outside the task table (`xlnet_tf/tasks.py`).
+"""Task types are spelled once: no task-type string literal in code outside the task table (`xlnet_tf/tasks/__init__.py`).
 
 Paths look a task type up in the table and read its entry (layout, evaluation, labels, model class);
 comparing names would let one path learn a new task while another still refuses it. Docstrings may
@@ -11,7 +11,7 @@ import pathlib
 from xlnet_tf import tasks
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-TABLE = ROOT / "xlnet_tf" / "tasks.py"
+TABLE = ROOT / "xlnet_tf" / "tasks" / "__init__.py"
 
 
 def _docstring_nodes(tree):

@@ -75,7 +75,7 @@ def test_gzip_is_read_whole(tmp_path):
 _PEAK_SCRIPT = textwrap.dedent("""
     import resource, sys
     from xlnet_tf.storage import line_ranges
-    from xlnet_tf.pipelines.finetuning_data import _rows
+    from xlnet_tf.tasks.example_rows import rows as _rows
     from xlnet_tf.pipelines.pretraining_data import _ReadDocuments
 
     kind, path = sys.argv[1], sys.argv[2]

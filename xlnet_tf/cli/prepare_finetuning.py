@@ -90,7 +90,7 @@ def _resolve(args):
     import tensorflow as tf  # import time: `--help` and argument errors answer without TensorFlow
 
     # import time: Beam and TensorFlow load once the arguments are checked
-    from xlnet_tf.data import example_rows
+    from xlnet_tf.tasks import example_rows
     # import time: as above
     from xlnet_tf.pipelines.finetuning_data import present_text_fields
 

@@ -1,7 +1,7 @@
 """tf.data readers: pretraining records with online permutation sampling, fine-tuning inputs.
 
-Names are imported on first use: the Beam workers import `example_rows` (the reader of local fine-tuning
-files) from this package, and an eager import of the pretraining reader would load TensorFlow there.
+Names are imported on first use, so that importing the package (or one light module of it) does not
+load TensorFlow.
 """
 
 from xlnet_tf._lazy_exports import lazy_exports as _lazy_exports

@@ -37,7 +37,7 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf import tasks
-from xlnet_tf.data import example_rows
+from xlnet_tf.tasks import example_rows
 from xlnet_tf.data.finetuning_tasks import dataset_spec
 from xlnet_tf.tasks import task_type
 from xlnet_tf.formats.finetuning_records import TRUNCATED_KEY
@@ -69,7 +69,7 @@ def _row_settings(task, path):
 def read_local_examples(path, task):
     """Reads a local file into a dict of numpy/list columns in the canonical fields of `task.task_type`.
 
-    Lines go through the one reader of local files (`xlnet_tf.data.example_rows`):
+    Lines go through the one reader of local files (`xlnet_tf.tasks.example_rows`):
     a bad line is a `ValueError` naming the file and the line.
     """
     entry = task_type(task.task_type)

@@ -33,7 +33,7 @@ range's examples so ids keep their position in the file. CSV/TSV (a quoted field
 so no byte offset is a safe cut) and SQuAD JSON (one JSON document) are read whole; the manifest's
 `inputs` says how every file was read.
 
-Local lines are read by the fine-tuning reader's own reader (`xlnet_tf.data.example_rows`) with its
+Local lines are read by the fine-tuning reader's own reader (`xlnet_tf.tasks.example_rows`) with its
 skip-and-count option: skipped examples are counted by reason (Beam counters and the manifest), never
 silently dropped: `undecodable` (a line that is not UTF-8 / not JSON), `missing_field`, `empty` (a SQuAD
 question without a passage), `bad_label` (not a known class, not a number, mismatched tags or options).
@@ -57,8 +57,8 @@ from apache_beam.metrics import Metrics
 import tensorflow as tf
 
 from xlnet_tf import tasks
-from xlnet_tf.data import example_rows
-from xlnet_tf.data.example_rows import SKIP_REASONS, Skipped
+from xlnet_tf.tasks import example_rows
+from xlnet_tf.tasks.example_rows import SKIP_REASONS, Skipped
 from xlnet_tf.formats.finetuning_records import EXAMPLE_ID_KEY
 from xlnet_tf.formats.finetuning_records import FEATURE_KEYS
 from xlnet_tf.formats.finetuning_records import FORMAT

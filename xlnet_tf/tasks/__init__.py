@@ -3,7 +3,7 @@
 The tf.data reader, the Beam job, `xlnet-tf finetune`, export and serving look a task type
 up here (`task_type(name)`) and read its entry; none of them compares task names. Adding a
 task type means one entry here plus its model class (whose `preprocessor_cls` names its
-preprocessor) and, for a new input layout, its row reader in `xlnet_tf.data.example_rows`
+preprocessor) and, for a new input layout, its row reader in `xlnet_tf.tasks.example_rows`
 and its encoder in `xlnet_tf.preprocessing.task_encoding`.
 
 Model and preprocessor classes are named by import path and imported on first use: the
@@ -21,7 +21,7 @@ import dataclasses
 import importlib
 from collections.abc import Callable
 
-from xlnet_tf.data import example_rows
+from xlnet_tf.tasks import example_rows
 from xlnet_tf.formats import finetuning_records as records
 
 # The task type names (the table's keys), for declarations elsewhere such as the TFDS dataset list.
@@ -57,7 +57,7 @@ class TaskType:
         min_classes: the smallest valid `task.num_classes` (0: not a class count).
         layout: the input layout (`TEXT`, `CHOICES`, `WORDS`, `WINDOWS`).
         read_row: `(row dict, settings) -> canonical example` of a local JSONL/CSV line
-            (`xlnet_tf.data.example_rows`); None for SQuAD JSON files.
+            (`xlnet_tf.tasks.example_rows`); None for SQuAD JSON files.
         example_fields: the canonical fields of a raw example (reader, Beam job, TFDS mapping).
         record_label_keys: label features of a record (`xlnet_tf.formats.finetuning_records`).
         score_labels: labels are floats (regression), else int class ids.
