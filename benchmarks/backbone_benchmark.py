@@ -233,7 +233,7 @@ def paired_table(args):
             for key in args.paired_ratios:
                 label, top, bottom = PAIRED_RATIOS[key]
 
-                def start(impl):
+                def start(impl, mode=mode, length=length):
                     command, env = _command_and_env(impl, mode, length, args)
                     return spawn(command + ["--serve"], env=env)
 

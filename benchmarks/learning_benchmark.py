@@ -496,8 +496,7 @@ def matched_batches(config, steps):
         batch_size=config.training.global_batch_size, bi_data=m.bi_data, seed=d.seed,
         sentencepiece_model=d.vocabulary, mask_alpha=d.mask_alpha,
         max_span=d.max_span, whole_word_targets=d.whole_word_targets)
-    for batch in dataset.take(steps).as_numpy_iterator():
-        yield batch
+    yield from dataset.take(steps).as_numpy_iterator()
 
 
 def _compact_targets(labels):

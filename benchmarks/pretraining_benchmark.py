@@ -305,7 +305,7 @@ def _paired_table(common, rounds, seqs=(128, 512), ratios=None):
         if seq not in seqs or not labels:
             continue
 
-        def start(member):
+        def start(member, seq=seq, batch=batch):
             impl, dtype, xla = member
             spec = dict(common, impl=impl, seq=seq, batch=batch, dtype=dtype, xla=xla, serve=True)
             return spawn([sys.executable, __file__, "--child", json.dumps(spec)], env=_child_env(spec))
@@ -372,7 +372,7 @@ def main(argv=None):
         peer_last = measure(dict(spec, impl="torch"))
         peer = _best_of(peer_first, peer_last)
 
-        def ratio(mine, key):
+        def ratio(mine, key, peer=peer):
             if mine.get(key) and peer.get(key):
                 return f"{mine[key] / peer[key]:.2f}x"
             return "-"

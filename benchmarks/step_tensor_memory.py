@@ -102,8 +102,8 @@ def parse_configs(text):
         try:
             shape, dtype = item.strip().split(":")
             seq, batch = (int(x) for x in shape.split("x"))
-        except ValueError:
-            raise SystemExit(f"--configs: {item!r} is not SEQxBATCH:DTYPE (e.g. 128x2:float32)")
+        except ValueError as error:
+            raise SystemExit(f"--configs: {item!r} is not SEQxBATCH:DTYPE (e.g. 128x2:float32)") from error
         if dtype not in ("float32", "bfloat16"):
             raise SystemExit(f"--configs: dtype {dtype!r} in {item!r} is not float32 or bfloat16")
         configs.append((seq, batch, dtype))

@@ -9,7 +9,7 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from benchmarks import results_table
+from benchmarks import results_table  # noqa: E402  importable only after the sys.path insert above
 
 PAIRED_REPORT = """\
 # 2026-11-20: python benchmarks/backbone_benchmark.py --paired --modes train --rounds 5

@@ -76,7 +76,7 @@ def test_split_long_line_hard_cuts_a_spaceless_run():
 
 
 def test_split_long_line_ten_megabytes():
-    words = ["word%d" % (i % 97) for i in range(1_500_000)]
+    words = [f"word{i % 97}" for i in range(1_500_000)]
     line = " ".join(words)
     assert len(line) > 10_000_000
     pieces = split_long_line(line, 4096)

@@ -91,7 +91,7 @@ def _register_or_warn(keras_module):
         register_deferred_classes(keras_module)
     except Exception as error:  # Never break `import keras` over this convenience.
         warnings.warn(f"xlnet_tf could not register its Keras classes ({error!r}); pass "
-                      "custom_objects to keras.saving.load_model, or import xlnet_tf.models first.")
+                      "custom_objects to keras.saving.load_model, or import xlnet_tf.models first.", stacklevel=2)
 
 
 class _KerasImportHook:

@@ -50,10 +50,10 @@ def _is_prose(line):
 def _sentences(docstring):
     paragraphs = re.split(r"\n\s*\n", docstring)
     for paragraph in paragraphs:
-        lines = [l.strip() for l in paragraph.splitlines()]
-        if any(l.startswith((">>>", "::")) or l.endswith("::") for l in lines):
+        lines = [line.strip() for line in paragraph.splitlines()]
+        if any(line.startswith((">>>", "::")) or line.endswith("::") for line in lines):
             continue
-        text = " ".join(l for l in lines if l)
+        text = " ".join(line for line in lines if line)
         for sentence in _SENTENCE_END.split(text):
             sentence = sentence.strip()
             if _is_prose(sentence):

@@ -20,7 +20,8 @@ xlnet_tf.config_schema.ConfigError: training.steps must be int, got bool True.
 
 import re
 import typing
-from typing import Any, List, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 # YAML 1.1 reads "1e-4" (an exponent without a dot) as a string, not a float.
 SCIENTIFIC_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
@@ -53,7 +54,7 @@ def check_value(dotted: str, value: Any, annotation, *, parse_strings: bool = Tr
         if value is None:
             return None
         annotation = [a for a in typing.get_args(annotation) if a is not type(None)][0]
-    if typing.get_origin(annotation) in (list, List):
+    if typing.get_origin(annotation) is list:
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{dotted} must be a list of strings, got {value!r}.")
         return list(value)

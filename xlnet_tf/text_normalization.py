@@ -43,7 +43,7 @@ _LATEX_QUOTES_RE = re.compile(r"``|''")
 _NON_ASCII_WHITESPACE = "\x85\xa0\u1680" + "".join(chr(c) for c in range(0x2000, 0x200B)) + "\u2028\u2029\u202f\u205f\u3000"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _ascii_other_whitespace_table():
     table = np.zeros(256, bool)
     table[[0x09, 0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x1F]] = True
@@ -116,7 +116,7 @@ def replace_undecodable_tf(text):
                                         errors="replace", replacement_char=ord(REPLACEMENT_CHARACTER))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def combining_ranges():
     """Code point ranges `(first, last)` whose `unicodedata.combining` is non-zero."""
     ranges = []
@@ -129,7 +129,7 @@ def combining_ranges():
     return tuple((first, last) for first, last in ranges)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _combining_re():
     parts = []
     for first, last in combining_ranges():
@@ -137,7 +137,7 @@ def _combining_re():
     return re.compile(f"[{''.join(parts)}]+")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _re2_combining_class():
     parts = []
     for first, last in combining_ranges():

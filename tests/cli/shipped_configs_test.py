@@ -70,7 +70,7 @@ def test_configs_command_lists_names_with_descriptions(capsys):
     assert lines[0] == "pretrain configs (xlnet-tf pretrain --config NAME):"
     assert lines[1].startswith("  base ") and "XLNet-Base (12 layers, 768 hidden, 12 heads)" in lines[1]
     assert "finetune configs (xlnet-tf finetune --config NAME):" in lines
-    mrpc = next(l for l in lines if l.startswith("  glue_mrpc "))
+    mrpc = next(line for line in lines if line.startswith("  glue_mrpc "))
     assert "STS-B recipe" in mrpc and len(mrpc) <= 2 + len("local_classification") + 2 + 100
     assert lines[-1] == f"Files: {shipped_config_dir()}"
     assert cli.main(["configs", "pretrain"]) == 0

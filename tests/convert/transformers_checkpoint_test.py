@@ -123,7 +123,7 @@ def test_explicit_tied_lm_head_copy_is_accepted(tmp_path):
 
 
 def test_directory_without_safetensors(tmp_path):
-    (tmp_path / "config.json").write_text((open(os.path.join(FIXTURES, "mems", "config.json")).read()))
+    (tmp_path / "config.json").write_text(open(os.path.join(FIXTURES, "mems", "config.json")).read())
     with pytest.raises(ConversionError, match="no model.safetensors"):
         convert_transformers_checkpoint(str(tmp_path))
 

@@ -26,6 +26,13 @@ def test_block_updates_shrink_by_the_decay_per_layer_below_the_top():
     assert layer_decay_multipliers(backbone, 1.0) == []
 
 
+def _traced_apply(optimizer, variables):
+    """`optimizer.apply` on `variables` as one traced function, the way `fit` runs it."""
+    import tensorflow as tf
+
+    return tf.function(lambda gradients: optimizer.apply(gradients, variables))
+
+
 def _dense_model():
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((3,)), keras.layers.Embedding(10, 4),
@@ -46,7 +53,7 @@ def test_fused_update_equals_keras_update_with_multipliers_and_decay():
         variables = model.trainable_variables
         optimizer.build(variables)
         rng = np.random.default_rng(0)
-        step = tf.function(lambda grads: optimizer.apply(grads, variables))
+        step = _traced_apply(optimizer, variables)
         for _ in range(3):
             step([tf.constant(rng.standard_normal(v.shape).astype("float32") * 3) for v in variables])
         results.append([v.numpy() for v in variables])

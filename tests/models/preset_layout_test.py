@@ -21,7 +21,6 @@ from tests.harness import tiny_config
 from xlnet_tf import (XLNetClassifier, XLNetClassifierPreprocessor, XLNetSpanLabeler,
                       XLNetTokenizer)
 from xlnet_tf.models.xlnet_config import XLNetConfig
-from xlnet_tf.storage import preset_io
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 from xlnet_tf.models.xlnet_task import load_task_preset

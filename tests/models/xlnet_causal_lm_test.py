@@ -1,18 +1,17 @@
 """`XLNetCausalLM`: parity with Hugging Face's `generate`, batch invariance, samplers, XLA."""
 
+import keras
 import numpy as np
 import pytest
-
-keras_hub = pytest.importorskip("keras_hub")
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-
-import keras
 
 from xlnet_tf.convert.transformers_checkpoint import convert_transformers_checkpoint
 from xlnet_tf.convert.write_preset import write_preset
 from xlnet_tf.models.xlnet_causal_lm import XLNetCausalLM
 from xlnet_tf.samplers.seeded_sampler import seeded_sampler
+
+keras_hub = pytest.importorskip("keras_hub")
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
 
 VOCABULARY = 200
 NEW_TOKENS = 8

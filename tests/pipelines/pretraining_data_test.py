@@ -296,7 +296,7 @@ def test_existing_output_needs_overwrite(corpus_run):
 def test_tfds_input_with_mock_data(tmp_path):
     import tensorflow_datasets as tfds
 
-    texts = [b"The garden opens.\n\nA quiet river moves.", b"", b"Bad \xff bytes.", "Her brother reads.".encode()]
+    texts = [b"The garden opens.\n\nA quiet river moves.", b"", b"Bad \xff bytes.", b"Her brother reads."]
 
     def as_dataset(self, split, *args, **kwargs):
         del self, split, args, kwargs

@@ -12,6 +12,7 @@ from tests.training.helpers import write_records
 from xlnet_tf.pretraining.pretraining_run import run_pretraining
 from xlnet_tf.pretraining.pretraining_config import load_run_config
 
+TESTDATA = os.path.join(os.path.dirname(__file__), "..", "testdata")
 LEARNING_RUN = [
     "model.vocabulary_size=200", "model.num_layers=2", "model.num_heads=2", "model.head_dim=16",
     "model.hidden_dim=32", "model.intermediate_dim=64", "model.memory_length=16",
@@ -26,11 +27,11 @@ LEARNING_RUN = [
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory, testdata_dir=os.path.join(os.path.dirname(__file__), "..", "testdata")):
-    vocabulary = os.path.join(testdata_dir, "tiny_spiece.model")
+def corpus(tmp_path_factory):
+    vocabulary = os.path.join(TESTDATA, "tiny_spiece.model")
     processor = spm.SentencePieceProcessor(model_file=vocabulary)
     tokens = []
-    for line in open(os.path.join(testdata_dir, "tiny_corpus.txt")):
+    for line in open(os.path.join(TESTDATA, "tiny_corpus.txt")):
         tokens += processor.encode(line.strip())
     counts = np.bincount(tokens)
     p = counts[counts > 0] / len(tokens)

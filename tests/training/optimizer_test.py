@@ -18,6 +18,11 @@ def _variables():
             for shape, name in (((6, 4), "kernel"), ((4,), "bias"), ((3, 5), "embeddings"))]
 
 
+def _traced_apply(optimizer, variables):
+    """`optimizer.apply` on `variables` as one traced function, the way `fit` runs it."""
+    return tf.function(lambda gradients: optimizer.apply(gradients, variables))
+
+
 def _gradients(step):
     rng = np.random.default_rng(100 + step)
     return [tf.constant(rng.standard_normal(shape).astype("float32") * 5.0)
@@ -33,7 +38,7 @@ def test_fused_update_matches_keras_adamw_over_steps(clip):
                                     epsilon=1e-6, global_clipnorm=clip)
         optimizer.exclude_from_weight_decay(var_list=[variables[1]])
         optimizer.build(variables)
-        apply = tf.function(lambda gradients: optimizer.apply(gradients, variables))
+        apply = _traced_apply(optimizer, variables)
         for step in range(4):
             apply(_gradients(step))
         results[fused] = [v.numpy() for v in variables]

@@ -209,7 +209,7 @@ def show_what_was_learned(loss, context_free, vocabulary, vocabulary_size, prese
     with open(heldout, encoding="utf-8") as f:
         documents = f.read().split("\n\n")
     # One sentence from each of the first documents, for variety.
-    sentences = [next((l for l in d.splitlines() if 40 <= len(l) <= 160), None) for d in documents]
+    sentences = [next((line for line in d.splitlines() if 40 <= len(line) <= 160), None) for d in documents]
     sentences = [s for s in sentences if s][:num_sentences]
     processor = spm.SentencePieceProcessor(model_file=vocabulary)
     # bi_data reads half of each batch as backward text; inference wants forward positions only.

@@ -136,7 +136,7 @@ def verify_conversion(pretrainer, source, input_path, mapping, preset_dir, log=p
     log("verify: torch/transformers not importable; checking the written preset against the source arrays.")
     reloaded = XLNetPretrainer.from_preset(preset_dir)
     by_path = {v.path: v for v in reloaded.weights}
-    for path, (source_name, value) in mapping.assigned_values.items():
+    for path, (_source_name, value) in mapping.assigned_values.items():
         if path not in by_path:
             raise ConversionError(f"verify: the reloaded preset has no weight {path!r}.")
         diff = float(np.max(np.abs(np.asarray(by_path[path]) - value))) if value.size else 0.0

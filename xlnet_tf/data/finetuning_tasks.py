@@ -10,7 +10,6 @@ it to turn TFDS examples into the canonical fields of each task type:
 """
 
 import dataclasses
-from typing import Tuple
 
 from xlnet_tf import tasks
 
@@ -32,13 +31,13 @@ class DatasetSpec:
     """
 
     task_type: str
-    text_fields: Tuple[str, ...] = ()
+    text_fields: tuple[str, ...] = ()
     label_field: str = "label"
     num_classes: int = 0
-    label_names: Tuple[str, ...] = ()
+    label_names: tuple[str, ...] = ()
     train_split: str = "train"
     eval_split: str = "validation"
-    metrics: Tuple[str, ...] = ("accuracy",)
+    metrics: tuple[str, ...] = ("accuracy",)
     version_2: bool = False
     num_choices: int = 0
 

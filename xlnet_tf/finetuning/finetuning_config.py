@@ -16,7 +16,8 @@ Example:
 """
 
 import dataclasses
-from typing import Any, List, Mapping, Optional, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 
 from xlnet_tf.config_schema import ConfigError, build_section, check_sections
@@ -55,9 +56,9 @@ class TaskSection:
     train_split: str = ""
     eval_split: str = ""
     data_dir: str = ""
-    text_fields: Optional[List[str]] = None
+    text_fields: list[str] | None = None
     label_field: str = ""
-    label_names: Optional[List[str]] = None
+    label_names: list[str] | None = None
     num_classes: int = 0
     sequence_length: int = 128
     truncate: str = "longest_first"
@@ -66,7 +67,7 @@ class TaskSection:
     max_query_length: int = 64
     doc_stride: int = 128
     max_answer_length: int = 64
-    null_score_threshold: Optional[float] = None
+    null_score_threshold: float | None = None
     version_2: bool = False
     # SQuAD 2.0 span tasks: the final evaluation's best-F1 threshold replaces
     # null_score_threshold in the final preset's preprocessing.json.
@@ -74,7 +75,7 @@ class TaskSection:
     start_n_top: int = 5
     end_n_top: int = 5
     head_dropout: float = 0.1
-    metrics: Optional[List[str]] = None
+    metrics: list[str] | None = None
     max_train_examples: int = 0
     max_eval_examples: int = 0
     max_segments: int = 1
@@ -90,10 +91,10 @@ class ModelSection:
     see the earlier ones; `reuse_length` 0 caches whole segments.
     """
 
-    dropout: Optional[float] = None
-    attention_dropout: Optional[float] = None
-    memory_length: Optional[int] = None
-    reuse_length: Optional[int] = None
+    dropout: float | None = None
+    attention_dropout: float | None = None
+    memory_length: int | None = None
+    reuse_length: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -240,7 +240,7 @@ class XLNetPretrainer(keras.Model):
         if not with_memory and self.backbone.config.memory_length > 0 and not self._warned_no_memory:
             self._warned_no_memory = True
             warnings.warn("XLNetPretrainer: memory_length > 0 but enable_recurrence_memory() was "
-                          "not called; training without recurrence memory.")
+                          "not called; training without recurrence memory.", stacklevel=2)
         features, target_ids, target_mask = self._features(data, with_memory)
         context = tf.distribute.get_replica_context()
         num_replicas = context.num_replicas_in_sync
@@ -259,7 +259,8 @@ class XLNetPretrainer(keras.Model):
                 # This replica's share of the global mean: summing over replicas gives the mean.
                 loss = ops.sum(per_token * mask) / ops.maximum(global_count, 1.0)
                 if self.losses:
-                    loss = loss + ops.sum(ops.stack([ops.cast(l, "float32") for l in self.losses])) / num_replicas
+                    extra = [ops.cast(term, "float32") for term in self.losses]
+                    loss = loss + ops.sum(ops.stack(extra)) / num_replicas
                 scaled_loss = self.optimizer.scale_loss(loss)
         finally:
             self._defer_head_table_gradient = False
@@ -309,7 +310,7 @@ class XLNetPretrainer(keras.Model):
         loss = ops.sum(per_token * target_mask) / ops.maximum(ops.sum(target_mask), 1.0)
         losses = self.losses
         if losses:
-            loss = loss + ops.sum(ops.stack([ops.cast(l, "float32") for l in losses]))
+            loss = loss + ops.sum(ops.stack([ops.cast(term, "float32") for term in losses]))
         return loss
 
     def get_config(self):

@@ -93,7 +93,7 @@ DEFAULT_READ_RANGE_BYTES = 64 << 20
 
 
 def _shard_of(example_id, seed, num_shards):
-    digest = hashlib.sha256(f"{seed}:{example_id}".encode("utf-8")).digest()
+    digest = hashlib.sha256(f"{seed}:{example_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big") % num_shards
 
 

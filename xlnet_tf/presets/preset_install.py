@@ -80,7 +80,7 @@ def download_preset(name, force=False, progress=None, timeout=None, deadline=Non
                 "files": [r.to_json() for r in records],
                 "converted_from": converted_from,
                 "xlnet_tf_version": _version(),
-                "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             }
 
             def build(directory):

@@ -125,13 +125,14 @@ def remove_stale_temporaries(path):
         if len(middle) != 32:
             continue
         stale = os.path.join(directory, entry)
+        vanished = OSError if is_local(stale) else _not_found_errors()
         try:
             if files.isdir(stale):
                 files.rmtree(stale)
             else:
                 files.remove(stale)
             removed.append(stale)
-        except OSError if is_local(stale) else _not_found_errors():
+        except vanished:
             pass  # Removed by someone else meanwhile.
     if removed:
         _log.info("Removed temporaries of an interrupted write: %s", ", ".join(removed))

@@ -114,7 +114,7 @@ def truncate_jsonl(path, max_step):
         elif step <= max_step:
             kept.append(line)
     if dropped:
-        warnings.warn(f"{path}: dropped unreadable line(s) {dropped} (left by an interrupted write).")
+        warnings.warn(f"{path}: dropped unreadable line(s) {dropped} (left by an interrupted write).", stacklevel=2)
     if len(kept) != len(lines):
         atomic_files.write_text(path, "".join(line + "\n" for line in kept))
 
@@ -246,7 +246,7 @@ class RecurrenceMemoryState(keras.callbacks.Callback):
         path = self.path(self.first_epoch)
         if not tf.io.gfile.exists(path):
             warnings.warn(f"Resuming at epoch {self.first_epoch} without its recurrence memory "
-                          f"({path} is missing); the memory starts from zeros.")
+                          f"({path} is missing); the memory starts from zeros.", stacklevel=2)
             return
         try:
             step = memory.restore(path)
@@ -255,12 +255,12 @@ class RecurrenceMemoryState(keras.callbacks.Callback):
             # A damaged file (e.g. from a full disk) only costs the memory, never the run.
             self.model.reset_recurrence_memory(step=self.first_step)
             reason = str(error) if str(path) in str(error) else f"{path}: {error}"
-            warnings.warn(f"Recurrence memory not restored: {reason} It starts from zeros.")
+            warnings.warn(f"Recurrence memory not restored: {reason} It starts from zeros.", stacklevel=2)
             return
         if step != self.first_step:
             self.model.reset_recurrence_memory(step=self.first_step)
             warnings.warn(f"{path} holds the memory of step {step}, training resumes at step "
-                          f"{self.first_step}; the memory starts from zeros.")
+                          f"{self.first_step}; the memory starts from zeros.", stacklevel=2)
             return
         self.restored_from = path
 

@@ -18,7 +18,6 @@ xlnet_tf.config_schema.ConfigError: training.train_steps (10) must be a multiple
 import dataclasses
 import math
 from collections.abc import Mapping
-from typing import Optional
 
 import yaml
 
@@ -79,8 +78,8 @@ class TrainingSection:
     written and a checkpoint is kept at the end of each one.
     """
 
-    global_batch_size: Optional[int] = None
-    per_replica_batch_size: Optional[int] = None
+    global_batch_size: int | None = None
+    per_replica_batch_size: int | None = None
     train_steps: int = 1000
     steps_per_epoch: int = 100
     steps_per_execution: int = 1
