@@ -244,7 +244,8 @@ def paired_table(args):
                     print(f"| {mode} | {length} | {label} | failed: {errors or 'a worker died'} | | |", flush=True)
                     continue
                 by_order, medians = row["by_order"], row["medians"]
-                print(f"| {mode} | {length} | {label} | **{row['ratio']:.2f}x** | {by_order[0]:.2f}x / {by_order[1]:.2f}x | "
+                print(f"| {mode} | {length} | {label} | **{row['ratio']:.2f}x** | "
+                      f"{by_order[0]:.2f}x / {by_order[1]:.2f}x | "
                       f"{medians[0]:.3f} / {medians[1]:.3f} |", flush=True)
     print(f"\nload average {os.getloadavg()[0]:.1f} at end")
 

@@ -37,8 +37,8 @@ unless --spiece is given: the tokenizer's cost depends on the vocabulary, the
 model's does not (its embedding table has 32000 rows either way).
 
 Usage:
-    python benchmarks/serving_benchmark.py [--seq 128] [--batches 1 32] [--iters 10] [--iters-32 3] [--warmup 2] [--threads N]
-        [--short-words 16] [--xla] [--pairs ids strings/ids ...] [--keep DIR]
+    python benchmarks/serving_benchmark.py [--seq 128] [--batches 1 32] [--iters 10] [--iters-32 3] [--warmup 2]
+        [--threads N] [--short-words 16] [--xla] [--pairs ids strings/ids ...] [--keep DIR]
 """
 
 import argparse
@@ -234,7 +234,8 @@ def main():
     parser.add_argument("--seq", type=int, default=128, help="sequence length (128 or 512)")
     parser.add_argument("--batches", type=int, nargs="+", default=list(BATCHES), help="batch sizes")
     parser.add_argument("--iters", type=int, default=10, help="timed calls per worker and start order at batch 1")
-    parser.add_argument("--iters-32", type=int, default=3, help="timed calls per worker and start order at larger batches")
+    parser.add_argument("--iters-32", type=int, default=3,
+                        help="timed calls per worker and start order at larger batches")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--spiece", default=os.path.join(ROOT, "tests", "testdata", "tiny_spiece.model"))

@@ -40,7 +40,8 @@ _WHITESPACE_RE = re.compile(f"[{_WHITESPACE_CLASS}]+")
 _LATEX_QUOTES_RE = re.compile(r"``|''")
 # `_WHITESPACE_CLASS` split for `normalize_lines`: the non-ASCII members, and a byte table of the ASCII
 # ones other than " " and "\n".
-_NON_ASCII_WHITESPACE = "\x85\xa0\u1680" + "".join(chr(c) for c in range(0x2000, 0x200B)) + "\u2028\u2029\u202f\u205f\u3000"
+_NON_ASCII_WHITESPACE = ("\x85\xa0\u1680" + "".join(chr(c) for c in range(0x2000, 0x200B))
+                         + "\u2028\u2029\u202f\u205f\u3000")
 
 
 @functools.cache

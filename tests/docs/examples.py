@@ -4,8 +4,9 @@
   block is scanned for `xlnet-tf` command lines, each parsed by its subcommand's parser without running.
   The blocks of one file run in order in one namespace, as a reader would paste them.
 - Docstrings: the `Example:` section of each public package (`xlnet_tf` and its subpackages with an
-  `__all__`), of each public class and function (their `__all__`) and of each public method a class defines. Doctest lines (`>>>`) run under `doctest` (their
-  shown output is compared); fenced python blocks run as code. A class's methods continue its namespace.
+  `__all__`), of each public class and function (their `__all__`) and of each public method a class defines.
+  Doctest lines (`>>>`) run under `doctest` (their shown output is compared); fenced python blocks run as code.
+  A class's methods continue its namespace.
 - Skipping: `<!-- skip-example: REASON -->` on the line before a markdown block, or `>>> # skip-example:
   REASON` (or `# skip-example: REASON` first in a fenced block) at the top of a docstring section. A skip
   without a reason is an error, and so is doctest's `+SKIP`, which carries none.

@@ -1,4 +1,5 @@
-"""Task types are spelled once: no task-type string literal in code outside the task table (`xlnet_tf/tasks/__init__.py`).
+"""Task types are spelled once: no task-type string literal in code outside the task table
+(`xlnet_tf/tasks/__init__.py`).
 
 Paths look a task type up in the table and read its entry (layout, evaluation, labels, model class);
 comparing names would let one path learn a new task while another still refuses it. Docstrings may

@@ -458,7 +458,8 @@ def test_tfds_sub_splits_give_the_same_shards(tmp_path):
         VERSION = tfds.core.Version("1.0.0")
 
         def _info(self):
-            return tfds.core.DatasetInfo(builder=self, features=tfds.features.FeaturesDict({"text": tfds.features.Text()}))
+            features = tfds.features.FeaturesDict({"text": tfds.features.Text()})
+            return tfds.core.DatasetInfo(builder=self, features=features)
 
         def _split_generators(self, dl_manager):
             del dl_manager
@@ -493,7 +494,8 @@ def test_worker_path_imports_no_tensorflow(tmp_path):
         "tokenize.setup()\n"
         "documents = [d[1] for b in batches for d in tokenize.process(b) if isinstance(d, tuple) and d[0] == 0]\n"
         f"(entry,) = job._WriteShard({str(tmp_path)!r}, 1, 64, 200).process((0, {{'documents': documents}}))\n"
-        "print(entry['num_documents'], sorted(m for m in ('tensorflow', 'keras', 'tensorflow_text') if m in sys.modules))\n"
+        "print(entry['num_documents'],\n"
+        "      sorted(m for m in ('tensorflow', 'keras', 'tensorflow_text') if m in sys.modules))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.split()[-1] == "[]", result.stdout + result.stderr

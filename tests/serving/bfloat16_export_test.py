@@ -107,8 +107,9 @@ def test_a_task_preset_with_its_preprocessor_exports_in_bfloat16(tmp_path):
     from xlnet_tf.models.xlnet_task import load_task_preset
     from xlnet_tf.serving.export_task_workdir import export_task_workdir
 
-    _xlnet_classifier(vocabulary_size=200).save_to_preset(str(tmp_path / "preset"), vocabulary_file=SPIECE, preprocessing={
-        "task_type": "classification", "sequence_length": SEQUENCE_LENGTH, "text_fields": ["text"]})
+    _xlnet_classifier(vocabulary_size=200).save_to_preset(
+        str(tmp_path / "preset"), vocabulary_file=SPIECE,
+        preprocessing={"task_type": "classification", "sequence_length": SEQUENCE_LENGTH, "text_fields": ["text"]})
     model = load_task_preset(str(tmp_path / "preset"), load_weights=True, dtype="float32")
     assert model.preprocessor is not None
     copy = model_in_dtype(model, "bfloat16")

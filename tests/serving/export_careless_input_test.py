@@ -1,4 +1,5 @@
-"""`xlnet-tf export` and `xlnet-tf predict` given the wrong thing: one line saying what is wrong, or the right export."""
+"""`xlnet-tf export` and `xlnet-tf predict` given the wrong thing: one line saying what is wrong, or the right
+export."""
 
 import os
 

@@ -183,7 +183,8 @@ def test_ids_only_export_needs_no_custom_ops(tmp_path):
         import sys, numpy as np, tensorflow as tf
         m = tf.saved_model.load({path!r})
         ids = np.array({ids.tolist()!r}, np.int32)
-        out = m.signatures['serving_default'](token_ids=ids, segment_ids=np.zeros_like(ids), padding_mask=(ids != 5).astype(np.int32))
+        out = m.signatures['serving_default'](token_ids=ids, segment_ids=np.zeros_like(ids),
+                                              padding_mask=(ids != 5).astype(np.int32))
         assert 'tensorflow_text' not in sys.modules
         print(' '.join(repr(float(x)) for x in out['score'].numpy()))
     """)

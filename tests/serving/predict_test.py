@@ -33,7 +33,8 @@ def test_predict_jsonl_to_file_in_batches(real_classifier_export, tmp_path, caps
     rows = [{"text": f"sentence number {i}", "text_pair": "a pair"} for i in range(5)]
     (tmp_path / "in.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n\n")
     out = tmp_path / "out.jsonl"
-    assert main(["--model", path, "--jsonl", str(tmp_path / "in.jsonl"), "--output", str(out), "--batch-size", "2"]) == 0
+    command = ["--model", path, "--jsonl", str(tmp_path / "in.jsonl"), "--output", str(out), "--batch-size", "2"]
+    assert main(command) == 0
     records = [json.loads(line) for line in out.read_text().splitlines()]
     expected = loaded.signatures["serving_default"](
         text=tf.constant([r["text"] for r in rows]), text_pair=tf.constant(["a pair"] * 5))

@@ -60,10 +60,13 @@ def test_fresh_process_loads_both_exports(real_classifier_export, real_span_expo
         ids = tf.constant([[5] * {LENGTH - 4} + [20, 21, 4, 3]], tf.int32)
         seg = tf.constant([[4] * {LENGTH - 4} + [0, 0, 0, 2]], tf.int32)
         mask = tf.cast(ids != 5, tf.int32)
+        cls_text = c.signatures["serving_default"](text=tf.constant(["a b"]), text_pair=tf.constant(["c"]))
+        cls_ids = c.signatures["serve_token_ids"](token_ids=ids, segment_ids=seg, padding_mask=mask)
+        span = s.signatures["serving_default"](context=tf.constant({PASSAGES!r}), question=tf.constant({QUESTIONS!r}))
         out = {{
-            "cls_text": c.signatures["serving_default"](text=tf.constant(["a b"]), text_pair=tf.constant(["c"]))["logits"].numpy().tolist(),
-            "cls_ids": c.signatures["serve_token_ids"](token_ids=ids, segment_ids=seg, padding_mask=mask)["logits"].numpy().tolist(),
-            "span_text": [a.decode() for a in s.signatures["serving_default"](context=tf.constant({PASSAGES!r}), question=tf.constant({QUESTIONS!r}))["answer_text"].numpy()],
+            "cls_text": cls_text["logits"].numpy().tolist(),
+            "cls_ids": cls_ids["logits"].numpy().tolist(),
+            "span_text": [a.decode() for a in span["answer_text"].numpy()],
             "xlnet_tf_imported": any(m.startswith("xlnet_tf") for m in sys.modules),
         }}
         print(json.dumps(out))
@@ -81,7 +84,8 @@ def test_fresh_process_loads_both_exports(real_classifier_export, real_span_expo
         text=tf.constant(["a b"]), text_pair=tf.constant(["c"]))["logits"].numpy()
     np.testing.assert_allclose(out["cls_ids"], here_ids, atol=1e-6, rtol=0)
     np.testing.assert_allclose(out["cls_text"], here_text, atol=1e-6, rtol=0)
-    here_span = span_loaded.signatures["serving_default"](context=tf.constant(PASSAGES), question=tf.constant(QUESTIONS))
+    here_span = span_loaded.signatures["serving_default"](
+        context=tf.constant(PASSAGES), question=tf.constant(QUESTIONS))
     assert out["span_text"] == [a.decode() for a in here_span["answer_text"].numpy()]
 
 

@@ -22,7 +22,8 @@ def _parser():
                     "assets/tokenizer/vocabulary.spm and spiece.model).")
     parser.add_argument("--source", required=True, choices=("tf1", "transformers"),
                         help="tf1: original zihangdai/xlnet release (xlnet_config.json + xlnet_model.ckpt.*); "
-                             "transformers: a Hugging Face save_pretrained directory (config.json + model.safetensors).")
+                             "transformers: a Hugging Face save_pretrained directory "
+                             "(config.json + model.safetensors).")
     parser.add_argument("--input", required=True,
                         help="release/save_pretrained directory, or (tf1) a checkpoint prefix.")
     parser.add_argument("--output", required=True, help="preset directory to write (new or empty; see --overwrite).")

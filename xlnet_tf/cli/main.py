@@ -24,16 +24,19 @@ from xlnet_tf.cli.library_logs import quiet_library_logs
 COMMANDS = {
     "convert": ("xlnet_tf.cli.convert:main", "checkpoint conversion (tf1 | transformers) to a preset directory"),
     "vocab": ("xlnet_tf.cli.vocab:main", "train a SentencePiece vocabulary with XLNet's special ids"),
-    "prepare-pretraining": ("xlnet_tf.cli.prepare_pretraining:main", "Beam job: raw text / TFDS -> pretraining TFRecords"),
+    "prepare-pretraining": ("xlnet_tf.cli.prepare_pretraining:main",
+                            "Beam job: raw text / TFDS -> pretraining TFRecords"),
     "pretrain": ("xlnet_tf.cli.pretrain:main", "pretrain with model.fit"),
-    "quickstart": ("xlnet_tf.cli.quickstart:main", "the whole main job on a built-in corpus (vocab, records, pretrain, export)"),
+    "quickstart": ("xlnet_tf.cli.quickstart:main",
+                   "the whole main job on a built-in corpus (vocab, records, pretrain, export)"),
     "finetune": ("xlnet_tf.cli.finetune:main", "fine-tune a task model"),
     "prepare-finetuning": ("xlnet_tf.cli.prepare_finetuning:main", "Beam job: JSONL/CSV/TFDS -> fine-tuning TFRecords"),
     "export": ("xlnet_tf.cli.export:main", "export a SavedModel from a work directory or preset"),
     "predict": ("xlnet_tf.cli.predict:main", "run an exported SavedModel on text"),
     "generate": ("xlnet_tf.cli.generate:main", "continue prompts with an exported SavedModel"),
     "configs": ("xlnet_tf.cli.configs:main", "list the shipped run configs (names for --config)"),
-    "presets": ("xlnet_tf.cli.presets:main", "list the named presets; --download NAME fetches, checks and converts one"),
+    "presets": ("xlnet_tf.cli.presets:main",
+                "list the named presets; --download NAME fetches, checks and converts one"),
 }
 
 # Commands that need an optional dependency: command -> (import name, extra that installs it).

@@ -134,7 +134,8 @@ def _inputs(args, first, second, has_pair, warnings):
         rows.extend(_read_jsonl(args.jsonl, first, second, warnings))
     pairs = args.pair or []
     if pairs and len(pairs) not in (1, len(args.texts)):
-        raise ValueError(f"--pair was given {len(pairs)} times for {len(args.texts)} texts; give it once or once per text.")
+        raise ValueError(f"--pair was given {len(pairs)} times for {len(args.texts)} texts; "
+                         "give it once or once per text.")
     for i, text in enumerate(args.texts):
         pair = (pairs[0] if len(pairs) == 1 else pairs[i]) if pairs else None
         rows.append((_clean(text, f"TEXT argument {i + 1}", warnings),

@@ -206,8 +206,9 @@ def stateless_keep_mask(inputs, rate, seed):
 
     `tf.nn.experimental.stateless_dropout` draws float uniforms with the
     `auto_select` algorithm, which XLA on CPU expands to a generator many times
-    slower than TensorFlow's own kernel, making the XLA step the slow one. Here the mask compares raw Philox bits, 16 per unit (each
-    32-bit draw serves two units), with an integer threshold: no float
+    slower than TensorFlow's own kernel, making the XLA step the slow one. Here
+    the mask compares raw Philox bits, 16 per unit (each 32-bit draw serves two
+    units), with an integer threshold: no float
     conversion, half the generator's work, the same mask with and without XLA,
     and Philox is counter-based on every backend (`auto_select` stays on TPUs,
     whose native generator is the fast one there).

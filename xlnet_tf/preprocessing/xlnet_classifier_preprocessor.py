@@ -15,7 +15,8 @@ class XLNetClassifierPreprocessor(XLNetPreprocessor):
 
     `x` is a batch of strings, or a tuple `(text_a, text_b)` of two batches of
     the same size (pairs; call `preprocessor(x=(a, b))`, since a lone tuple argument reads as
-    `(x, y)` as everywhere in keras-hub; batches of different sizes are an error naming both), packed as `[pad..] A <sep> [B <sep>] <cls>` (`XLNetPacker`,
+    `(x, y)` as everywhere in keras-hub; batches of different sizes are an error
+    naming both), packed as `[pad..] A <sep> [B <sep>] <cls>` (`XLNetPacker`,
     original `longest_first` truncation). Labels (`y`, class ids or
     regression targets) and sample weights pass through unchanged; so does an
     `x` that is already a dict of packed ids.

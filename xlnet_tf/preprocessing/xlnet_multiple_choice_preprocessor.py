@@ -67,7 +67,8 @@ class XLNetMultipleChoicePreprocessor(XLNetPreprocessor):
         if not is_packed(x):
             if not isinstance(x, dict) or not {"context", "question", "choices"} <= set(x):
                 raise ValueError("XLNetMultipleChoicePreprocessor takes x = {'context': ..., 'question': "
-                                 f"..., 'choices': ...}}; got {sorted(x) if isinstance(x, dict) else type(x).__name__}.")
+                                 f"..., 'choices': ...}}; "
+                                 f"got {sorted(x) if isinstance(x, dict) else type(x).__name__}.")
             choices = tf.convert_to_tensor(x["choices"], tf.string)
             if choices.shape.rank != 2:
                 raise ValueError("XLNetMultipleChoicePreprocessor: 'choices' must be [batch, num_choices] "

@@ -18,7 +18,8 @@ built. The work directory afterwards holds:
 
 The strategy, batch split, work directory checks, run lock, config.yaml and
 backup choice are the engine's (`xlnet_tf.training.run_setup`,
-`xlnet_tf.training.run_directory`), shared with fine-tuning. Every file is written atomically (`xlnet_tf.storage.atomic_files`).
+`xlnet_tf.training.run_directory`), shared with fine-tuning. Every file is
+written atomically (`xlnet_tf.storage.atomic_files`).
 
 Resuming: run the same command again. RunBackup restores weights,
 optimizer state and the epoch; the input pipeline is rebuilt deterministically

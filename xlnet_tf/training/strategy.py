@@ -178,7 +178,9 @@ def check_remote_tpu_paths(target: str, paths) -> None:
     >>> check_remote_tpu_paths("my-tpu", {"workdir": "/tmp/run"})
     Traceback (most recent call last):
     ...
-    xlnet_tf.training.strategy.StrategyError: TPU 'my-tpu' is reached by name (a TPU Node or a pod slice): its hosts read the data and write the work directory, so both must be on gs:// (Cloud Storage); not on gs://: workdir=/tmp/run. Copy them to a bucket (gsutil cp) and pass gs:// paths, or run on a TPU VM (--tpu local).
+    xlnet_tf.training.strategy.StrategyError: TPU 'my-tpu' is reached by name (a TPU Node or a pod slice):
+    its hosts read the data and write the work directory, so both must be on gs:// (Cloud Storage); not on gs://:
+    workdir=/tmp/run. Copy them to a bucket (gsutil cp) and pass gs:// paths, or run on a TPU VM (--tpu local).
     """
     if not is_remote_tpu(target):
         return

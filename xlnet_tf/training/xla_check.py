@@ -174,7 +174,7 @@ def _handle_id(variable):
     if isinstance(variable, keras.Variable):
         variable = variable.value  # The tf.Variable behind it.
     if isinstance(variable, tf.distribute.DistributedValues):
-        variable = variable._get_on_device_or_primary()  # noqa: SLF001: the local copy is captured
+        variable = variable._get_on_device_or_primary()  # noqa: SLF001  the local copy is captured
     return id(variable.handle)
 
 
