@@ -75,6 +75,15 @@ def test_core_install_has_no_beam_and_the_beam_and_test_extras_do():
     assert {"pytest", "pytest-xdist"} <= extras["test"]
 
 
+def test_ci_lints_with_the_ruff_of_the_test_extra():
+    _, extras = _requirements()
+    assert "ruff" in extras["test"]
+    ci = open(os.path.join(REPO, ".ci", "run"), encoding="utf-8").read()
+    install = ci.index('"$work/venv/bin/python" -m pip install --quiet ".[test]"')
+    lint = ci.index('"$work/venv/bin/ruff" check .')
+    assert install < lint < ci.index("run_pytest \"$work/venv/bin/python\" -m pytest")
+
+
 def test_every_imported_distribution_is_declared_and_every_declared_one_imported():
     core, extras = _requirements()
     imported = {**_imported_modules("xlnet_tf"), **_imported_modules("pipelines")}

@@ -20,8 +20,8 @@ xlnet_tf.config_schema.ConfigError: training.steps must be int, got bool True.
 
 import re
 import typing
-from typing import Any
 from collections.abc import Mapping
+from typing import Any
 
 # YAML 1.1 reads "1e-4" (an exponent without a dot) as a string, not a float.
 SCIENTIFIC_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")

@@ -16,8 +16,8 @@ Example:
 """
 
 import dataclasses
-from typing import Any
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 
 from xlnet_tf.config_schema import ConfigError, build_section, check_sections

@@ -7,8 +7,8 @@ fails before any weight is built.
 """
 
 import dataclasses
-from typing import Any
 from collections.abc import Mapping
+from typing import Any
 
 
 from xlnet_tf.config_schema import ConfigError, check_value  # noqa: F401 (ConfigError: re-exported)

@@ -9,8 +9,8 @@ Example:
 {'training': {'train_steps': 10}, 'optimizer': {'learning_rate': '1e-3'}}
 """
 
-from typing import Any
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import yaml
 import tensorflow as tf
