@@ -19,6 +19,7 @@ xlnet_tf.config_schema.ConfigError: training.steps must be int, got bool True.
 """
 
 import re
+import types
 import typing
 from collections.abc import Mapping
 from typing import Any
@@ -35,22 +36,23 @@ def check_value(dotted: str, value: Any, annotation, *, parse_strings: bool = Tr
     """Returns `value` checked against its annotated type, or raises `ConfigError`.
 
     Accepted: the type itself; an int where a float is expected (returned as a
-    float); `None` for an `Optional[...]`; a list or tuple of strings for
-    `List[str]` (returned as a list); with `parse_strings`, a string in
+    float); `None` for an optional field (`X | None` or `Optional[X]`); a list
+    or tuple of strings for `list[str]` (returned as a list); with `parse_strings`, a string in
     scientific notation (`"1e-4"`) for a float. A bool is never an int.
     Annotations of other types are not checked.
 
     Args:
         dotted: the key as the user spells it (`training.train_steps`), named in errors.
         value: the value to check.
-        annotation: the field's type (`int`, `Optional[float]`, `List[str]`, ...).
+        annotation: the field's type (`int`, `float | None`, `list[str]`, ...).
         parse_strings: accept scientific-notation strings as floats (config files);
             `False` where a value comes from Python code.
 
     Returns:
         The value, converted as described above.
     """
-    if typing.get_origin(annotation) is typing.Union:
+    # `float | None` is a `types.UnionType`, `Optional[float]` a `typing.Union`: both mean optional.
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         if value is None:
             return None
         annotation = [a for a in typing.get_args(annotation) if a is not type(None)][0]
