@@ -435,7 +435,7 @@ def test_manifest_counts_hold_without_metrics(monkeypatch, tmp_path):
 
 
 def test_job_fails_when_documents_do_not_add_up(monkeypatch, tmp_path):
-    # A tokenize step that loses a document without counting it: the job itself must fail.
+    # A tokenize step that loses documents without counting them (its first shard's pack): the job must fail.
     process = pretraining_data._TokenizeDocuments.process
 
     def losing(self, documents):
@@ -444,7 +444,7 @@ def test_job_fails_when_documents_do_not_add_up(monkeypatch, tmp_path):
 
     monkeypatch.setattr(pretraining_data._TokenizeDocuments, "process", losing)
     (tmp_path / "three.txt").write_text("The garden opens.\n\nA quiet river.\n\nHer brother reads.\n")
-    with pytest.raises(Exception, match=r"Document accounting does not add up: read 3, written 2"):
+    with pytest.raises(Exception, match=r"Document accounting does not add up: read 3, written [0-2],"):
         _run(tmp_path / "out", str(tmp_path / "three.txt"), extra=["--num-shards", "2"])
     assert not os.path.exists(tmp_path / "out" / "manifest.json")
 

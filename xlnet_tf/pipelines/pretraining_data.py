@@ -250,14 +250,51 @@ def token_dtype(vocabulary_size):
     return np.uint16 if vocabulary_size <= 1 << 16 else np.int32
 
 
+# Documents of one shard from one batch, in one shuffle element: five flat buffers instead of a Python
+# tuple per document, so the shuffle and the runner's data channel move a few large byte strings.
+DocumentPack = collections.namedtuple("DocumentPack", [
+    "keys",  # [D, 24] uint8: each document's order key (SHA-256 bytes 8..31)
+    "tokens",  # [T] token_dtype: the documents' token ids, one after another
+    "token_counts",  # [D] int32: tokens per document
+    "sentence_lengths",  # [S] int32: tokens per sentence, one document after another
+    "sentence_counts",  # [D] int32: sentences per document
+])
+
+
+def gather_segments(values, starts, counts, order):
+    """`values[starts[i]:starts[i] + counts[i]]` for each `i` in `order`, concatenated, without a Python loop.
+
+    Args:
+        values: array `[N]`.
+        starts: int `[M]`, where segment `i` begins in `values`.
+        counts: int `[M]`, its length.
+        order: int `[K]`, the segments to take, in output order.
+
+    Returns:
+        Array `[sum(counts[order])]` of `values`' dtype.
+
+    Example:
+        >>> gather_segments(np.array([1, 2, 3, 4, 5]), np.array([0, 3]), np.array([3, 2]), np.array([1, 0]))
+        array([4, 5, 1, 2, 3])
+    """
+    counts = np.asarray(counts, np.int64)[order]  # [K]
+    starts = np.asarray(starts, np.int64)[order]  # [K]
+    out_starts = np.cumsum(counts) - counts  # [K]
+    index = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(starts - out_starts, counts)  # [sum]
+    return np.asarray(values)[index]
+
+
 class _TokenizeDocuments(beam.DoFn):
-    """A batch of raw documents -> (shard, (order key, token ids, sentence lengths)) per document.
+    """A batch of raw documents -> `(shard, DocumentPack as a tuple)`, one element per shard it reaches.
 
     The whole batch goes through each step at once: one decode per document,
     the character steps of normalization over the batch's text
     (`normalize_lines`), one SentencePiece call for all its sentences, the
-    digit-comma rule on one flat id array (`DigitCommaSplit.split_flat`); per
-    document only its hash and slices of those arrays are made.
+    digit-comma rule on one flat id array (`DigitCommaSplit.split_flat`), the
+    grouping by shard as one gather (`gather_segments`); per document only its
+    hash is computed in Python. Few, large elements keep the shuffle's cost per
+    token low: with worker processes every element crosses the runner's data
+    channel twice.
     """
 
     def __init__(self, vocab_proto, *, seed, num_shards, lowercase, keep_accents, max_sentence_chars,
@@ -335,23 +372,42 @@ class _TokenizeDocuments(beam.DoFn):
         del ids
         tokens, lengths = self._digit_comma.split_flat(tokens, lengths)
         tokens = tokens.astype(self._token_dtype)
-        token_ends = np.cumsum(lengths)  # [S]
-        sentence, token = 0, 0
-        for sentences in per_document:
-            count = len(sentences)
-            document_lengths = lengths[sentence:sentence + count]
-            end = int(token_ends[sentence + count - 1]) if count else token
-            sentence += count
-            if end == token:
-                counts["skipped:empty"] += 1
-                continue
-            digest = hashlib.sha256(self._seed_bytes + "\n".join(sentences).encode("utf-8")).digest()
-            shard = int.from_bytes(digest[:8], "little") % self._num_shards
-            # Sentences SentencePiece encoded to nothing are not sentences of the stream.
-            kept = document_lengths[document_lengths > 0].astype(np.int32)  # [S']
-            yield shard, (digest[8:], tokens[token:end].tobytes(), kept.tobytes())
-            counts["tokens"] += end - token
-            token = end
+        sentence_counts = np.fromiter(map(len, per_document), np.int64, len(per_document))  # [D]
+        document_of_sentence = np.repeat(np.arange(len(per_document)), sentence_counts)  # [S]
+        document_tokens = np.bincount(document_of_sentence, lengths, len(per_document)).astype(np.int64)  # [D]
+        kept = np.flatnonzero(document_tokens)  # [K]: documents with at least one token
+        counts["skipped:empty"] += len(per_document) - kept.size
+        # Sentences SentencePiece encoded to nothing are not sentences of the stream.
+        nonempty = lengths > 0  # [S]
+        document_sentences = np.bincount(document_of_sentence[nonempty], minlength=len(per_document))  # [D]
+        digests = np.frombuffer(b"".join(
+            hashlib.sha256(self._seed_bytes + "\n".join(per_document[i]).encode("utf-8")).digest() for i in kept
+        ), np.uint8).reshape(kept.size, 32)  # [K, 32]
+        shards = np.ascontiguousarray(digests[:, :8]).view("<u8")[:, 0] % np.uint64(self._num_shards)  # [K]
+        # The batch's documents grouped by shard (stable: batch order within a shard), one element per shard.
+        by_shard = np.argsort(shards, kind="stable")  # [K]
+        order = kept[by_shard]
+        shard_tokens = gather_segments(tokens, np.cumsum(document_tokens) - document_tokens, document_tokens, order)
+        sentence_lengths = lengths[nonempty].astype(np.int32)  # [S']
+        shard_lengths = gather_segments(sentence_lengths, np.cumsum(document_sentences) - document_sentences,
+                                        document_sentences, order)
+        keys = digests[by_shard, 8:]  # [K, 24]
+        token_counts = document_tokens[order].astype(np.int32)  # [K]
+        sentence_counts = document_sentences[order].astype(np.int32)  # [K]
+        token_ends = np.cumsum(document_tokens[order])  # [K]
+        sentence_ends = np.cumsum(document_sentences[order])  # [K]
+        shard_ids, firsts = np.unique(shards[by_shard], return_index=True)
+        for shard, first, stop in zip(shard_ids.tolist(), firsts.tolist(), [*firsts[1:].tolist(), kept.size]):
+            token_start = int(token_ends[first - 1]) if first else 0
+            sentence_start = int(sentence_ends[first - 1]) if first else 0
+            yield int(shard), tuple(DocumentPack(
+                keys[first:stop].tobytes(),
+                shard_tokens[token_start:int(token_ends[stop - 1])].tobytes(),
+                token_counts[first:stop].tobytes(),
+                shard_lengths[sentence_start:int(sentence_ends[stop - 1])].tobytes(),
+                sentence_counts[first:stop].tobytes(),
+            ))
+        counts["tokens"] += int(document_tokens.sum())
         self._empty.inc(counts["skipped:empty"])
         self._undecodable.inc(counts["skipped:undecodable"])
         self._repaired.inc(counts["documents_repaired"])
@@ -376,22 +432,36 @@ def shard_stream(documents):
         that flips at every sentence and at every `<eod>` (which is its own
         one-token sentence, as in the original data), starting at 0.
     """
-    token_parts, length_parts = [], []
-    for tokens, lengths in documents:
-        token_parts.append(tokens)
-        token_parts.append(np.array([EOD_TOKEN_ID], dtype=np.int32))
-        length_parts.append(lengths)
-        length_parts.append(np.array([1], dtype=np.int32))
-    if not token_parts:
-        return np.zeros([0], np.int64), np.zeros([0], np.int64)
-    token_ids = np.concatenate(token_parts).astype(np.int64)  # [N]
-    lengths = np.concatenate(length_parts)  # [S]
-    bits = np.arange(lengths.size, dtype=np.int64) % 2  # [S]
+    documents = list(documents)
+    tokens = [np.asarray(t) for t, _ in documents]
+    lengths = [np.asarray(n, np.int32) for _, n in documents]
+    return _stream(
+        np.concatenate(tokens) if tokens else np.zeros([0], np.int32),
+        np.array([t.size for t in tokens], np.int64),
+        np.concatenate(lengths) if lengths else np.zeros([0], np.int32),
+        np.array([n.size for n in lengths], np.int64),
+    )
+
+
+def _stream(tokens, token_counts, sentence_lengths, sentence_counts):
+    """`shard_stream` on flat arrays: documents' tokens `[T]` (`token_counts` `[D]` each), sentence lengths `[S]`."""
+    token_ends = np.cumsum(token_counts + 1) - 1  # [D]: where each <eod> goes
+    token_ids = np.empty(tokens.size + token_counts.size, np.int64)  # [N]
+    at_eod = np.zeros(token_ids.size, bool)
+    at_eod[token_ends] = True
+    token_ids[at_eod] = EOD_TOKEN_ID
+    token_ids[~at_eod] = tokens
+    sentence_ends = np.cumsum(sentence_counts + 1) - 1  # [D]: <eod> is a sentence of one token
+    lengths = np.ones(sentence_lengths.size + sentence_counts.size, np.int64)  # [S + D]
+    is_sentence = np.ones(lengths.size, bool)
+    is_sentence[sentence_ends] = False
+    lengths[is_sentence] = sentence_lengths
+    bits = np.arange(lengths.size, dtype=np.int64) % 2  # [S + D]
     return token_ids, np.repeat(bits, lengths)  # [N]
 
 
 class _WriteShard(beam.DoFn):
-    """All documents of one shard -> its TFRecord file; yields the shard's stats."""
+    """All `DocumentPack`s of one shard -> its TFRecord file; yields the shard's stats."""
 
     def __init__(self, output_dir, num_shards, chunk_length, vocabulary_size):
         self._token_dtype = token_dtype(vocabulary_size)
@@ -402,26 +472,40 @@ class _WriteShard(beam.DoFn):
         self._records = Metrics.counter(_NAMESPACE, "records_written")
         self._tokens = Metrics.counter(_NAMESPACE, "tokens_written")
 
+    def _sorted_stream(self, packs):
+        """The packs' documents sorted by order key (bytewise, as Python sorts bytes) -> `shard_stream`'s arrays."""
+        packs = [DocumentPack._make(pack) for pack in packs]
+
+        def joined(field, dtype):
+            return np.frombuffer(b"".join(getattr(pack, field) for pack in packs), dtype)
+
+        # A 24-byte key as three big-endian words compares like the bytes.
+        keys = joined("keys", ">u8").reshape(-1, 3)  # [D, 3]
+        order = np.lexsort((keys[:, 2], keys[:, 1], keys[:, 0]))  # [D]
+        token_counts = joined("token_counts", np.int32).astype(np.int64)  # [D]
+        sentence_counts = joined("sentence_counts", np.int32).astype(np.int64)  # [D]
+        tokens = gather_segments(joined("tokens", self._token_dtype), np.cumsum(token_counts) - token_counts,
+                                 token_counts, order)
+        lengths = gather_segments(joined("sentence_lengths", np.int32), np.cumsum(sentence_counts) - sentence_counts,
+                                  sentence_counts, order)
+        return _stream(tokens, token_counts[order], lengths, sentence_counts[order]), order.size
+
     def process(self, element):
         from xlnet_tf.storage import atomic_files
 
         shard, grouped = element
-        documents = sorted(grouped["documents"], key=lambda doc: doc[0])
-        token_ids, sentence_ids = shard_stream(
-            (np.frombuffer(tokens, self._token_dtype), np.frombuffer(lengths, np.int32))
-            for _, tokens, lengths in documents
-        )
+        (token_ids, sentence_ids), num_documents = self._sorted_stream(grouped["documents"])
         name = shard_file_name(shard, self._num_shards)
         # Atomic (temporary name, then rename): a retried or crashed bundle never leaves a half shard
         # under the final name. No TensorFlow import for local paths: it costs each worker seconds of CPU.
         num_records = atomic_files.write_records(
             os.path.join(self._output_dir, name),
             serialize_records(token_ids, sentence_ids, self._chunk_length))
-        self._written.inc(len(documents))
+        self._written.inc(num_documents)
         self._records.inc(num_records)
         self._tokens.inc(int(token_ids.size))
         yield {"file": name, "num_records": num_records, "num_tokens": int(token_ids.size),
-               "num_documents": len(documents)}
+               "num_documents": num_documents}
 
 
 class _WriteManifest(beam.DoFn):
