@@ -79,28 +79,31 @@ def _packed_varints(values):
     import numpy as np
 
     values = np.asarray(values)
-    if values.size and (values.min() < 0 or values.max() >= 1 << 32):
+    top = int(values.max()) if values.size else 0
+    if values.size and (values.min() < 0 or top >= 1 << 32):
         raise ValueError("token and sentence ids must be in [0, 2**32).")
     v = values.astype(np.uint32)  # [N]
-    top = int(v.max()) if v.size else 0
     if top < 0x80:
         # One byte per value (sentence ids are 0/1): the value is its own varint.
         return v.astype(np.uint8), np.arange(v.size + 1, dtype=np.int64)
     width = 1  # bytes of the largest value
     while top >= 1 << (7 * width):
         width += 1
-    num_bytes = np.ones(v.shape, np.int64)  # [N]
+    num_bytes = np.ones(v.shape, np.uint8)  # [N]
     for k in range(1, width):
         num_bytes += v >= (1 << (7 * k))
-    columns = np.empty((v.size, width), np.uint8)  # [N, width]: byte k of each value
-    for k in range(width):
-        column = (v >> np.uint32(7 * k)) & np.uint32(0x7F)
-        if k + 1 < width:
-            column |= (num_bytes > k + 1).astype(np.uint32) << np.uint32(7)  # continuation bit
-        columns[:, k] = column
-    encoded = columns[np.arange(width)[None, :] < num_bytes[:, None]]  # [K], row-major: value by value
     offsets = np.zeros(v.size + 1, np.int64)  # [N+1]
     np.cumsum(num_bytes, out=offsets[1:])
+    encoded = np.empty(int(offsets[-1]), np.uint8)  # [K]
+    # Byte k of every value that has one, scattered to its place: one pass per byte position over only the
+    # values still that long (most token ids take 2 bytes), not a 2-D table cut by a mask.
+    at, rest, more = offsets[:-1], v, num_bytes > 1  # [N'] each
+    for _ in range(width):
+        encoded[at] = (rest & 0x7F).astype(np.uint8) | (more.view(np.uint8) << 7)  # continuation bit
+        if not more.any():
+            break
+        at, rest = at[more] + 1, rest[more] >> 7
+        more = rest >= 0x80
     return encoded, offsets
 
 
