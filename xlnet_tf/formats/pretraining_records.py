@@ -72,8 +72,16 @@ def _varint(value):
     return _varint_bytes(value)
 
 
-def _packed_varints(values):
-    """Varint-encodes non-negative `values` [N] (< 2**32) at once; returns (bytes [K] uint8, offsets [N+1])."""
+def packed_varints(values):
+    """Varint-encodes non-negative `values` [N] (< 2**32) at once; returns (bytes [K] uint8, offsets [N+1]).
+
+    The bytes are the values' protobuf varints one after another; value `i` is `bytes[offsets[i]:offsets[i + 1]]`.
+
+    Example:
+        >>> encoded, offsets = packed_varints([7, 300])
+        >>> encoded.tolist(), offsets.tolist()
+        ([7, 172, 2], [0, 1, 3])
+    """
     # numpy is imported here, not at the top, so that importing `xlnet_tf.formats` stays free
     # of heavy modules for light readers of the constants.
     import numpy as np
@@ -140,11 +148,42 @@ def serialize_records(token_ids, sentence_ids, chunk_length):
         >>> len(records)  # 3 tokens + 1 token
         2
     """
+    token_bytes, token_offsets = packed_varints(token_ids)
+    sentence_bytes, sentence_offsets = packed_varints(sentence_ids)
+    return serialize_packed_records(token_bytes, token_offsets, sentence_bytes, sentence_offsets, chunk_length)
+
+
+def varint_offsets(encoded):
+    """Offsets `[N+1]` of the values in varint bytes `encoded` `[K]` uint8 (a varint ends at its byte below 0x80).
+
+    Example:
+        >>> import numpy as np
+        >>> varint_offsets(np.array([7, 172, 2], np.uint8)).tolist()
+        [0, 1, 3]
+    """
     import numpy as np
 
-    token_bytes, token_offsets = _packed_varints(token_ids)
-    sentence_bytes, sentence_offsets = _packed_varints(sentence_ids)
-    token_bytes, sentence_bytes = token_bytes.tobytes(), sentence_bytes.tobytes()
+    ends = np.flatnonzero(np.asarray(encoded) < 0x80)  # [N]
+    offsets = np.zeros(ends.size + 1, np.int64)  # [N+1]
+    offsets[1:] = ends + 1
+    return offsets
+
+
+def serialize_packed_records(token_bytes, token_offsets, sentence_bytes, sentence_offsets, chunk_length):
+    """`serialize_records` on ids already varint-encoded (`packed_varints`): `bytes [K] uint8, offsets [N+1]` each.
+
+    The Beam job varint-encodes token ids where it tokenizes, so the bytes it
+    moves between its steps are the records' own (most ids of a SentencePiece
+    vocabulary, sorted by frequency, take 1 or 2 bytes).
+
+    Example:
+        >>> tokens, sentences = packed_varints([10, 11, 7]), packed_varints([0, 0, 1])
+        >>> len(serialize_packed_records(*tokens, *sentences, chunk_length=2))
+        2
+    """
+    import numpy as np
+
+    token_bytes, sentence_bytes = np.asarray(token_bytes).tobytes(), np.asarray(sentence_bytes).tobytes()
     num_tokens = len(token_offsets) - 1
     # Byte offsets of the record boundaries only.
     boundaries = np.append(np.arange(0, num_tokens, chunk_length), num_tokens)  # [R+1]

@@ -53,7 +53,9 @@ from xlnet_tf.formats.pretraining_records import FORMAT
 from xlnet_tf.formats.pretraining_records import MANIFEST_FILE as MANIFEST
 from xlnet_tf.formats.pretraining_records import SHARD_ENTRY_KEYS
 from xlnet_tf.formats.pretraining_records import SHARD_GLOB
-from xlnet_tf.formats.pretraining_records import serialize_records
+from xlnet_tf.formats.pretraining_records import packed_varints
+from xlnet_tf.formats.pretraining_records import serialize_packed_records
+from xlnet_tf.formats.pretraining_records import varint_offsets
 from xlnet_tf.formats.pretraining_records import shard_file_name
 from xlnet_tf.formats.special_tokens import EOD_TOKEN_ID
 from xlnet_tf.formats.special_tokens import SPECIAL_PIECES
@@ -245,17 +247,12 @@ class _FileStats(beam.DoFn):
 # --------------------------------------------------------------------------- tokenizing
 
 
-def token_dtype(vocabulary_size):
-    """Dtype of token ids between the tokenize and write steps: 2 bytes when they fit halves the shuffle."""
-    return np.uint16 if vocabulary_size <= 1 << 16 else np.int32
-
-
 # Documents of one shard from one batch, in one shuffle element: five flat buffers instead of a Python
 # tuple per document, so the shuffle and the runner's data channel move a few large byte strings.
 DocumentPack = collections.namedtuple("DocumentPack", [
     "keys",  # [D, 24] uint8: each document's order key (SHA-256 bytes 8..31)
-    "tokens",  # [T] token_dtype: the documents' token ids, one after another
-    "token_counts",  # [D] int32: tokens per document
+    "token_bytes",  # [B] uint8: the documents' token ids as the records' varints, one after another
+    "byte_counts",  # [D] int32: varint bytes per document
     "sentence_lengths",  # [S] int32: tokens per sentence, one document after another
     "sentence_counts",  # [D] int32: sentences per document
 ])
@@ -321,7 +318,6 @@ class _TokenizeDocuments(beam.DoFn):
         self._processor = spm.SentencePieceProcessor(model_proto=self._vocab_proto)
         # The original data pipeline split pieces like `▁1990,` (`XLNetTokenizer` does the same).
         self._digit_comma = DigitCommaSplit(self._processor)
-        self._token_dtype = token_dtype(self._processor.vocab_size())
         self._seed_bytes = self._seed.to_bytes(8, "little", signed=True)
 
     def _decoded(self, documents, counts):
@@ -373,7 +369,10 @@ class _TokenizeDocuments(beam.DoFn):
         tokens = np.fromiter(itertools.chain.from_iterable(ids), np.int32, int(lengths.sum()))  # [T]
         del ids
         tokens, lengths = self._digit_comma.split_flat(tokens, lengths)
-        tokens = tokens.astype(self._token_dtype)
+        # Token ids leave this step as the records' own varints: fewer bytes through the shuffle than any
+        # fixed width, and the write step does not encode them again.
+        encoded, offsets = packed_varints(tokens)  # [B], [T+1]
+        del tokens
         sentence_counts = np.fromiter(map(len, per_document), np.int64, len(per_document))  # [D]
         document_of_sentence = np.repeat(np.arange(len(per_document)), sentence_counts)  # [S]
         document_tokens = np.bincount(document_of_sentence, lengths, len(per_document)).astype(np.int64)  # [D]
@@ -389,23 +388,25 @@ class _TokenizeDocuments(beam.DoFn):
         # The batch's documents grouped by shard (stable: batch order within a shard), one element per shard.
         by_shard = np.argsort(shards, kind="stable")  # [K]
         order = kept[by_shard]
-        shard_tokens = gather_segments(tokens, np.cumsum(document_tokens) - document_tokens, document_tokens, order)
+        byte_starts = offsets[np.cumsum(document_tokens) - document_tokens]  # [D]
+        document_bytes = offsets[np.cumsum(document_tokens)] - byte_starts  # [D]
+        shard_bytes = gather_segments(encoded, byte_starts, document_bytes, order)
         sentence_lengths = lengths[nonempty].astype(np.int32)  # [S']
         shard_lengths = gather_segments(sentence_lengths, np.cumsum(document_sentences) - document_sentences,
                                         document_sentences, order)
         keys = digests[by_shard, 8:]  # [K, 24]
-        token_counts = document_tokens[order].astype(np.int32)  # [K]
+        byte_counts = document_bytes[order].astype(np.int32)  # [K]
         sentence_counts = document_sentences[order].astype(np.int32)  # [K]
-        token_ends = np.cumsum(document_tokens[order])  # [K]
+        byte_ends = np.cumsum(document_bytes[order])  # [K]
         sentence_ends = np.cumsum(document_sentences[order])  # [K]
         shard_ids, firsts = np.unique(shards[by_shard], return_index=True)
         for shard, first, stop in zip(shard_ids.tolist(), firsts.tolist(), [*firsts[1:].tolist(), kept.size]):
-            token_start = int(token_ends[first - 1]) if first else 0
+            byte_start = int(byte_ends[first - 1]) if first else 0
             sentence_start = int(sentence_ends[first - 1]) if first else 0
             yield int(shard), tuple(DocumentPack(
                 keys[first:stop].tobytes(),
-                shard_tokens[token_start:int(token_ends[stop - 1])].tobytes(),
-                token_counts[first:stop].tobytes(),
+                shard_bytes[byte_start:int(byte_ends[stop - 1])].tobytes(),
+                byte_counts[first:stop].tobytes(),
                 shard_lengths[sentence_start:int(sentence_ends[stop - 1])].tobytes(),
                 sentence_counts[first:stop].tobytes(),
             ))
@@ -453,20 +454,25 @@ def _stream(tokens, token_counts, sentence_lengths, sentence_counts):
     at_eod[token_ends] = True
     token_ids[at_eod] = EOD_TOKEN_ID
     token_ids[~at_eod] = tokens
-    sentence_ends = np.cumsum(sentence_counts + 1) - 1  # [D]: <eod> is a sentence of one token
+    return token_ids, _sentence_ids(sentence_lengths, sentence_counts)
+
+
+def _sentence_ids(sentence_lengths, sentence_counts):
+    """The stream's sentence bit `[N]`: documents' sentence lengths `[S]` (`sentence_counts` `[D]` each), and
+    after each document its `<eod>`, a sentence of one token."""
+    sentence_ends = np.cumsum(sentence_counts + 1) - 1  # [D]
     lengths = np.ones(sentence_lengths.size + sentence_counts.size, np.int64)  # [S + D]
     is_sentence = np.ones(lengths.size, bool)
     is_sentence[sentence_ends] = False
     lengths[is_sentence] = sentence_lengths
     bits = np.arange(lengths.size, dtype=np.int64) % 2  # [S + D]
-    return token_ids, np.repeat(bits, lengths)  # [N]
+    return np.repeat(bits, lengths)  # [N]
 
 
 class _WriteShard(beam.DoFn):
     """All `DocumentPack`s of one shard -> its TFRecord file; yields the shard's stats."""
 
-    def __init__(self, output_dir, num_shards, chunk_length, vocabulary_size):
-        self._token_dtype = token_dtype(vocabulary_size)
+    def __init__(self, output_dir, num_shards, chunk_length):
         self._output_dir = output_dir
         self._num_shards = int(num_shards)
         self._chunk_length = int(chunk_length)
@@ -474,8 +480,14 @@ class _WriteShard(beam.DoFn):
         self._records = Metrics.counter(_NAMESPACE, "records_written")
         self._tokens = Metrics.counter(_NAMESPACE, "tokens_written")
 
-    def _sorted_stream(self, packs):
-        """The packs' documents sorted by order key (bytewise, as Python sorts bytes) -> `shard_stream`'s arrays."""
+    @staticmethod
+    def _sorted_stream(packs):
+        """The packs' documents sorted by order key (bytewise, as Python sorts bytes), `<eod>` after each.
+
+        Returns:
+            `(token varints [B] uint8, their offsets [N+1], sentence_ids [N], number of documents)`: the
+            `shard_stream` of the sorted documents with its token ids still varint-encoded.
+        """
         packs = [DocumentPack._make(pack) for pack in packs]
 
         def joined(field, dtype):
@@ -484,30 +496,36 @@ class _WriteShard(beam.DoFn):
         # A 24-byte key as three big-endian words compares like the bytes.
         keys = joined("keys", ">u8").reshape(-1, 3)  # [D, 3]
         order = np.lexsort((keys[:, 2], keys[:, 1], keys[:, 0]))  # [D]
-        token_counts = joined("token_counts", np.int32).astype(np.int64)  # [D]
+        byte_counts = joined("byte_counts", np.int32).astype(np.int64)  # [D]
         sentence_counts = joined("sentence_counts", np.int32).astype(np.int64)  # [D]
-        tokens = gather_segments(joined("tokens", self._token_dtype), np.cumsum(token_counts) - token_counts,
-                                 token_counts, order)
+        eod, _ = packed_varints([EOD_TOKEN_ID])
+        data = np.concatenate([joined("token_bytes", np.uint8), eod])  # [B + E]
+        # Segments in output order: document, <eod>, document, <eod>, ...
+        starts = np.empty(2 * order.size, np.int64)  # [2D]
+        counts = np.empty(2 * order.size, np.int64)  # [2D]
+        starts[0::2], counts[0::2] = (np.cumsum(byte_counts) - byte_counts)[order], byte_counts[order]
+        starts[1::2], counts[1::2] = data.size - eod.size, eod.size
+        token_bytes = gather_segments(data, starts, counts, np.arange(starts.size))  # [B']
         lengths = gather_segments(joined("sentence_lengths", np.int32), np.cumsum(sentence_counts) - sentence_counts,
                                   sentence_counts, order)
-        return _stream(tokens, token_counts[order], lengths, sentence_counts[order]), order.size
+        return token_bytes, varint_offsets(token_bytes), _sentence_ids(lengths, sentence_counts[order]), order.size
 
     def process(self, element):
         from xlnet_tf.storage import atomic_files
 
         shard, grouped = element
-        (token_ids, sentence_ids), num_documents = self._sorted_stream(grouped["documents"])
+        token_bytes, token_offsets, sentence_ids, num_documents = self._sorted_stream(grouped["documents"])
+        num_tokens = token_offsets.size - 1
         name = shard_file_name(shard, self._num_shards)
         # Atomic (temporary name, then rename): a retried or crashed bundle never leaves a half shard
         # under the final name. No TensorFlow import for local paths: it costs each worker seconds of CPU.
         num_records = atomic_files.write_records(
             os.path.join(self._output_dir, name),
-            serialize_records(token_ids, sentence_ids, self._chunk_length))
+            serialize_packed_records(token_bytes, token_offsets, *packed_varints(sentence_ids), self._chunk_length))
         self._written.inc(num_documents)
         self._records.inc(num_records)
-        self._tokens.inc(int(token_ids.size))
-        yield {"file": name, "num_records": num_records, "num_tokens": int(token_ids.size),
-               "num_documents": num_documents}
+        self._tokens.inc(num_tokens)
+        yield {"file": name, "num_records": num_records, "num_tokens": num_tokens, "num_documents": num_documents}
 
 
 class _WriteManifest(beam.DoFn):
@@ -617,8 +635,7 @@ def build_pipeline(pipeline, settings, sources, vocab_proto, vocabulary_entry, i
     shards = (
         {"documents": tokenized.documents, "shard": shard_ids}
         | "GroupShards" >> beam.CoGroupByKey()
-        | "WriteShards" >> beam.ParDo(_WriteShard(
-            output_dir, num_shards, settings["chunk_length"], vocabulary_entry["vocabulary_size"]))
+        | "WriteShards" >> beam.ParDo(_WriteShard(output_dir, num_shards, settings["chunk_length"]))
     )
     stats = (
         (read.stats, file_stats, tokenized.stats)
