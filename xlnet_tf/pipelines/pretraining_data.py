@@ -342,11 +342,13 @@ class _TokenizeDocuments(beam.DoFn):
         lines = normalize_lines(lines, **self._normalize_options)
         per_document, start = [], 0
         limit = self._max_sentence_chars
+        # One look at the whole batch: documents are checked line by line only when some line is too long.
+        any_long = bool(lines) and max(map(len, lines)) > limit
         for text in texts:
             stop = start + text.count("\n") + 1
             sentences = [line for line in lines[start:stop] if line]
             start = stop
-            if sentences and max(map(len, sentences)) > limit:
+            if any_long and sentences and max(map(len, sentences)) > limit:
                 pieces = []
                 for line in sentences:
                     if len(line) > limit:
@@ -358,16 +360,21 @@ class _TokenizeDocuments(beam.DoFn):
             per_document.append(sentences)
         return per_document
 
+    def _encode(self, sentences):
+        """SentencePiece ids of `sentences`, flat: `(ids [T] int32, ids per sentence [S] int64)`."""
+        if not sentences:
+            return np.zeros([0], np.int32), np.zeros([0], np.int64)
+        # One call for the whole batch: SentencePiece's per-call cost is paid once. One thread:
+        # parallelism comes from Beam workers, not from inside a DoFn.
+        ids = self._processor.encode(sentences, num_threads=1)
+        lengths = np.fromiter(map(len, ids), np.int64, len(ids))  # [S]
+        return np.fromiter(itertools.chain.from_iterable(ids), np.int32, int(lengths.sum())), lengths
+
     def process(self, documents):
         counts = collections.Counter()
         per_document = self._sentences(self._decoded(documents, counts), counts)
         flat = [sentence for sentences in per_document for sentence in sentences]
-        # One call for the whole batch: SentencePiece's per-call cost is paid once. One thread:
-        # parallelism comes from Beam workers, not from inside a DoFn.
-        ids = self._processor.encode(flat, num_threads=1) if flat else []
-        lengths = np.fromiter(map(len, ids), np.int64, len(ids))  # [S]
-        tokens = np.fromiter(itertools.chain.from_iterable(ids), np.int32, int(lengths.sum()))  # [T]
-        del ids
+        tokens, lengths = self._encode(flat)  # [T], [S]
         tokens, lengths = self._digit_comma.split_flat(tokens, lengths)
         # Token ids leave this step as the records' own varints: fewer bytes through the shuffle than any
         # fixed width, and the write step does not encode them again.
