@@ -434,34 +434,26 @@ class _TokenizeDocuments(beam.DoFn):
 def shard_stream(documents):
     """Concatenates sorted documents into one stream, `<eod>` after each.
 
+    The write step builds this stream with its token ids still varint-encoded
+    (`_WriteShard._sorted_stream`); this is its plain form, the layout's reference.
+
     Args:
-        documents: iterable of `(tokens [T] uint16 or int32, sentence_lengths [S] int32)`.
+        documents: iterable of `(tokens [T] integer, sentence_lengths [S] int32)`.
 
     Returns:
         `(token_ids [N] int64, sentence_ids [N] int64)`: `sentence_ids` is a bit
         that flips at every sentence and at every `<eod>` (which is its own
         one-token sentence, as in the original data), starting at 0.
     """
-    documents = list(documents)
-    tokens = [np.asarray(t) for t, _ in documents]
-    lengths = [np.asarray(n, np.int32) for _, n in documents]
-    return _stream(
-        np.concatenate(tokens) if tokens else np.zeros([0], np.int32),
-        np.array([t.size for t in tokens], np.int64),
-        np.concatenate(lengths) if lengths else np.zeros([0], np.int32),
-        np.array([n.size for n in lengths], np.int64),
-    )
-
-
-def _stream(tokens, token_counts, sentence_lengths, sentence_counts):
-    """`shard_stream` on flat arrays: documents' tokens `[T]` (`token_counts` `[D]` each), sentence lengths `[S]`."""
-    token_ends = np.cumsum(token_counts + 1) - 1  # [D]: where each <eod> goes
-    token_ids = np.empty(tokens.size + token_counts.size, np.int64)  # [N]
-    at_eod = np.zeros(token_ids.size, bool)
-    at_eod[token_ends] = True
-    token_ids[at_eod] = EOD_TOKEN_ID
-    token_ids[~at_eod] = tokens
-    return token_ids, _sentence_ids(sentence_lengths, sentence_counts)
+    token_parts, length_parts, sentence_counts = [], [], []
+    for tokens, lengths in documents:
+        token_parts += [np.asarray(tokens, np.int64), np.array([EOD_TOKEN_ID], np.int64)]
+        length_parts.append(np.asarray(lengths, np.int32))
+        sentence_counts.append(len(lengths))
+    if not token_parts:
+        return np.zeros([0], np.int64), np.zeros([0], np.int64)
+    token_ids = np.concatenate(token_parts)  # [N]
+    return token_ids, _sentence_ids(np.concatenate(length_parts), np.array(sentence_counts, np.int64))
 
 
 def _sentence_ids(sentence_lengths, sentence_counts):
