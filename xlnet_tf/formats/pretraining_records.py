@@ -72,35 +72,46 @@ def _varint(value):
     return _varint_bytes(value)
 
 
-def _packed_varints(values):
-    """Varint-encodes non-negative `values` [N] (< 2**32) at once; returns (bytes [K] uint8, offsets [N+1])."""
+def packed_varints(values):
+    """Varint-encodes non-negative `values` [N] (< 2**32) at once; returns (bytes [K] uint8, offsets [N+1]).
+
+    The bytes are the values' protobuf varints one after another; value `i` is `bytes[offsets[i]:offsets[i + 1]]`.
+
+    Example:
+        >>> encoded, offsets = packed_varints([7, 300])
+        >>> encoded.tolist(), offsets.tolist()
+        ([7, 172, 2], [0, 1, 3])
+    """
     # numpy is imported here, not at the top, so that importing `xlnet_tf.formats` stays free
     # of heavy modules for light readers of the constants.
     import numpy as np  # import time: `xlnet_tf.formats` loads nothing heavy
 
     values = np.asarray(values)
-    if values.size and (values.min() < 0 or values.max() >= 1 << 32):
+    top = int(values.max()) if values.size else 0
+    if values.size and (values.min() < 0 or top >= 1 << 32):
         raise ValueError("token and sentence ids must be in [0, 2**32).")
     v = values.astype(np.uint32)  # [N]
-    top = int(v.max()) if v.size else 0
     if top < 0x80:
         # One byte per value (sentence ids are 0/1): the value is its own varint.
         return v.astype(np.uint8), np.arange(v.size + 1, dtype=np.int64)
     width = 1  # bytes of the largest value
     while top >= 1 << (7 * width):
         width += 1
-    num_bytes = np.ones(v.shape, np.int64)  # [N]
+    num_bytes = np.ones(v.shape, np.uint8)  # [N]
     for k in range(1, width):
         num_bytes += v >= (1 << (7 * k))
-    columns = np.empty((v.size, width), np.uint8)  # [N, width]: byte k of each value
-    for k in range(width):
-        column = (v >> np.uint32(7 * k)) & np.uint32(0x7F)
-        if k + 1 < width:
-            column |= (num_bytes > k + 1).astype(np.uint32) << np.uint32(7)  # continuation bit
-        columns[:, k] = column
-    encoded = columns[np.arange(width)[None, :] < num_bytes[:, None]]  # [K], row-major: value by value
     offsets = np.zeros(v.size + 1, np.int64)  # [N+1]
     np.cumsum(num_bytes, out=offsets[1:])
+    encoded = np.empty(int(offsets[-1]), np.uint8)  # [K]
+    # Byte k of every value that has one, scattered to its place: one pass per byte position over only the
+    # values still that long (most token ids take 2 bytes), not a 2-D table cut by a mask.
+    at, rest, more = offsets[:-1], v, num_bytes > 1  # [N'] each
+    for _ in range(width):
+        encoded[at] = (rest & 0x7F).astype(np.uint8) | (more.view(np.uint8) << 7)  # continuation bit
+        if not more.any():
+            break
+        at, rest = at[more] + 1, rest[more] >> 7
+        more = rest >= 0x80
     return encoded, offsets
 
 
@@ -137,11 +148,42 @@ def serialize_records(token_ids, sentence_ids, chunk_length):
         >>> len(records)  # 3 tokens + 1 token
         2
     """
+    token_bytes, token_offsets = packed_varints(token_ids)
+    sentence_bytes, sentence_offsets = packed_varints(sentence_ids)
+    return serialize_packed_records(token_bytes, token_offsets, sentence_bytes, sentence_offsets, chunk_length)
+
+
+def varint_offsets(encoded):
+    """Offsets `[N+1]` of the values in varint bytes `encoded` `[K]` uint8 (a varint ends at its byte below 0x80).
+
+    Example:
+        >>> import numpy as np
+        >>> varint_offsets(np.array([7, 172, 2], np.uint8)).tolist()
+        [0, 1, 3]
+    """
     import numpy as np  # import time: `xlnet_tf.formats` loads nothing heavy
 
-    token_bytes, token_offsets = _packed_varints(token_ids)
-    sentence_bytes, sentence_offsets = _packed_varints(sentence_ids)
-    token_bytes, sentence_bytes = token_bytes.tobytes(), sentence_bytes.tobytes()
+    ends = np.flatnonzero(np.asarray(encoded) < 0x80)  # [N]
+    offsets = np.zeros(ends.size + 1, np.int64)  # [N+1]
+    offsets[1:] = ends + 1
+    return offsets
+
+
+def serialize_packed_records(token_bytes, token_offsets, sentence_bytes, sentence_offsets, chunk_length):
+    """`serialize_records` on ids already varint-encoded (`packed_varints`): `bytes [K] uint8, offsets [N+1]` each.
+
+    The Beam job varint-encodes token ids where it tokenizes, so the bytes it
+    moves between its steps are the records' own (most ids of a SentencePiece
+    vocabulary, sorted by frequency, take 1 or 2 bytes).
+
+    Example:
+        >>> tokens, sentences = packed_varints([10, 11, 7]), packed_varints([0, 0, 1])
+        >>> len(serialize_packed_records(*tokens, *sentences, chunk_length=2))
+        2
+    """
+    import numpy as np  # import time: `xlnet_tf.formats` loads nothing heavy
+
+    token_bytes, sentence_bytes = np.asarray(token_bytes).tobytes(), np.asarray(sentence_bytes).tobytes()
     num_tokens = len(token_offsets) - 1
     # Byte offsets of the record boundaries only.
     boundaries = np.append(np.arange(0, num_tokens, chunk_length), num_tokens)  # [R+1]

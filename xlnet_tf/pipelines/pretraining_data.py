@@ -54,7 +54,9 @@ from xlnet_tf.formats.pretraining_records import FORMAT
 from xlnet_tf.formats.pretraining_records import MANIFEST_FILE as MANIFEST
 from xlnet_tf.formats.pretraining_records import SHARD_ENTRY_KEYS
 from xlnet_tf.formats.pretraining_records import SHARD_GLOB
-from xlnet_tf.formats.pretraining_records import serialize_records
+from xlnet_tf.formats.pretraining_records import packed_varints
+from xlnet_tf.formats.pretraining_records import serialize_packed_records
+from xlnet_tf.formats.pretraining_records import varint_offsets
 from xlnet_tf.formats.pretraining_records import shard_file_name
 from xlnet_tf.formats.special_tokens import EOD_TOKEN_ID
 from xlnet_tf.formats.special_tokens import SPECIAL_PIECES
@@ -264,19 +266,53 @@ class _FileStats(beam.DoFn):
 # --------------------------------------------------------------------------- tokenizing
 
 
-def token_dtype(vocabulary_size):
-    """Dtype of token ids between the tokenize and write steps: 2 bytes when they fit halves the shuffle."""
-    return np.uint16 if vocabulary_size <= 1 << 16 else np.int32
+# Documents of one shard from one batch, in one shuffle element: five flat buffers instead of a Python
+# tuple per document, so the shuffle and the runner's data channel move a few large byte strings.
+DocumentPack = collections.namedtuple("DocumentPack", [
+    "keys",  # [D, 24] uint8: each document's order key (SHA-256 bytes 8..31)
+    "token_bytes",  # [B] uint8: the documents' token ids as the records' varints, one after another
+    "byte_counts",  # [D] int32: varint bytes per document
+    "sentence_lengths",  # [S] int32: tokens per sentence, one document after another
+    "sentence_counts",  # [D] int32: sentences per document
+])
+
+
+def gather_segments(values, starts, counts, order):
+    """`values[starts[i]:starts[i] + counts[i]]` for each `i` in `order`, concatenated in one copy.
+
+    Args:
+        values: array `[N]`.
+        starts: int `[M]`, where segment `i` begins in `values`.
+        counts: int `[M]`, its length.
+        order: int `[K]`, the segments to take, in output order.
+
+    Returns:
+        Array `[sum(counts[order])]` of `values`' dtype.
+
+    Example:
+        >>> gather_segments(np.array([1, 2, 3, 4, 5]), np.array([0, 3]), np.array([3, 2]), np.array([1, 0]))
+        array([4, 5, 1, 2, 3])
+    """
+    values = np.asarray(values)
+    if not len(order):
+        return values[:0]
+    # Segments are documents (hundreds of tokens each): a view per segment and one copy beat an index per value.
+    return np.concatenate([values[start:start + count]
+                           for start, count in zip(np.asarray(starts)[order].tolist(),
+                                                   np.asarray(counts)[order].tolist())])
 
 
 class _TokenizeDocuments(beam.DoFn):
-    """A batch of raw documents -> (shard, (order key, token ids, sentence lengths)) per document.
+    """A batch of raw documents -> `(shard, DocumentPack as a tuple)`, one element per shard it reaches.
 
     The whole batch goes through each step at once: one decode per document,
     the character steps of normalization over the batch's text
     (`normalize_lines`), one SentencePiece call for all its sentences, the
-    digit-comma rule on one flat id array (`DigitCommaSplit.split_flat`); per
-    document only its hash and slices of those arrays are made.
+    digit-comma rule on one flat id array (`DigitCommaSplit.split_flat`), the
+    grouping by shard as one gather (`gather_segments`); per document only its
+    hash is computed in Python. Few, large elements keep the shuffle's cost per
+    token low: with worker processes every element crosses the runner's data
+    channel twice.
     """
 
     def __init__(self, vocab_proto, *, seed, num_shards, lowercase, keep_accents, max_sentence_chars,
@@ -297,7 +333,6 @@ class _TokenizeDocuments(beam.DoFn):
         self._processor = spm.SentencePieceProcessor(model_proto=self._vocab_proto)
         # The original data pipeline split pieces like `▁1990,` (`XLNetTokenizer` does the same).
         self._digit_comma = DigitCommaSplit(self._processor)
-        self._token_dtype = token_dtype(self._processor.vocab_size())
         self._seed_bytes = self._seed.to_bytes(8, "little", signed=True)
 
     def _decoded(self, documents, counts):
@@ -319,11 +354,13 @@ class _TokenizeDocuments(beam.DoFn):
         lines = normalize_lines(lines, **self._normalize_options)
         per_document, start = [], 0
         limit = self._max_sentence_chars
+        # One look at the whole batch: documents are checked line by line only when some line is too long.
+        any_long = bool(lines) and max(map(len, lines)) > limit
         for text in texts:
             stop = start + text.count("\n") + 1
             sentences = [line for line in lines[start:stop] if line]
             start = stop
-            if sentences and max(map(len, sentences)) > limit:
+            if any_long and sentences and max(map(len, sentences)) > limit:
                 pieces = []
                 for line in sentences:
                     if len(line) > limit:
@@ -335,35 +372,64 @@ class _TokenizeDocuments(beam.DoFn):
             per_document.append(sentences)
         return per_document
 
+    def _encode(self, sentences):
+        """SentencePiece ids of `sentences`, flat: `(ids [T] int32, ids per sentence [S] int64)`."""
+        if not sentences:
+            return np.zeros([0], np.int32), np.zeros([0], np.int64)
+        # One call for the whole batch: SentencePiece's per-call cost is paid once. One thread:
+        # parallelism comes from Beam workers, not from inside a DoFn.
+        ids = self._processor.encode(sentences, num_threads=1)
+        lengths = np.fromiter(map(len, ids), np.int64, len(ids))  # [S]
+        return np.fromiter(itertools.chain.from_iterable(ids), np.int32, int(lengths.sum())), lengths
+
     def process(self, documents):
         counts = collections.Counter()
         per_document = self._sentences(self._decoded(documents, counts), counts)
         flat = [sentence for sentences in per_document for sentence in sentences]
-        # One call for the whole batch: SentencePiece's per-call cost is paid once. One thread:
-        # parallelism comes from Beam workers, not from inside a DoFn.
-        ids = self._processor.encode(flat, num_threads=1) if flat else []
-        lengths = np.fromiter(map(len, ids), np.int64, len(ids))  # [S]
-        tokens = np.fromiter(itertools.chain.from_iterable(ids), np.int32, int(lengths.sum()))  # [T]
-        del ids
+        tokens, lengths = self._encode(flat)  # [T], [S]
         tokens, lengths = self._digit_comma.split_flat(tokens, lengths)
-        tokens = tokens.astype(self._token_dtype)
-        token_ends = np.cumsum(lengths)  # [S]
-        sentence, token = 0, 0
-        for sentences in per_document:
-            count = len(sentences)
-            document_lengths = lengths[sentence:sentence + count]
-            end = int(token_ends[sentence + count - 1]) if count else token
-            sentence += count
-            if end == token:
-                counts["skipped:empty"] += 1
-                continue
-            digest = hashlib.sha256(self._seed_bytes + "\n".join(sentences).encode("utf-8")).digest()
-            shard = int.from_bytes(digest[:8], "little") % self._num_shards
-            # Sentences SentencePiece encoded to nothing are not sentences of the stream.
-            kept = document_lengths[document_lengths > 0].astype(np.int32)  # [S']
-            yield shard, (digest[8:], tokens[token:end].tobytes(), kept.tobytes())
-            counts["tokens"] += end - token
-            token = end
+        # Token ids leave this step as the records' own varints: fewer bytes through the shuffle than any
+        # fixed width, and the write step does not encode them again.
+        encoded, offsets = packed_varints(tokens)  # [B], [T+1]
+        del tokens
+        sentence_counts = np.fromiter(map(len, per_document), np.int64, len(per_document))  # [D]
+        document_of_sentence = np.repeat(np.arange(len(per_document)), sentence_counts)  # [S]
+        document_tokens = np.bincount(document_of_sentence, lengths, len(per_document)).astype(np.int64)  # [D]
+        kept = np.flatnonzero(document_tokens)  # [K]: documents with at least one token
+        counts["skipped:empty"] += len(per_document) - kept.size
+        # Sentences SentencePiece encoded to nothing are not sentences of the stream.
+        nonempty = lengths > 0  # [S]
+        document_sentences = np.bincount(document_of_sentence[nonempty], minlength=len(per_document))  # [D]
+        digests = np.frombuffer(b"".join(
+            hashlib.sha256(self._seed_bytes + "\n".join(per_document[i]).encode("utf-8")).digest() for i in kept
+        ), np.uint8).reshape(kept.size, 32)  # [K, 32]
+        shards = np.ascontiguousarray(digests[:, :8]).view("<u8")[:, 0] % np.uint64(self._num_shards)  # [K]
+        # The batch's documents grouped by shard (stable: batch order within a shard), one element per shard.
+        by_shard = np.argsort(shards, kind="stable")  # [K]
+        order = kept[by_shard]
+        byte_starts = offsets[np.cumsum(document_tokens) - document_tokens]  # [D]
+        document_bytes = offsets[np.cumsum(document_tokens)] - byte_starts  # [D]
+        shard_bytes = gather_segments(encoded, byte_starts, document_bytes, order)
+        sentence_lengths = lengths[nonempty].astype(np.int32)  # [S']
+        shard_lengths = gather_segments(sentence_lengths, np.cumsum(document_sentences) - document_sentences,
+                                        document_sentences, order)
+        keys = digests[by_shard, 8:]  # [K, 24]
+        byte_counts = document_bytes[order].astype(np.int32)  # [K]
+        sentence_counts = document_sentences[order].astype(np.int32)  # [K]
+        byte_ends = np.cumsum(document_bytes[order])  # [K]
+        sentence_ends = np.cumsum(document_sentences[order])  # [K]
+        shard_ids, firsts = np.unique(shards[by_shard], return_index=True)
+        for shard, first, stop in zip(shard_ids.tolist(), firsts.tolist(), [*firsts[1:].tolist(), kept.size]):
+            byte_start = int(byte_ends[first - 1]) if first else 0
+            sentence_start = int(sentence_ends[first - 1]) if first else 0
+            yield int(shard), tuple(DocumentPack(
+                keys[first:stop].tobytes(),
+                shard_bytes[byte_start:int(byte_ends[stop - 1])].tobytes(),
+                byte_counts[first:stop].tobytes(),
+                shard_lengths[sentence_start:int(sentence_ends[stop - 1])].tobytes(),
+                sentence_counts[first:stop].tobytes(),
+            ))
+        counts["tokens"] += int(document_tokens.sum())
         self._empty.inc(counts["skipped:empty"])
         self._undecodable.inc(counts["skipped:undecodable"])
         self._repaired.inc(counts["documents_repaired"])
@@ -380,33 +446,44 @@ class _TokenizeDocuments(beam.DoFn):
 def shard_stream(documents):
     """Concatenates sorted documents into one stream, `<eod>` after each.
 
+    The write step builds this stream with its token ids still varint-encoded
+    (`_WriteShard._sorted_stream`); this is its plain form, the layout's reference.
+
     Args:
-        documents: iterable of `(tokens [T] uint16 or int32, sentence_lengths [S] int32)`.
+        documents: iterable of `(tokens [T] integer, sentence_lengths [S] int32)`.
 
     Returns:
         `(token_ids [N] int64, sentence_ids [N] int64)`: `sentence_ids` is a bit
         that flips at every sentence and at every `<eod>` (which is its own
         one-token sentence, as in the original data), starting at 0.
     """
-    token_parts, length_parts = [], []
+    token_parts, length_parts, sentence_counts = [], [], []
     for tokens, lengths in documents:
-        token_parts.append(tokens)
-        token_parts.append(np.array([EOD_TOKEN_ID], dtype=np.int32))
-        length_parts.append(lengths)
-        length_parts.append(np.array([1], dtype=np.int32))
+        token_parts += [np.asarray(tokens, np.int64), np.array([EOD_TOKEN_ID], np.int64)]
+        length_parts.append(np.asarray(lengths, np.int32))
+        sentence_counts.append(len(lengths))
     if not token_parts:
         return np.zeros([0], np.int64), np.zeros([0], np.int64)
-    token_ids = np.concatenate(token_parts).astype(np.int64)  # [N]
-    lengths = np.concatenate(length_parts)  # [S]
-    bits = np.arange(lengths.size, dtype=np.int64) % 2  # [S]
-    return token_ids, np.repeat(bits, lengths)  # [N]
+    token_ids = np.concatenate(token_parts)  # [N]
+    return token_ids, _sentence_ids(np.concatenate(length_parts), np.array(sentence_counts, np.int64))
+
+
+def _sentence_ids(sentence_lengths, sentence_counts):
+    """The stream's sentence bit `[N]`: documents' sentence lengths `[S]` (`sentence_counts` `[D]` each), and
+    after each document its `<eod>`, a sentence of one token."""
+    sentence_ends = np.cumsum(sentence_counts + 1) - 1  # [D]
+    lengths = np.ones(sentence_lengths.size + sentence_counts.size, np.int64)  # [S + D]
+    is_sentence = np.ones(lengths.size, bool)
+    is_sentence[sentence_ends] = False
+    lengths[is_sentence] = sentence_lengths
+    bits = np.arange(lengths.size, dtype=np.int64) % 2  # [S + D]
+    return np.repeat(bits, lengths)  # [N]
 
 
 class _WriteShard(beam.DoFn):
-    """All documents of one shard -> its TFRecord file; yields the shard's stats."""
+    """All `DocumentPack`s of one shard -> its TFRecord file; yields the shard's stats."""
 
-    def __init__(self, output_dir, num_shards, chunk_length, vocabulary_size):
-        self._token_dtype = token_dtype(vocabulary_size)
+    def __init__(self, output_dir, num_shards, chunk_length):
         self._output_dir = output_dir
         self._num_shards = int(num_shards)
         self._chunk_length = int(chunk_length)
@@ -414,24 +491,50 @@ class _WriteShard(beam.DoFn):
         self._records = Metrics.counter(_NAMESPACE, "records_written")
         self._tokens = Metrics.counter(_NAMESPACE, "tokens_written")
 
+    @staticmethod
+    def _sorted_stream(packs):
+        """The packs' documents sorted by order key (bytewise, as Python sorts bytes), `<eod>` after each.
+
+        Returns:
+            `(token varints [B] uint8, their offsets [N+1], sentence_ids [N], number of documents)`: the
+            `shard_stream` of the sorted documents with its token ids still varint-encoded.
+        """
+        packs = [DocumentPack._make(pack) for pack in packs]
+
+        def joined(field, dtype):
+            return np.frombuffer(b"".join(getattr(pack, field) for pack in packs), dtype)
+
+        # A 24-byte key as three big-endian words compares like the bytes.
+        keys = joined("keys", ">u8").reshape(-1, 3)  # [D, 3]
+        order = np.lexsort((keys[:, 2], keys[:, 1], keys[:, 0]))  # [D]
+        byte_counts = joined("byte_counts", np.int32).astype(np.int64)  # [D]
+        sentence_counts = joined("sentence_counts", np.int32).astype(np.int64)  # [D]
+        eod, _ = packed_varints([EOD_TOKEN_ID])
+        data = np.concatenate([joined("token_bytes", np.uint8), eod])  # [B + E]
+        # Segments in output order: document, <eod>, document, <eod>, ...
+        starts = np.empty(2 * order.size, np.int64)  # [2D]
+        counts = np.empty(2 * order.size, np.int64)  # [2D]
+        starts[0::2], counts[0::2] = (np.cumsum(byte_counts) - byte_counts)[order], byte_counts[order]
+        starts[1::2], counts[1::2] = data.size - eod.size, eod.size
+        token_bytes = gather_segments(data, starts, counts, np.arange(starts.size))  # [B']
+        lengths = gather_segments(joined("sentence_lengths", np.int32), np.cumsum(sentence_counts) - sentence_counts,
+                                  sentence_counts, order)
+        return token_bytes, varint_offsets(token_bytes), _sentence_ids(lengths, sentence_counts[order]), order.size
+
     def process(self, element):
         shard, grouped = element
-        documents = sorted(grouped["documents"], key=lambda doc: doc[0])
-        token_ids, sentence_ids = shard_stream(
-            (np.frombuffer(tokens, self._token_dtype), np.frombuffer(lengths, np.int32))
-            for _, tokens, lengths in documents
-        )
+        token_bytes, token_offsets, sentence_ids, num_documents = self._sorted_stream(grouped["documents"])
+        num_tokens = token_offsets.size - 1
         name = shard_file_name(shard, self._num_shards)
         # Atomic (temporary name, then rename): a retried or crashed bundle never leaves a half shard
         # under the final name. No TensorFlow import for local paths: it costs each worker seconds of CPU.
         num_records = atomic_files.write_records(
             os.path.join(self._output_dir, name),
-            serialize_records(token_ids, sentence_ids, self._chunk_length))
-        self._written.inc(len(documents))
+            serialize_packed_records(token_bytes, token_offsets, *packed_varints(sentence_ids), self._chunk_length))
+        self._written.inc(num_documents)
         self._records.inc(num_records)
-        self._tokens.inc(int(token_ids.size))
-        yield {"file": name, "num_records": num_records, "num_tokens": int(token_ids.size),
-               "num_documents": len(documents)}
+        self._tokens.inc(num_tokens)
+        yield {"file": name, "num_records": num_records, "num_tokens": num_tokens, "num_documents": num_documents}
 
 
 class _WriteManifest(beam.DoFn):
@@ -538,8 +641,7 @@ def build_pipeline(pipeline, settings, sources, vocab_proto, vocabulary_entry, i
     shards = (
         {"documents": tokenized.documents, "shard": shard_ids}
         | "GroupShards" >> beam.CoGroupByKey()
-        | "WriteShards" >> beam.ParDo(_WriteShard(
-            output_dir, num_shards, settings["chunk_length"], vocabulary_entry["vocabulary_size"]))
+        | "WriteShards" >> beam.ParDo(_WriteShard(output_dir, num_shards, settings["chunk_length"]))
     )
     stats = (
         (read.stats, file_stats, tokenized.stats)
