@@ -110,8 +110,6 @@ class SavedModelPredictor:
         self.input_names = ((entry.serving_inputs[0], entry.serving_inputs[-1]) if len(entry.serving_inputs) > 1
                             else DEFAULT_INPUTS)
         self.takes_choices = entry.layout == tasks.CHOICES
-        # A multiple-choice export of an earlier version has no question input.
-        self.takes_question = self.takes_choices and "question" in names
         self.has_pair = self.input_names[1] in names
         self.num_choices = int(metadata.get("num_choices") or 0)
         self.label_names = metadata.get("label_names")
@@ -122,25 +120,39 @@ class SavedModelPredictor:
         feed = {first: tf.constant([row[0].encode("utf-8") for row in batch], tf.string)}
         if self.takes_choices:
             feed[second] = tf.constant([[c.encode("utf-8") for c in row[-1]] for row in batch], tf.string)
-            if self.takes_question:
-                feed["question"] = tf.constant([(row[1] if len(row) == 3 else "").encode("utf-8") for row in batch],
-                                               tf.string)
+            feed["question"] = tf.constant([(row[1] if len(row) == 3 else "").encode("utf-8") for row in batch],
+                                           tf.string)
         elif self.has_pair:
-            feed[second] = tf.constant([p.encode("utf-8") for _, p in batch], tf.string)
+            feed[second] = tf.constant([(p or "").encode("utf-8") for _, p in batch], tf.string)
         return feed
+
+    def _checked_row(self, number, row):
+        """`row` as a tuple (a bare string is a text alone); a row the signature cannot take is an error."""
+        if isinstance(row, str):
+            row = (row, None)
+        sizes = (2, 3) if self.takes_choices else (2,)
+        if not isinstance(row, (tuple, list)) or len(row) not in sizes:
+            raise ValueError(f"row {number}: expected {' or '.join(map(str, sizes))} fields "
+                             f"({self.input_names[0]}, ...), got {row!r}.")
+        if not self.takes_choices and not self.has_pair and row[1] not in (None, ""):
+            raise ValueError(f"row {number}: this {self.task} model takes one text (its signature has no "
+                             f"{self.input_names[1]!r} input), but the row has a second text {row[1]!r}.")
+        return tuple(row)
 
     def predict(self, rows, batch_size=32, top_k=0):
         """Yields one `prediction_record` per row, calling the model on `batch_size` rows at a time.
 
         Args:
             rows: `(first, second)` pairs of valid Unicode strings: `(text, text_pair
-                or None)`, `(context, question)`, or `(context, [choices])` / `(context, question,
-                [choices])`.
+                or None)` (or a bare `text`), `(context, question)`, or `(context, [choices])` /
+                `(context, question, [choices])`. A second text for a model that takes one
+                text is an error naming the row.
             batch_size: rows per call (>= 1).
             top_k: classification: also list the k most probable labels (0: off).
         """
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
+        rows = [self._checked_row(number, row) for number, row in enumerate(rows)]
         for start in range(0, len(rows), batch_size):
             batch = rows[start:start + batch_size]
             outputs = {k: v.numpy() for k, v in self._signature(**self._feed(batch)).items()}
