@@ -288,11 +288,8 @@ def main(argv=None):
     parser.add_argument("--timeout", type=int, default=900, help="seconds per measurement")
     parser.add_argument("--output", default=None, help="also write the printed report to this file")
     parser.add_argument("--json", default=None, help="also write every row's figures to this file")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    results_table.add_arguments(parser)
-    args = parser.parse_args(argv)
-    if args.child:
-        child(json.loads(args.child))
+    args = results_table.parse_arguments(parser, argv, child)
+    if args is None:  # a measurement's own process
         return 0
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")

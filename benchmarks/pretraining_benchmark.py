@@ -340,11 +340,8 @@ def main(argv=None):
                         help="sequence lengths of table 1c")
     parser.add_argument("--paired-ratios", nargs="+", default=list(PAIRED_RATIOS), choices=list(PAIRED_RATIOS),
                         help="ratios of table 1c: ours/PyTorch, XLA/no XLA (f32), bf16/f32, XLA/no XLA (bf16)")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    results_table.add_arguments(parser)
-    args = parser.parse_args(argv)
-    if args.child:
-        child(json.loads(args.child))
+    args = results_table.parse_arguments(parser, argv, child)
+    if args is None:  # a measurement's own process
         return 0
     common = dict(steps=args.steps, threads=args.threads, xla=False, replicas=1, size="base")
     rows = [(128, 2, "float32"), (128, 2, "bfloat16")]

@@ -27,6 +27,7 @@ if __name__ == "__main__":
 """
 
 import argparse
+import json
 import contextlib
 import dataclasses
 import datetime
@@ -317,6 +318,21 @@ def add_arguments(parser):
     parser.add_argument("--from-results-file", default=None, metavar="PATH",
                         help="with --write-results: rebuild the rows from this recorded results file, no run")
     return parser
+
+
+def parse_arguments(parser, argv, child):
+    """Parses a benchmark's `argv` after adding the results flags and `--child SPEC`.
+
+    A benchmark measures each setting in a fresh process of itself (`--child` with a JSON
+    spec); that process runs `child(spec)` and this returns None, so `main` returns at once.
+    """
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    if args.child:
+        child(json.loads(args.child))
+        return None
+    return args
 
 
 def _own_flags(argv):

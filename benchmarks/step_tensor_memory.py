@@ -115,11 +115,8 @@ def main(argv=None):
     parser.add_argument("--code", default=HERE, help="the checkout to measure (default: this one)")
     parser.add_argument("--steps", type=int, default=3, help="measured steps after the warm-up step")
     parser.add_argument("--configs", default=DEFAULT_CONFIGS, help="SEQxBATCH:DTYPE, comma-separated")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    results_table.add_arguments(parser)
-    args = parser.parse_args(argv)
-    if args.child:
-        child(json.loads(args.child))
+    args = results_table.parse_arguments(parser, argv, child)
+    if args is None:  # a measurement's own process
         return 0
     code = os.path.abspath(args.code)
     if not os.path.isdir(os.path.join(code, "xlnet_tf")):
