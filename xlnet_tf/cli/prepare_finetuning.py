@@ -46,8 +46,7 @@ def _parser():
                         help="classification/regression/multiple choice: pack each document at max_segments * "
                              "sequence_length pieces, fed as that many segments (the config's task.max_segments); "
                              "default 1")
-    parser.add_argument("--text-fields", default=None,
-                                help="comma-separated text columns (default text,text_pair)")
+    parser.add_argument("--text-fields", default=None, help="comma-separated text columns (default text,text_pair)")
     parser.add_argument("--label-field", default=None, help="label column (default label; tags for tokens)")
     parser.add_argument("--label-names", default=None, help="comma-separated class names, in id order")
     parser.add_argument("--truncate", choices=("longest_first", "keep_second"), default="longest_first")
