@@ -103,6 +103,7 @@ def build_optimizer(model, *, learning_rate=2e-5, warmup_steps=100, train_steps=
         ValueError: naming the argument that is out of range or does not fit the model.
 
     Example:
+    >>> classifier = XLNetClassifier.from_preset("xlnet_base_cased", num_classes=2)
     >>> optimizer = build_optimizer(classifier, learning_rate=5e-5, train_steps=1000, layer_decay=0.75)
     >>> classifier.compile(optimizer=optimizer)  # the same as classifier.compile(learning_rate=5e-5, ...)
     """

@@ -23,6 +23,7 @@ class LayerwiseAdamW(FusedAdamW):
         **kwargs: `FusedAdamW` arguments (the update is fused unless `fused=False`).
 
     Example:
+    >>> model = XLNetClassifier.from_preset("xlnet_base_cased", num_classes=2)
     >>> multipliers = layer_decay_multipliers(model.backbone, 0.75)
     >>> optimizer = LayerwiseAdamW(learning_rate_multipliers=multipliers, learning_rate=3e-5)
     """
