@@ -25,6 +25,7 @@ def _half_write(path):
         f.write(data[:len(data) // 2])
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_truncated_latest_backup_resumes_from_the_previous_one(preset, tmp_path, monkeypatch, capsys):
     from xlnet_tf.finetuning.finetuning_config import load_finetune_config

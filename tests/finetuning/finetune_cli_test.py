@@ -150,6 +150,7 @@ def _finetune_on_two_mirrored_replicas(preset, workdir, *args):
     return [json.loads(line) for line in open(workdir / "metrics.jsonl")]
 
 
+@pytest.mark.large
 @pytest.mark.subprocess
 @pytest.mark.slow
 def test_mirrored_two_replicas_with_mixed_bfloat16_in_a_fresh_process(preset, tmp_path):
@@ -164,6 +165,7 @@ def test_mirrored_two_replicas_with_mixed_bfloat16_in_a_fresh_process(preset, tm
     assert json.load(open(workdir / "final" / "task.json"))["config"]["num_classes"] == 2
 
 
+@pytest.mark.large
 @pytest.mark.subprocess
 @pytest.mark.slow
 def test_span_task_on_two_mirrored_replicas_in_a_fresh_process(preset, tmp_path):

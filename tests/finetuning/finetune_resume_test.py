@@ -68,6 +68,7 @@ def preset(tmp_path_factory):
     return path
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_resumed_run_with_eval_file_and_dropout_ends_with_the_uninterrupted_weights(
         preset, tmp_path, monkeypatch):

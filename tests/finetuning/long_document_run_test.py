@@ -52,6 +52,7 @@ def _finetune(preset, tmp_path, name, memory_length, capsys):
         return workdir, json.load(f), capsys.readouterr().out
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_long_documents_train_through_memory_and_count_truncation(preset, tmp_path, capsys):
     train = _documents(tmp_path / "train.jsonl", 200, 0)

@@ -45,6 +45,7 @@ def pretraining_preset(tmp_path_factory):
     return preset
 
 
+@pytest.mark.large
 def test_finetune_cli_on_the_quick_start_preset_trains_and_records_the_changes(
         pretraining_preset, tmp_path, capsys):
     with open(tmp_path / "train.jsonl", "w") as f:

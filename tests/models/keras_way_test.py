@@ -89,6 +89,7 @@ def test_classifier_from_a_preset_name_learns_from_strings(preset, tmp_path):
                                classifier.predict(test_texts[:8], verbose=0), atol=1e-5)
 
 
+@pytest.mark.large
 def test_span_labeler_points_at_the_keyword(preset):
     rng = np.random.default_rng(2)
     texts, _, positions = sentences(rng, 96, keyword_rate=1.0)
@@ -115,6 +116,7 @@ def test_span_labeler_points_at_the_keyword(preset):
     assert np.mean([p in keyword_ids for p in picked]) >= 0.6
 
 
+@pytest.mark.large
 def test_multiple_choice_learns_which_choice_is_right(preset):
     rng = np.random.default_rng(4)
 
@@ -142,6 +144,7 @@ def test_multiple_choice_learns_which_choice_is_right(preset):
     assert model.predict(test_x, verbose=0).shape == (64, 2)
 
 
+@pytest.mark.large
 def test_token_classifier_tags_the_keyword_from_word_labels(preset):
     rng = np.random.default_rng(5)
 

@@ -42,6 +42,7 @@ def test_linearity_figures_and_best_of_two_runs():
     assert ldb.best_of({"error": "x"}, second) is second
 
 
+@pytest.mark.large
 @pytest.mark.slow
 @pytest.mark.subprocess
 def test_quick_run_measures_both_sides_at_every_length(tmp_path):

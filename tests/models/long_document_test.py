@@ -79,6 +79,7 @@ def test_wrong_rank_is_a_clear_error():
         choices({k: v[:, 0] for k, v in features.items()})
 
 
+@pytest.mark.large
 def test_fit_predict_and_keras_saving_with_a_static_number_of_segments():
     model = _classifier(seed=3, dropout=0.1)
     model.compile(optimizer=keras.optimizers.Adam(1e-2),
@@ -163,6 +164,7 @@ def _train_and_score(memory_length):
     return float(np.mean(predicted == test_labels))
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_memory_reaching_the_first_segment_solves_a_long_range_task():
     with_memory = _train_and_score(memory_length=3 * LONG_L)

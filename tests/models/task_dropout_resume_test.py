@@ -42,6 +42,7 @@ def _fit(model, features, labels):
     model.fit(features, labels, batch_size=BATCH, epochs=1, verbose=0, shuffle=False)
 
 
+@pytest.mark.large
 def test_classifier_saved_and_restored_midway_ends_like_the_uninterrupted_run(tmp_path):
     features, labels = _data()
     reference = _classifier()

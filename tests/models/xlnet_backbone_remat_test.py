@@ -107,6 +107,7 @@ def test_config_round_trip_and_weights_layout_unchanged(tmp_path):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.large
 @pytest.mark.parametrize("jit_compile", [False, True])
 def test_rematerialized_fit_matches_plain_fit(jit_compile):
     from tests.training.helpers import as_dataset, synthetic_batches

@@ -11,6 +11,7 @@ import os
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tests.harness import tiny_config
@@ -20,6 +21,7 @@ SPIECE = os.path.join(os.path.dirname(__file__), "..", "testdata", "tiny_spiece.
 TEXTS = ["a quiet river, 1990, ran by", "the fox jumps", "", "xlnet reads text in every order"]
 
 
+@pytest.mark.large
 def test_classifier_built_before_seeding_predicts_the_same_and_fits():
     keras.utils.set_random_seed(0)
     preprocessor = XLNetClassifierPreprocessor(XLNetTokenizer(SPIECE), sequence_length=16)

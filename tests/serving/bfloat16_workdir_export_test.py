@@ -69,6 +69,7 @@ def _served_and_float32(task, serve, model):
     return got["null_score"].numpy(), np.reshape(expected["cls_logits"], [-1])
 
 
+@pytest.mark.large
 @pytest.mark.slow
 @pytest.mark.subprocess  # the fine-tuning runs of `finetuned_workdir`
 @pytest.mark.parametrize("task", TASKS)

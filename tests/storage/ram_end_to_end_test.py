@@ -71,6 +71,7 @@ class _KillAfterEpoch:
         return Kill()
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_pretraining_killed_and_resumed_on_ram_ends_with_the_uninterrupted_weights(tmp_path):
     from xlnet_tf.pretraining.pretraining_run import run_pretraining
@@ -136,6 +137,7 @@ def ram_preset():
     return path
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_finetuning_killed_and_resumed_on_ram_then_exported_to_ram(ram_preset, monkeypatch):
     import tensorflow_text  # noqa: F401  (SentencePiece ops of the strings-in signature)

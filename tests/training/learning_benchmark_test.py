@@ -63,6 +63,7 @@ def test_forward_only_scorer_keeps_the_weights_and_drops_bi_data():
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.large
 @pytest.mark.slow
 def test_pretraining_learns_the_synthetic_language(tmp_path):
     """Tiny model, 300 steps: the loss leaves the context-free level and the chain rule pays."""

@@ -85,6 +85,7 @@ def _fit(model, batches, jit_compile=False, steps_per_execution=1):
 
 
 # Rematerialization under XLA compiles for over a minute on CPU; without XLA it shows the same.
+@pytest.mark.large
 @pytest.mark.parametrize("jit_compile,rematerialize", [(False, True), (True, False)])
 def test_steps_per_execution_and_rematerialization_keep_the_masks(jit_compile, rematerialize):
     batches = synthetic_batches(4, 2, seed=4)
