@@ -25,8 +25,8 @@ class AllReducedAdamW(LayerwiseAdamW):
     >>> variable = keras.Variable([1.0, -2.0])
     >>> optimizer = AllReducedAdamW(learning_rate=0.1, weight_decay=0.0, global_clipnorm=1.0)
     >>> optimizer.apply([keras.ops.convert_to_tensor([3.0, 4.0])], [variable])
-    >>> [round(float(x), 3) for x in variable.numpy()]
-    [0.9, -2.1]
+    >>> tuple(round(float(x), 3) for x in variable.numpy())
+    (0.9, -2.1)
     """
 
     expects_all_reduced_gradients = True

@@ -30,8 +30,8 @@ def uses_weight_decay(variable) -> bool:
     Example:
     >>> dense = keras.layers.Dense(2)
     >>> dense.build((None, 3))
-    >>> [uses_weight_decay(v) for v in dense.weights]
-    [True, False]
+    >>> tuple(uses_weight_decay(v) for v in dense.weights)
+    (True, False)
     """
     path = getattr(variable, "path", None) or variable.name
     return NO_DECAY_PATTERN.search(path) is None
@@ -51,8 +51,8 @@ def exclude_from_weight_decay(optimizer, model):
     >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     >>> optimizer = keras.optimizers.AdamW(weight_decay=0.01)
     >>> exclude_from_weight_decay(optimizer, model)
-    >>> [optimizer._use_weight_decay(v) for v in model.trainable_variables]
-    [True, False]
+    >>> tuple(optimizer._use_weight_decay(v) for v in model.trainable_variables)
+    (True, False)
     """
     optimizer = getattr(optimizer, "inner_optimizer", optimizer)
     if getattr(optimizer, "weight_decay", None):
@@ -87,7 +87,8 @@ def build_optimizer(model, *, learning_rate=2e-5, warmup_steps=100, train_steps=
         weight_decay: decoupled weight decay (0 disables it); never on LayerNorm
             parameters and biases (`uses_weight_decay`).
         adam_epsilon: Adam epsilon (1e-6 in XLNet).
-        beta_1, beta_2: Adam's moment decay rates.
+        beta_1: Adam's first-moment decay rate.
+        beta_2: Adam's second-moment decay rate.
         clip_norm: global gradient-norm clip (0 disables it).
         layer_decay: in (0, 1]; block `i` of `N` trains at
             `layer_decay ** (N - 1 - i)` times the rate (embeddings, relative
