@@ -1,11 +1,11 @@
 """The project's documents, docstrings and comments speak of the project, never of how its work was organized.
 
-`find_work_references(text)` names every reference to an internal work item ("issue 16", a bare "#16", "item 3")
-or to a working sitting ("the fifth session", "session 4", "sitting", "round two"). A repository's own issue
-reference (`apache/beam#19726`, `transformers#774`) is a citation, not a work item; TensorFlow's
-`tf.compat.v1.Session` and pytest's `session` scope are technical terms, not sittings, and the patterns leave
-them alone. The scan reads every Markdown file, notebook and benchmark results file of the repository and the
-docstrings and comments of its Python files.
+`find_work_references(text)` names every reference to an internal work item (a numbered issue or item, a bare
+`#N`) or to a working sitting (an ordinal or numbered session, sitting or round; the parametrized cases below
+show each form). A repository's own issue reference (`apache/beam#19726`, `transformers#774`) is a citation,
+not a work item; TensorFlow's `tf.compat.v1.Session` and pytest's `session` scope are technical terms, and
+the patterns leave them alone. The scan reads every Markdown file, notebook and benchmark results file of the
+repository and the docstrings and comments of its Python files.
 """
 
 import ast
@@ -25,17 +25,17 @@ _ORDINAL = (r"(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tent
             r"|\d+(?:st|nd|rd|th))")
 WORK_REFERENCE = re.compile(
     "|".join((
-        r"\bissues? ?#?\d+",                       # issue 16, issue #16, issue-16 targets
+        r"\bissues? ?#?\d+",
         r"\bissue-\d+",
         r"(?<![\w./-])#\d+\b",                     # a bare #16; owner/name#16 and name#16 are citations
-        rf"\b(?:work )?items? {_NUMBER}\b",         # item 3
+        rf"\b(?:work )?items? {_NUMBER}\b",
         r"\bwork items?\b",
-        rf"\b{_ORDINAL}[ -]sessions?\b",            # the fifth session, this session
+        rf"\b{_ORDINAL}[ -]sessions?\b",
         rf"\b(?:{_ORDINAL}|one|that|same|each|a|the)[ -]sittings?\b",  # "a cat was sitting" is not one
-        rf"\bsessions? {_NUMBER}\b",                # session 4
+        rf"\bsessions? {_NUMBER}\b",
         r"\bsittings\b",
         rf"\b{_ORDINAL}[ -]rounds? of work\b",
-        r"\bround (?:one|two|three|four|five)\b",   # round two
+        r"\bround (?:one|two|three|four|five)\b",
         r"\bthis issue\b|\bthe issue's\b",
     )),
     re.IGNORECASE,
