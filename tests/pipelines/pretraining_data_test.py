@@ -363,8 +363,13 @@ def test_serialize_records_parse_as_tf_examples():
     # The job's path: ids varint-encoded early, offsets recovered from the bytes alone.
     encoded, offsets = pretraining_records.packed_varints(values)
     assert pretraining_records.varint_offsets(encoded).tolist() == offsets.tolist()
+    cuts = pretraining_records.record_cuts(values.size, 5)
+    assert cuts.tolist() == [0, 5, 10, 13]
+    assert pretraining_records.varint_offsets(encoded, every=5).tolist() == offsets[cuts].tolist()
     assert pretraining_records.serialize_packed_records(
-        encoded, offsets, *pretraining_records.packed_varints(bits), 5) == records
+        encoded, pretraining_records.varint_offsets(encoded, every=5), bits.astype(np.uint8), cuts) == records
+    with pytest.raises(ValueError, match="token_cuts has 4 cuts and sentence_cuts 3"):
+        pretraining_records.serialize_packed_records(encoded, cuts, bits.astype(np.uint8), cuts[:3])
     assert pretraining_records.serialize_records(np.zeros([0], np.int64), np.zeros([0], np.int64), 4) == []
     with pytest.raises(ValueError, match=r"ids must be in \[0, 2\*\*32\)"):
         pretraining_records.serialize_records(np.array([-1]), np.array([0]), 4)
@@ -386,17 +391,30 @@ def test_write_step_sorts_packed_documents_by_key_bytes():
     third = (b"\x01" + b"\x00" * 23, [2**31, 5], [2])
     fourth = (b"\x00" * 24, [9], [1])
     packs = [_pack([third, first]), _pack([second]), _pack([fourth])]
-    token_bytes, offsets, sentence_ids, count = pretraining_data._WriteShard._sorted_stream(packs)
+    token_bytes, sentence_bits, count = pretraining_data._WriteShard._sorted_stream(packs)
     documents = sorted([first, second, third, fourth], key=lambda document: document[0])
     expected_tokens, expected_bits = pretraining_data.shard_stream((np.array(t), np.array(n)) for _, t, n in documents)
     assert count == 4
-    assert sentence_ids.tolist() == expected_bits.tolist()
+    assert sentence_bits.dtype == np.uint8 and sentence_bits.tolist() == expected_bits.tolist()
     assert pretraining_records.serialize_packed_records(
-        token_bytes, offsets, *pretraining_records.packed_varints(sentence_ids), 3
+        token_bytes, pretraining_records.varint_offsets(token_bytes, every=3),
+        sentence_bits, pretraining_records.record_cuts(sentence_bits.size, 3),
     ) == pretraining_records.serialize_records(expected_tokens, expected_bits, 3)
     # No documents: an empty stream (an empty shard file).
-    token_bytes, offsets, sentence_ids, count = pretraining_data._WriteShard._sorted_stream([])
-    assert (token_bytes.size, offsets.tolist(), sentence_ids.size, count) == (0, [0], 0, 0)
+    token_bytes, sentence_bits, count = pretraining_data._WriteShard._sorted_stream([])
+    assert (token_bytes.size, sentence_bits.size, count) == (0, 0, 0)
+    assert pretraining_records.varint_offsets(token_bytes, every=3).tolist() == [0]
+
+
+@pytest.mark.parametrize("every", [1, 7, 512])
+def test_record_cuts_found_block_by_block_equal_every_offset(every):
+    # Over 1 MiB of varints of every width: the blockwise search crosses block edges inside values.
+    rng = np.random.default_rng(every)
+    values = (rng.integers(0, 2**32, 700_000, dtype=np.uint64) >> rng.integers(0, 32, 700_000).astype(np.uint64))
+    encoded, offsets = pretraining_records.packed_varints(values)
+    assert encoded.size > 1 << 20  # more than one block
+    cuts = pretraining_records.record_cuts(values.size, every)
+    assert pretraining_records.varint_offsets(encoded, every=every).tolist() == offsets[cuts].tolist()
 
 
 def test_gather_segments():

@@ -150,47 +150,87 @@ def serialize_records(token_ids, sentence_ids, chunk_length):
     """
     token_bytes, token_offsets = packed_varints(token_ids)
     sentence_bytes, sentence_offsets = packed_varints(sentence_ids)
-    return serialize_packed_records(token_bytes, token_offsets, sentence_bytes, sentence_offsets, chunk_length)
+    cuts = record_cuts(len(token_offsets) - 1, chunk_length)  # [R+1]
+    return serialize_packed_records(token_bytes, token_offsets[cuts], sentence_bytes, sentence_offsets[cuts])
 
 
-def varint_offsets(encoded):
-    """Offsets `[N+1]` of the values in varint bytes `encoded` `[K]` uint8 (a varint ends at its byte below 0x80).
+def record_cuts(num_values, chunk_length):
+    """Value indexes where the records of a `num_values`-value stream begin, and its end: `[R+1]` int64.
+
+    Also the byte offsets of those cuts when every value takes one byte (`sentence_ids`, 0 or 1).
+
+    Example:
+        >>> record_cuts(7, 3).tolist()
+        [0, 3, 6, 7]
+    """
+    import numpy as np  # import time: `xlnet_tf.formats` loads nothing heavy
+
+    return np.append(np.arange(0, num_values, chunk_length, dtype=np.int64), np.int64(num_values))
+
+
+def varint_offsets(encoded, every=1):
+    """Byte offsets in varint bytes `encoded` `[K]` uint8 of values `0, every, 2 * every, ...`, and of the end.
+
+    A varint ends at its byte below 0x80. With `every=1` these are all the
+    values' offsets `[N+1]`; with `every=chunk_length` they are the record cuts
+    (`record_cuts`), found block by block, so a shard of many millions of
+    tokens never needs an offset per token.
 
     Example:
         >>> import numpy as np
         >>> varint_offsets(np.array([7, 172, 2], np.uint8)).tolist()
         [0, 1, 3]
+        >>> varint_offsets(np.array([7, 172, 2, 9], np.uint8), every=2).tolist()
+        [0, 3, 4]
     """
     import numpy as np  # import time: `xlnet_tf.formats` loads nothing heavy
 
-    ends = np.flatnonzero(np.asarray(encoded) < 0x80)  # [N]
-    offsets = np.zeros(ends.size + 1, np.int64)  # [N+1]
-    offsets[1:] = ends + 1
-    return offsets
+    encoded = np.asarray(encoded)
+    parts, seen = [np.zeros(1, np.int64)], 0  # seen: values ended before the block
+    block = 1 << 20  # bytes per block: its terminator positions stay in the CPU cache
+    for begin in range(0, encoded.size, block):
+        ends = np.flatnonzero(encoded[begin:begin + block] < 0x80)  # [n], value seen + i ends at ends[i]
+        # Value j closes a cut when (j + 1) % every == 0.
+        parts.append(ends[(-seen - 1) % every::every] + (begin + 1))
+        seen += ends.size
+    if seen % every:
+        parts.append(np.array([encoded.size], np.int64))  # the last, shorter record's end
+    return np.concatenate(parts)
 
 
-def serialize_packed_records(token_bytes, token_offsets, sentence_bytes, sentence_offsets, chunk_length):
-    """`serialize_records` on ids already varint-encoded (`packed_varints`): `bytes [K] uint8, offsets [N+1]` each.
+def serialize_packed_records(token_bytes, token_cuts, sentence_bytes, sentence_cuts):
+    """`serialize_records` on ids already varint-encoded (`packed_varints`), one record per pair of cuts.
 
     The Beam job varint-encodes token ids where it tokenizes, so the bytes it
     moves between its steps are the records' own (most ids of a SentencePiece
     vocabulary, sorted by frequency, take 1 or 2 bytes).
 
+    Args:
+        token_bytes: uint8 `[K]`, the token ids' varints one after another.
+        token_cuts: int `[R+1]`, byte offsets in `token_bytes` where each record's
+            ids begin, and the end (`varint_offsets(token_bytes, every=chunk_length)`).
+        sentence_bytes: uint8 `[K']`, the sentence ids' varints.
+        sentence_cuts: int `[R+1]`, the same cuts in `sentence_bytes`.
+
+    Returns:
+        A list of `R` serialized records (bytes).
+
     Example:
-        >>> tokens, sentences = packed_varints([10, 11, 7]), packed_varints([0, 0, 1])
-        >>> len(serialize_packed_records(*tokens, *sentences, chunk_length=2))
+        >>> (tokens, _), (sentences, _) = packed_varints([10, 11, 7]), packed_varints([0, 0, 1])
+        >>> cuts = record_cuts(3, chunk_length=2)
+        >>> len(serialize_packed_records(tokens, varint_offsets(tokens, every=2), sentences, cuts))
         2
     """
     import numpy as np  # import time: `xlnet_tf.formats` loads nothing heavy
 
     token_bytes, sentence_bytes = np.asarray(token_bytes).tobytes(), np.asarray(sentence_bytes).tobytes()
-    num_tokens = len(token_offsets) - 1
-    # Byte offsets of the record boundaries only.
-    boundaries = np.append(np.arange(0, num_tokens, chunk_length), num_tokens)  # [R+1]
-    token_cuts, sentence_cuts = token_offsets[boundaries].tolist(), sentence_offsets[boundaries].tolist()
+    token_cuts, sentence_cuts = np.asarray(token_cuts).tolist(), np.asarray(sentence_cuts).tolist()
+    if len(token_cuts) != len(sentence_cuts):
+        raise ValueError(f"token_cuts has {len(token_cuts)} cuts and sentence_cuts {len(sentence_cuts)}: the "
+                         "token and sentence streams must have the same number of ids.")
     token_key, sentence_key = TOKEN_IDS_KEY.encode(), SENTENCE_IDS_KEY.encode()
     records = []
-    for r in range(len(boundaries) - 1):
+    for r in range(len(token_cuts) - 1):
         features = _int64_feature_entry(token_key, token_bytes[token_cuts[r]:token_cuts[r + 1]])
         features += _int64_feature_entry(sentence_key, sentence_bytes[sentence_cuts[r]:sentence_cuts[r + 1]])
         records.append(b"\n" + _varint(len(features)) + features)  # Example.features (field 1)

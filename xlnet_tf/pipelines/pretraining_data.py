@@ -55,6 +55,7 @@ from xlnet_tf.formats.pretraining_records import MANIFEST_FILE as MANIFEST
 from xlnet_tf.formats.pretraining_records import SHARD_ENTRY_KEYS
 from xlnet_tf.formats.pretraining_records import SHARD_GLOB
 from xlnet_tf.formats.pretraining_records import packed_varints
+from xlnet_tf.formats.pretraining_records import record_cuts
 from xlnet_tf.formats.pretraining_records import serialize_packed_records
 from xlnet_tf.formats.pretraining_records import varint_offsets
 from xlnet_tf.formats.pretraining_records import shard_file_name
@@ -468,15 +469,15 @@ def shard_stream(documents):
     return token_ids, _sentence_ids(np.concatenate(length_parts), np.array(sentence_counts, np.int64))
 
 
-def _sentence_ids(sentence_lengths, sentence_counts):
+def _sentence_ids(sentence_lengths, sentence_counts, dtype=np.int64):
     """The stream's sentence bit `[N]`: documents' sentence lengths `[S]` (`sentence_counts` `[D]` each), and
-    after each document its `<eod>`, a sentence of one token."""
+    after each document its `<eod>`, a sentence of one token. As uint8, a bit is its own varint."""
     sentence_ends = np.cumsum(sentence_counts + 1) - 1  # [D]
     lengths = np.ones(sentence_lengths.size + sentence_counts.size, np.int64)  # [S + D]
     is_sentence = np.ones(lengths.size, bool)
     is_sentence[sentence_ends] = False
     lengths[is_sentence] = sentence_lengths
-    bits = np.arange(lengths.size, dtype=np.int64) % 2  # [S + D]
+    bits = (np.arange(lengths.size) % 2).astype(dtype)  # [S + D]
     return np.repeat(bits, lengths)  # [N]
 
 
@@ -496,8 +497,8 @@ class _WriteShard(beam.DoFn):
         """The packs' documents sorted by order key (bytewise, as Python sorts bytes), `<eod>` after each.
 
         Returns:
-            `(token varints [B] uint8, their offsets [N+1], sentence_ids [N], number of documents)`: the
-            `shard_stream` of the sorted documents with its token ids still varint-encoded.
+            `(token varints [B] uint8, sentence_ids [N] uint8, number of documents)`: the `shard_stream`
+            of the sorted documents, its ids as varints (a sentence bit is its own varint).
         """
         packs = [DocumentPack._make(pack) for pack in packs]
 
@@ -519,18 +520,19 @@ class _WriteShard(beam.DoFn):
         token_bytes = gather_segments(data, starts, counts, np.arange(starts.size))  # [B']
         lengths = gather_segments(joined("sentence_lengths", np.int32), np.cumsum(sentence_counts) - sentence_counts,
                                   sentence_counts, order)
-        return token_bytes, varint_offsets(token_bytes), _sentence_ids(lengths, sentence_counts[order]), order.size
+        return token_bytes, _sentence_ids(lengths, sentence_counts[order], np.uint8), order.size
 
     def process(self, element):
         shard, grouped = element
-        token_bytes, token_offsets, sentence_ids, num_documents = self._sorted_stream(grouped["documents"])
-        num_tokens = token_offsets.size - 1
+        token_bytes, sentence_bits, num_documents = self._sorted_stream(grouped["documents"])
+        num_tokens = sentence_bits.size
         name = shard_file_name(shard, self._num_shards)
         # Atomic (temporary name, then rename): a retried or crashed bundle never leaves a half shard
         # under the final name. No TensorFlow import for local paths: it costs each worker seconds of CPU.
         num_records = atomic_files.write_records(
             os.path.join(self._output_dir, name),
-            serialize_packed_records(token_bytes, token_offsets, *packed_varints(sentence_ids), self._chunk_length))
+            serialize_packed_records(token_bytes, varint_offsets(token_bytes, every=self._chunk_length),
+                                     sentence_bits, record_cuts(num_tokens, self._chunk_length)))
         self._written.inc(num_documents)
         self._records.inc(num_records)
         self._tokens.inc(num_tokens)
