@@ -16,12 +16,17 @@ Each pair is two long-lived workers taking turns, one whole `generate` call
 each per round, started in both orders (`interleaved_steps.run_in_both_orders`);
 the figure is the balanced ratio of tokens/s (ours over Hugging Face's), which
 neither the machine's drift nor the start order can move. Ours runs the loop
-as one `tf.function`, with XLA (`--no-xla`: without).
+as one `tf.function` the way `generate` runs by default: Keras leaves XLA off
+on CPU (`--xla` turns it on). On CPU that matters in bfloat16: XLA's CPU
+backend has no bfloat16 matrix kernels of its own, so an XLNet-Base forward
+pass at batch 8 took 2.4 CPU seconds with XLA against 1.4 without (float32:
+2.4 either way).
 
 Example:
     python benchmarks/generation_benchmark.py                  # every configuration
     python benchmarks/generation_benchmark.py --batch 1 --dtype float32 --rounds 3
     python benchmarks/generation_benchmark.py --batch 8 --mode cached --orders 1   # one start order only
+    python benchmarks/generation_benchmark.py --batch 1 --xla                      # ours compiled with XLA
 """
 
 import argparse
@@ -46,7 +51,7 @@ def prompts(batch):
 
 
 def ours_step(mode, batch, dtype, xla):
-    """One `generate` call of ours, ready to time (built and warmed up)."""
+    """One `generate` call of ours, ready to time (built and warmed up); `xla` False: Keras's default on CPU."""
     import keras
     import numpy as np
 
@@ -97,7 +102,7 @@ def worker(args):
     try:
         if args.side == "ours":
             step = ours_step(args.mode, args.batch, "bfloat16" if args.dtype == "bfloat16" else "float32",
-                             not args.no_xla)
+                             args.xla)
         else:
             step = hugging_face_step(args.mode == "cached", args.batch, hugging_face_dtype(args.dtype))
         for _ in range(2 if args.side == "ours" else 1):  # Ours: tracing / compiling, then one warm call.
@@ -109,11 +114,11 @@ def worker(args):
     return 0
 
 
-def start_worker(side, mode, batch, dtype, no_xla):
+def start_worker(side, mode, batch, dtype, xla):
     command = [sys.executable, os.path.abspath(__file__), "--worker", side, "--mode", mode, "--batch", str(batch),
                "--dtype", dtype]
-    if no_xla:
-        command.append("--no-xla")
+    if xla:
+        command.append("--xla")
     return interleaved_steps.spawn(command, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
 
 
@@ -126,7 +131,8 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--orders", type=int, choices=(1, 2), default=2,
                         help="2: both start orders (balanced); 1: ours started first only (half the time)")
-    parser.add_argument("--no-xla", action="store_true")
+    parser.add_argument("--xla", action="store_true", help="compile ours with XLA (default: as Keras does on CPU, "
+                        "without)")
     results_table.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.side:
@@ -134,7 +140,7 @@ def main(argv=None):
         return worker(args)
     print(f"# {time.strftime('%Y-%m-%d %H:%M')} UTC, load average {os.getloadavg()[0]:.2f}, "
           f"{os.cpu_count()} cores; XLNet-Base random weights, prompt {PROMPT}, {NEW_TOKENS} new tokens, greedy; "
-          f"ours {'without' if args.no_xla else 'with'} XLA; {args.rounds} rounds per order, "
+          f"ours {'with' if args.xla else 'without'} XLA; {args.rounds} rounds per order, "
           f"{args.orders} start order{'s' if args.orders == 2 else ''}")
     print("| mode (HF) | batch | dtype | ours tokens/s | HF tokens/s | ours / HF (balanced) |")
     print("|---|---|---|---|---|---|")
@@ -142,7 +148,7 @@ def main(argv=None):
         for dtype in args.dtype or ("float32", "bfloat16"):
             for mode in [args.mode] if args.mode else ("cached", "exact"):
                 def start(side, mode=mode, batch=batch, dtype=dtype):
-                    return start_worker(side, mode, batch, dtype, args.no_xla)
+                    return start_worker(side, mode, batch, dtype, args.xla)
 
                 if args.orders == 2:
                     passes, failed = interleaved_steps.run_in_both_orders(start, ["ours", "hf"], args.rounds)
