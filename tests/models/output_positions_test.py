@@ -126,15 +126,25 @@ def test_precomputed_position_heads_equal_projecting_them():
         traced = tf.function(lambda x: backbone(x)["sequence_output"], input_signature=[
             {k: tf.TensorSpec([None, None], tf.int32) for k in inputs}])
         np.testing.assert_array_equal(traced(shorter), shorter_want)  # the length is a tensor there
-        with pytest.raises(ValueError, match="cover blocks of up to 7 tokens; this call has 9"):
+        with pytest.raises(ValueError, match=r"cover calls of up to 7 keys \(memory and tokens\); this call has 9"):
             backbone(tiny_inputs(CONFIG, 3, 9))
-        # Calls that must project anyway ignore the cache: wrong heads would show.
-        backbone.precomputed_position_heads = [h * 0.0 for h in heads]
+        # Calls over memory read their run of distances (memory + tokens ... -tokens + 1) from the cache too.
         rng = np.random.default_rng(0)
-        with_memory = dict(inputs, mems=rng.normal(size=(3, 3, 2, 8)).astype("float32"))
-        want = XLNetBackbone.call(backbone, with_memory)["sequence_output"]
+        with_memory = dict(inputs, mems=rng.normal(size=(3, 3, 2, 8)).astype("float32"))  # 2 + 7 keys
+        with pytest.raises(ValueError, match="this call has 9"):
+            backbone(with_memory)
         backbone.precomputed_position_heads = None
-        np.testing.assert_array_equal(want, backbone(with_memory)["sequence_output"])
+        want = backbone(with_memory)["sequence_output"].numpy()
+        short_memory = dict(shorter, mems=with_memory["mems"])
+        short_want = backbone(short_memory)["sequence_output"].numpy()
+        with backbone.lend_position_heads(backbone.project_positions(9)):
+            np.testing.assert_allclose(backbone(with_memory)["sequence_output"], want, atol=1e-6)
+            np.testing.assert_allclose(backbone(short_memory)["sequence_output"], short_want, atol=1e-6)
+            # Wrong heads would show (100x the tolerance above): the call reads the lent ones.
+            wrong = [h * 100.0 + 1.0 for h in backbone.precomputed_position_heads]
+            with backbone.lend_position_heads(wrong):
+                assert np.abs(backbone(with_memory)["sequence_output"].numpy() - want).max() > 1e-4
+        assert backbone.precomputed_position_heads is None
     finally:
         backbone.precomputed_position_heads = None
 

@@ -1,5 +1,6 @@
 """The XLNet network: embeddings, relative position encoding and a stack of two-stream blocks."""
 
+import contextlib
 import os
 
 import keras
@@ -50,12 +51,15 @@ class XLNetBackbone(Backbone):
             (`xlnet_tf.layers.seeded_dropout`); by default fixed by
             `keras.utils.set_random_seed` before construction. Not saved.
         precomputed_position_heads: None, or what `project_positions(N)` returned
-            for the current weights: inference calls without memory on blocks of
-            up to N tokens then read each layer's projected relative positions
-            from it instead of projecting them (a `[2L, H] x [H, H]` matmul per
-            layer, about 14% of a batch-1 forward at L = 128). The serving
-            module sets it only while it traces its functions, so the cache
-            lives in the SavedModel and never goes stale in Python. Not saved.
+            for the current weights: inference calls whose memory and tokens
+            together are at most N keys then read each layer's projected
+            relative positions from it instead of projecting them (a
+            `[M + 2L, H] x [H, H]` matmul per layer, about 14% of a batch-1
+            forward at L = 128, and most of a generation step's work, which
+            projects them for 3 tokens over a long memory). Lent with
+            `lend_position_heads` only while a function is traced (the serving
+            module's, `XLNetCausalLM`'s loop), so the cache lives in the traced
+            function and never goes stale in Python. Not saved.
 
     Call arguments:
         inputs: a dict with
@@ -222,12 +226,12 @@ class XLNetBackbone(Backbone):
         return ops.stop_gradient(current[:, -config.memory_length:])  # [B, memory_length, H]
 
     def project_positions(self, length):
-        """Each layer's projected relative positions for a block of `length` tokens without memory.
+        """Each layer's projected relative positions for calls of up to `length` keys.
 
-        What every inference call on such a block computes first in each layer;
-        see `precomputed_position_heads`. A block of L <= `length` tokens reads
-        rows `[length - L, length + L)` (its distances `L, ..., -L + 1` are the
-        middle of `length, ..., -length + 1`).
+        What every inference call computes first in each layer; see
+        `precomputed_position_heads`. A call of L tokens over M memory
+        positions (M + L <= `length`) reads rows `[length - M - L, length + L)`:
+        its distances `M + L, ..., -L + 1` are a run of `length, ..., -length + 1`.
 
         Args:
             length: Python int, the longest block.
@@ -243,18 +247,43 @@ class XLNetBackbone(Backbone):
         encoding = self.position_encoding(query_length=length, key_length=length)  # [1, 2L, H]
         return [block.attention.project_positions(encoding) for block in self.blocks]
 
+    @contextlib.contextmanager
+    def lend_position_heads(self, position_heads):
+        """Sets `precomputed_position_heads` inside the `with` block (None: leaves it as it is).
+
+        Example:
+        >>> from xlnet_tf.models.xlnet_config import XLNetConfig
+        >>> backbone = XLNetBackbone(XLNetConfig(vocabulary_size=20, num_layers=1, num_heads=1, head_dim=2,
+        ...                                      hidden_dim=2, intermediate_dim=4))
+        >>> with backbone.lend_position_heads(backbone.project_positions(8)):
+        ...     backbone.precomputed_position_heads[0].shape
+        TensorShape([1, 1, 16, 2])
+        >>> backbone.precomputed_position_heads is None
+        True
+        """
+        if position_heads is None:
+            yield
+            return
+        previous = self.precomputed_position_heads
+        self.precomputed_position_heads = position_heads
+        try:
+            yield
+        finally:
+            self.precomputed_position_heads = previous
+
     def _cached_position_heads(self, query_length, memory_length, training):
         """Slices of `precomputed_position_heads` for this call, or None to project as usual."""
         cache = self.precomputed_position_heads
-        if cache is None or training or memory_length:
+        if cache is None or training:
             return None
         cached_length = cache[0].shape[2] // 2
-        if isinstance(query_length, int) and query_length > cached_length:
-            raise ValueError(f"XLNetBackbone: precomputed_position_heads cover blocks of up to "
-                             f"{cached_length} tokens; this call has {query_length}.")
-        start = cached_length - query_length
+        key_length = memory_length + query_length
+        if isinstance(key_length, int) and key_length > cached_length:
+            raise ValueError(f"XLNetBackbone: precomputed_position_heads cover calls of up to "
+                             f"{cached_length} keys (memory and tokens); this call has {key_length}.")
+        start = cached_length - key_length
         return [ops.slice(heads, (0, 0, start, 0),
-                          (1, heads.shape[1], 2 * query_length, heads.shape[3]))  # [1, N, 2L, D]
+                          (1, heads.shape[1], key_length + query_length, heads.shape[3]))  # [1, N, M + 2L, D]
                 for heads in cache]
 
     def call(self, inputs, training=None, output_hidden_states=False, dropout_seed=None,

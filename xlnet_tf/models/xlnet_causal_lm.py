@@ -251,6 +251,21 @@ class XLNetCausalLM(CausalLM):
             continuation after it; `padding_mask` `[B, T]` over both, up to
             and with its first stop token.
         """
+        # Every step's calls have the same shapes, so each layer's projected relative positions are the
+        # same each step: projected once here, before the loop, rather than once per step (in `cached` mode
+        # that projection of the window's distances over the whole memory was most of a step's work).
+        with self.backbone.lend_position_heads(self._position_heads(inputs["token_ids"].shape[1])):
+            return self._generate_step(inputs, stop_token_ids)
+
+    def _position_heads(self, length):
+        """Each layer's projected relative positions for every call of the loop over `length` columns."""
+        config = self.backbone.config
+        if length is None or config.attention_type != "bi" or config.bi_data:
+            return None
+        # `cached` calls the longest: `length` memory slots and the window with its placeholder.
+        return self.backbone.project_positions(length + self.recompute_window + 1)
+
+    def _generate_step(self, inputs, stop_token_ids):
         token_ids, cache, start = self.build_cache(inputs["token_ids"], inputs["padding_mask"])
         length = ops.shape(token_ids)[1]
         end = length

@@ -1,6 +1,5 @@
 """`TaskServingModule`: the `tf.Module` that a task SavedModel is made of."""
 
-import contextlib
 
 import keras
 import tensorflow as tf
@@ -60,21 +59,6 @@ def _without_leading_padding(features):
     first_real = tf.argmax(tf.cast(real_columns, tf.int32), output_type=tf.int32)
     start = tf.where(tf.reduce_any(real_columns), first_real, length - 1)
     return {key: value[..., start:] for key, value in features.items()}
-
-
-@contextlib.contextmanager
-def _precomputed_position_heads(model, position_heads):
-    """Lends `position_heads` to the model's backbone while the serving functions trace it."""
-    if position_heads is None:
-        yield
-        return
-    backbone = model.backbone
-    previous = backbone.precomputed_position_heads
-    backbone.precomputed_position_heads = position_heads
-    try:
-        yield
-    finally:
-        backbone.precomputed_position_heads = previous
 
 
 class TaskServingModule(tf.Module):
@@ -188,7 +172,9 @@ class TaskServingModule(tf.Module):
         self.position_heads = self._position_heads(model, sequence_length)
 
         def call_model(features):
-            with _precomputed_position_heads(model, self.position_heads):
+            if self.position_heads is None:
+                return model(features, training=False)
+            with model.backbone.lend_position_heads(self.position_heads):
                 return model(features, training=False)
 
         self._call_model = call_model
