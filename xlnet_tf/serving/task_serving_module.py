@@ -169,7 +169,7 @@ class TaskServingModule(tf.Module):
         # The model is called through a plain closure and only its variables are
         # tracked: tracking the Keras model itself would make TensorFlow trace
         # Keras' own default signature, which guesses float inputs for subclassed models.
-        self.position_heads = self._position_heads(model, sequence_length)
+        self.position_heads = self._position_heads(model, sequence_length, self.long_documents)
 
         def call_model(features):
             if self.position_heads is None:
@@ -243,8 +243,8 @@ class TaskServingModule(tf.Module):
         return [None, length] if self.num_choices is None else [None, self.num_choices, length]
 
     @staticmethod
-    def _position_heads(model, sequence_length):
-        """Each layer's projected relative positions for `sequence_length` tokens, saved with the module.
+    def _position_heads(model, sequence_length, long_documents):
+        """Each layer's projected relative positions for `sequence_length` tokens and any memory, kept by the module.
 
         They depend on the weights only, so every request would otherwise
         recompute them (a `[2L, H] x [H, H]` matmul per layer: about 14% of a
@@ -256,8 +256,10 @@ class TaskServingModule(tf.Module):
         config = model.backbone.config
         if config.attention_type != "bi" or config.bi_data:
             return None
+        # A long document's segments also attend to the memory carried from the segments before them.
+        keys = sequence_length + (config.memory_length if long_documents else 0)
         return [tf.Variable(heads, trainable=False, name=f"position_heads_{index}")
-                for index, heads in enumerate(model.backbone.project_positions(sequence_length))]
+                for index, heads in enumerate(model.backbone.project_positions(keys))]
 
     def _trim_padding_setting(self, model, task, trim_padding):
         """The effective `trim_padding` (see the class docstring)."""
