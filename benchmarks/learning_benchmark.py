@@ -495,7 +495,8 @@ def matched_batches(config, steps):
         num_predict=d.num_predict, perm_size=d.perm_size,
         batch_size=config.training.global_batch_size, bi_data=m.bi_data, seed=d.seed,
         sentencepiece_model=d.vocabulary, mask_alpha=d.mask_alpha,
-        max_span=d.max_span, whole_word_targets=d.whole_word_targets)
+        max_span=d.max_span, whole_word_targets=d.whole_word_targets,
+        spans_in_reading_order=d.spans_in_reading_order)
     yield from dataset.take(steps).as_numpy_iterator()
 
 
@@ -699,7 +700,8 @@ def format_family_table(rows):
         f"run: {rows[0]['steps']} steps, tiny config: seq {c['data']['sequence_length']}, batch "
         f"{c['training']['global_batch_size']}, layers {c['model']['num_layers']}, num_predict "
         f"{c['data']['num_predict']}, mask_alpha {c['data']['mask_alpha']}, max_span "
-        f"{c['data']['max_span']}, whole-word targets {c['data'].get('whole_word_targets', False)}, lr "
+        f"{c['data']['max_span']}, whole-word targets {c['data'].get('whole_word_targets', False)}, spans in "
+        f"reading order {c['data'].get('spans_in_reading_order', False)}, bi_data {c['model']['bi_data']}, lr "
         f"{c['optimizer']['learning_rate']:g}, warmup "
         f"{c['optimizer']['warmup_steps']}",
         "",

@@ -245,6 +245,62 @@ def test_whole_word_targets_reach_the_reader(records_dir):
         pretraining_dataset(records_dir, **settings, whole_word_targets=1)
 
 
+def test_span_reading_order_golden():
+    # positions:                 0  1  2  3 | 4  5  6  7   (blocks of 4)
+    order = tf.constant([6, 2, 0, 3, 7, 1, 5, 4])
+    is_masked = tf.constant([False, True, True, True, True, True, False, True])
+    # Runs: 1-3 (steps 2, 0, 3 handed out in reading order), 4-5 (the block boundary cuts the
+    # masked run 1-5), 7 alone; context positions 0 and 6 keep their steps.
+    forward = plm_sampling.span_reading_order(order, is_masked, 4).numpy()
+    np.testing.assert_array_equal(forward, [6, 0, 2, 3, 1, 7, 5, 4])
+    # A reversed stream reads from the last position: the run's last position comes first.
+    backward = plm_sampling.span_reading_order(order, is_masked, 4, reverse=True).numpy()
+    np.testing.assert_array_equal(backward, [6, 3, 2, 0, 7, 1, 5, 4])
+
+
+def test_span_reading_order_predicts_each_word_left_to_right():
+    # Words of 3 pieces, whole-word spans: after reordering, each masked word's first piece
+    # sees none of its word and each later piece exactly the pieces before it; the order stays
+    # a permutation with the same blocks, and a reversed stream reads each word from its end.
+    word_start = np.arange(200) < 150
+    tokens = tf.constant(np.array([[100 + i, 150 + i, 160 + i] for i in range(16)]).reshape(-1))
+    for s in range(10):
+        is_masked = plm_sampling.span_mask(tokens, 12, tf.constant([s, 5]), word_start=word_start,
+                                           mask_ratio=4, max_span=1, whole_words=True)
+        order = plm_sampling.factorization_order(48, 24, tf.constant([s, 6]))
+        for reverse in (False, True):
+            ordered = plm_sampling.span_reading_order(order, is_masked, 24, reverse).numpy()
+            assert sorted(ordered[:24]) == list(range(24)) and sorted(ordered[24:]) == list(range(24, 48))
+            masked = is_masked.numpy()
+            np.testing.assert_array_equal(ordered[~masked], order.numpy()[~masked])
+            perm_mask, _ = plm_sampling.factorization_masks(tokens, is_masked, ordered, sep_token_id=SEP,
+                                                            cls_token_id=CLS)
+            sees = perm_mask.numpy() == 0
+            for word in np.flatnonzero(masked.reshape(16, 3).all(axis=1)):
+                pieces = np.arange(3 * word, 3 * word + 3)[::-1 if reverse else 1]
+                for k, p in enumerate(pieces):
+                    np.testing.assert_array_equal(sees[p, pieces], np.arange(3) < k)
+
+
+def test_spans_in_reading_order_reach_the_reader(records_dir):
+    # Same targets as the random order (same seeds), each masked run of tokens read left to right.
+    settings = _settings(num_predict=8, mask_alpha=2, max_span=3)
+    default = _batches(pretraining_dataset(records_dir, **settings), 3)
+    ordered = _batches(pretraining_dataset(records_dir, **settings, spans_in_reading_order=True), 3)
+    adjacent_pairs = 0
+    for d, o in zip(default, ordered):
+        np.testing.assert_array_equal(d["target_mapping"], o["target_mapping"])
+        positions = o["target_mapping"].sum(1) > 0  # [B, L]
+        sees = o["perm_mask"] == 0
+        for b, i in zip(*np.nonzero(positions[:, :-1] & positions[:, 1:])):
+            if (i + 1) % settings["perm_size"]:  # the same block
+                assert sees[b, i + 1, i] and not sees[b, i, i + 1]
+                adjacent_pairs += 1
+    assert adjacent_pairs > 10
+    with pytest.raises(ValueError, match="spans_in_reading_order must be a bool, got str 'yes'"):
+        pretraining_dataset(records_dir, **settings, spans_in_reading_order="yes")
+
+
 # ---------------------------------------------------------------- statistics
 
 

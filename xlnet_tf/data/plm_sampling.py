@@ -153,6 +153,44 @@ def factorization_order(length, perm_size, seed):
     return tf.argsort(visit, stable=True)  # inverse permutation: step of each position
 
 
+def span_reading_order(order_index, is_masked, perm_size, reverse=False):
+    """Reorders the factorization order inside each masked span so its tokens come in reading order.
+
+    Each run of consecutive masked positions (cut at `perm_size` block boundaries) keeps the
+    steps of the order it was given, but hands them out in reading order: its first token
+    gets the earliest step, so it is predicted seeing none of its span and every later token
+    sees the ones before it. That is the situation of left-to-right scoring and generation
+    (a word's pieces by the chain rule); the spans themselves stay in random order and every
+    other position keeps its step.
+
+    Args:
+        order_index: int32 `[L]`, each position's step (from `factorization_order`).
+        is_masked: bool `[L]`, positions chosen for prediction.
+        perm_size: Python int, the order's block length; runs never cross a block.
+        reverse: bool (Python or scalar tensor): the tokens are a reversed stream, read from
+            the last position to the first.
+
+    Returns:
+        int32 `[L]`: a permutation of `order_index`, equal to it outside masked runs.
+
+    Example:
+    >>> order = tf.constant([3, 0, 2, 1])
+    >>> span_reading_order(order, tf.constant([False, True, True, True]), 4).numpy().tolist()
+    [3, 0, 1, 2]
+    """
+    length = _static_length(order_index, "order_index")
+    position = tf.range(length, dtype=tf.int32)
+    reverse = tf.convert_to_tensor(reverse, tf.bool)
+    reading = tf.where(reverse, length - 1 - position, position)
+    previous = tf.concat([[False], is_masked[:-1]], axis=0)
+    starts = ~is_masked | ~previous | tf.equal(position % perm_size, 0)
+    run = tf.cumsum(tf.cast(starts, tf.int32)) - 1  # [L]: context positions are runs of one
+    by_reading = tf.argsort(run * length + reading, stable=True)
+    by_step = tf.argsort(run * length + tf.cast(order_index, tf.int32), stable=True)
+    return tf.tensor_scatter_nd_update(tf.cast(order_index, tf.int32), by_reading[:, None],
+                                       tf.gather(tf.cast(order_index, tf.int32), by_step))
+
+
 def factorization_masks(token_ids, is_masked, order_index, *, sep_token_id, cls_token_id):
     """Builds the attention mask of one part (reuse part or new part) from an order.
 

@@ -287,7 +287,7 @@ def _boundaries(tokens, sentences, eod_token_id):
 
 
 def _make_example_fn(layout, *, num_predict, perm_size, seed, special_ids, word_start, mask_alpha,
-                     max_span, whole_word_targets=False):
+                     max_span, whole_word_targets=False, spans_in_reading_order=False):
     length = layout.sequence_length
     reuse = layout.reuse_length
     new = layout.new_length
@@ -346,6 +346,8 @@ def _make_example_fn(layout, *, num_predict, perm_size, seed, special_ids, word_
                                                mask_ratio=mask_alpha, max_span=max_span,
                                                whole_words=whole_word_targets)
             order = plm_sampling.factorization_order(hi - lo, perm_size, seeds[3 + 2 * part_index])
+            if spans_in_reading_order:
+                order = plm_sampling.span_reading_order(order, is_masked, perm_size, reverse)
             parts.append(plm_sampling.factorization_masks(part_tokens, is_masked, order,
                                                           sep_token_id=sep_token_id,
                                                           cls_token_id=cls_token_id))
@@ -417,7 +419,7 @@ def pretraining_steps_per_epoch(file_pattern, *, sequence_length, reuse_length, 
 def pretraining_dataset(file_pattern, *, sequence_length, reuse_length, num_predict, perm_size,
                         batch_size, bi_data, seed, input_context=None, num_epochs=None,
                         sentencepiece_model="auto", reverse_block_tokens=1 << 18, first_step=0,
-                        mask_alpha=6, max_span=5, whole_word_targets=False):
+                        mask_alpha=6, max_span=5, whole_word_targets=False, spans_in_reading_order=False):
     """Pretraining batches for XLNet's permutation language model, with static shapes.
 
     Args:
@@ -456,6 +458,11 @@ def pretraining_dataset(file_pattern, *, sequence_length, reuse_length, num_pred
         whole_word_targets: predict whole spans only, never a span cut at the goal or a
             single piece topped up; `num_predict` is then a cap and `mask_alpha` sets the
             share of predicted words (the original: False, exactly `num_predict` targets).
+        spans_in_reading_order: the tokens of each masked span take their steps of the
+            factorization order in reading order (`plm_sampling.span_reading_order`): a word's
+            first piece is predicted seeing none of the word, each later piece the ones before
+            it, as left-to-right scoring and generation read them. The spans' own order stays
+            random (the original: False, every order of the tokens).
 
     Returns:
         A `tf.data.Dataset` of dicts, B the per-replica (or only) batch:
@@ -487,9 +494,10 @@ def pretraining_dataset(file_pattern, *, sequence_length, reuse_length, num_pred
     if num_epochs is not None and (isinstance(num_epochs, bool) or not isinstance(
             num_epochs, (int, np.integer)) or num_epochs < 1):
         raise ValueError(f"num_epochs must be None (repeat forever) or an int >= 1, got {num_epochs!r}.")
-    if not isinstance(whole_word_targets, (bool, np.bool_)):
-        raise ValueError(f"whole_word_targets must be a bool, got {type(whole_word_targets).__name__} "
-                         f"{whole_word_targets!r}.")
+    for name, value in (("whole_word_targets", whole_word_targets),
+                        ("spans_in_reading_order", spans_in_reading_order)):
+        if not isinstance(value, (bool, np.bool_)):
+            raise ValueError(f"{name} must be a bool, got {type(value).__name__} {value!r}.")
     records = PretrainingRecords(file_pattern)
     layout = _Layout(records, sequence_length=sequence_length, reuse_length=reuse_length,
                      num_predict=num_predict, perm_size=perm_size, batch_size=batch_size,
@@ -547,7 +555,8 @@ def pretraining_dataset(file_pattern, *, sequence_length, reuse_length, num_pred
     make = _make_example_fn(layout, num_predict=num_predict, perm_size=perm_size, seed=int(seed),
                             special_ids=records.special_ids, word_start=word_start,
                             mask_alpha=int(mask_alpha), max_span=int(max_span),
-                            whole_word_targets=bool(whole_word_targets))
+                            whole_word_targets=bool(whole_word_targets),
+                            spans_in_reading_order=bool(spans_in_reading_order))
     dataset = examples.map(make, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     dataset = dataset.batch(layout.per_replica, drop_remainder=True)
     options = tf.data.Options()

@@ -30,7 +30,7 @@ class DataSection:
     """Where the pretraining records are and how examples are sampled.
 
     `sequence_length`, `num_predict`, `perm_size`, `mask_alpha`, `max_span`,
-    `whole_word_targets` and `seed` go to
+    `whole_word_targets`, `spans_in_reading_order` and `seed` go to
     `xlnet_tf.data.pretraining.pretraining_dataset`; its `reuse_length` and
     `bi_data` come from the `model` section so the two can never disagree.
     `vocabulary` (optional) is the spiece.model the records were made with; its
@@ -50,6 +50,9 @@ class DataSection:
     # Only whole spans are predicted (no cut span, no single pieces topped up); num_predict is
     # then a cap. The original: False.
     whole_word_targets: bool = False
+    # The tokens of each masked span are predicted in reading order (a word's first piece seeing
+    # none of the word), the spans in random order. The original: False, every token order.
+    spans_in_reading_order: bool = False
     seed: int = 0
 
 

@@ -248,6 +248,7 @@ def _run_pretraining(config, workdir, run_scope, *, strategy, extra_callbacks, c
             bi_data=m.bi_data, seed=d.seed, input_context=input_context,
             sentencepiece_model=d.vocabulary or "auto",
             mask_alpha=d.mask_alpha, max_span=d.max_span, whole_word_targets=d.whole_word_targets,
+            spans_in_reading_order=d.spans_in_reading_order,
             # Opens every row at the resumed step's position: O(1), nothing re-sampled.
             first_step=consumed)
 
