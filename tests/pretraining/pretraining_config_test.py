@@ -79,6 +79,12 @@ def test_overrides_are_strict_and_last():
                            ).data.whole_word_targets is True
     with pytest.raises(ConfigError, match="data.whole_word_targets must be bool"):
         load_run_config([], ["data.whole_word_targets=maybe", "training.global_batch_size=2"])
+    # The original's order: every order of a span's tokens.
+    assert load_run_config([], ["training.global_batch_size=2"]).data.spans_in_reading_order is False
+    assert load_run_config([], ["data.spans_in_reading_order=true", "training.global_batch_size=2"]
+                           ).data.spans_in_reading_order is True
+    with pytest.raises(ConfigError, match="data.spans_in_reading_order must be bool"):
+        load_run_config([], ["data.spans_in_reading_order=2", "training.global_batch_size=2"])
 
 
 @pytest.mark.parametrize("name", ["tiny", "base", "large"])

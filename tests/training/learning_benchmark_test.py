@@ -182,13 +182,15 @@ def test_family_bounds_are_far_from_zero_and_below_the_left_only_entropy():
 
 def test_family_table_and_results_keep_their_history(tmp_path):
     config = {"data": {"sequence_length": 128, "num_predict": 32, "mask_alpha": 4, "max_span": 1},
-              "training": {"global_batch_size": 8}, "model": {"num_layers": 4},
+              "training": {"global_batch_size": 8}, "model": {"num_layers": 4, "bi_data": True},
               "optimizer": {"learning_rate": 2e-3, "warmup_steps": 200}}
     row = {"language": dict(lb.FAMILY[0], syllables=[2, 3]), "seed": 0, "steps": 1400,
            "bounds": {"both_sides": 0.2, "left": 1.1, "unigram": 3.0}, "pieces": 1.05,
            "heldout_bound": 0.25, "chain": 0.3, "independent": 0.31, "config": config}
     row["bounds"]["both_sides_given_pieces"], row["heldout_bound_given_pieces"] = 0.15, 0.2
     table = lb.format_family_table([row])
+    # A row recorded before the reading-order option ran with the original's random order.
+    assert "whole-word targets False, spans in reading order False, bi_data True, lr 0.002" in table
     # The ratio is to the bound given the piece count (0.2), the both-sides figures beside it.
     assert ("| 1-piece | 1 | 4 | 6 | 1.05 | 0.150 (0.200) | 0.200 (0.250) | 1.100 | 3.000 | 0.300 | 1.50x | "
             "0.310 | 0 |") in table
