@@ -337,6 +337,33 @@ def test_results_rows_take_the_bound_given_pieces_and_skip_older_ratios():
     assert lb.result_rows(section("/ bound", "1.29x")) == []
 
 
+def test_family_results_rows_one_per_language_of_seed_0_of_a_shipped_run():
+    from benchmarks import results_table
+
+    spec = dict(lb.FAMILY[0], syllables=[2, 3])
+    config = {"data": {"sequence_length": 128, "num_predict": 32, "mask_alpha": 4, "max_span": 1},
+              "training": {"global_batch_size": 8}, "model": {"num_layers": 4, "bi_data": True},
+              "optimizer": {"learning_rate": 2e-3, "warmup_steps": 200}}
+    rows = [{"language": spec, "seed": seed, "steps": 1400, "pieces": 1.05, "heldout_bound": 0.25,
+             "heldout_bound_given_pieces": 0.2, "chain": chain, "independent": 0.31, "config": config,
+             "bounds": {"both_sides": 0.2, "both_sides_given_pieces": 0.15, "left": 1.1, "unigram": 3.0}}
+            for seed, chain in ((0, 0.3), (1, 0.4))]
+    table = lb.format_family_table(rows)
+
+    def result(command):
+        return [r for s in results_table.sections(f"# 2026-11-28: {command}\n{table}") for r in lb.result_rows(s)]
+
+    [row] = result("python benchmarks/learning_benchmark.py --family --fast-records")
+    assert (row.comparison, row.against, row.ratio, row.measure) == (
+        "learning, tiny config as shipped, 1-piece language of the family: held-out nats per masked word",
+        "exact entropy bound", 1.5, "nats")
+    assert result("python benchmarks/learning_benchmark.py --family --set data.num_predict=48") == []
+    # A family table recorded with the both-sides entropy as its bound names no row.
+    older = table.replace("exact bound: both sides and piece count", "exact bound, both sides")
+    assert [r for s in results_table.sections(f"# 2026-11-28: python benchmarks/learning_benchmark.py "
+                                              f"--family\n{older}") for r in lb.result_rows(s)] == []
+
+
 def test_single_language_table_measures_against_the_bound_given_pieces():
     from benchmarks import results_table
 
