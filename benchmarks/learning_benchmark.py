@@ -864,7 +864,8 @@ def format_table(f):
         f"{c['model']['dropout']:g}, memory {c['model']['memory_length']}, reuse "
         f"{c['model']['reuse_length']}, bi_data {c['model']['bi_data']}, perm_size "
         f"{c['data']['perm_size']}, mask_alpha {c['data'].get('mask_alpha', 6)}, max_span "
-        f"{c['data'].get('max_span', 5)}, jit {c['training'].get('jit_compile', False)}",
+        f"{c['data'].get('max_span', 5)}, spans in reading order {c['data'].get('spans_in_reading_order', False)}, "
+        f"jit {c['training'].get('jit_compile', False)}",
         "",
         "| model | masked word, chain rule (nats) | / bound given pieces | independent pieces (nats) | "
         "train loss, last epoch (nats/token) | steps/min |",
