@@ -44,6 +44,7 @@ import json
 import math
 import os
 import re
+import shlex
 import sys
 import tempfile
 import time
@@ -958,7 +959,8 @@ def main(argv=None):
     if args.output:
         from xlnet_tf.storage.atomic_files import write_text
 
-        command = " ".join(["python", "benchmarks/learning_benchmark.py"] + list(argv or sys.argv[1:]))
+        # Quoted, so a title's command (a --note with spaces) runs as written.
+        command = shlex.join(["python", "benchmarks/learning_benchmark.py"] + list(argv or sys.argv[1:]))
         if args.from_json:
             # A re-print names the run it re-prints (the note), not the temporary files it read.
             command = args.note or "rows re-printed from earlier runs' .json"
