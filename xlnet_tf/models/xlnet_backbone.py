@@ -225,6 +225,11 @@ class XLNetBackbone(Backbone):
             current = ops.concatenate([ops.cast(previous_memory, current.dtype), current], axis=1)
         return ops.stop_gradient(current[:, -config.memory_length:])  # [B, memory_length, H]
 
+    @property
+    def projects_positions_ahead(self):
+        """Whether `project_positions` applies: 'bi' attention without `bi_data` (a fine-tuning configuration)."""
+        return self.config.attention_type == "bi" and not self.config.bi_data
+
     def project_positions(self, length):
         """Each layer's projected relative positions for calls of up to `length` keys.
 
@@ -240,7 +245,7 @@ class XLNetBackbone(Backbone):
             A list of `num_layers` tensors `[1, num_heads, 2 * length, head_dim]`
             in the compute dtype.
         """
-        if self.config.attention_type != "bi" or self.config.bi_data:
+        if not self.projects_positions_ahead:
             raise ValueError("project_positions needs attention_type 'bi' without bi_data (a fine-tuning "
                              f"configuration); this backbone has attention_type "
                              f"{self.config.attention_type!r}, bi_data {self.config.bi_data}.")

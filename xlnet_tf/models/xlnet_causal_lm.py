@@ -259,8 +259,7 @@ class XLNetCausalLM(CausalLM):
 
     def _position_heads(self, length):
         """Each layer's projected relative positions for every call of the loop over `length` columns."""
-        config = self.backbone.config
-        if length is None or config.attention_type != "bi" or config.bi_data:
+        if length is None or not self.backbone.projects_positions_ahead:
             return None
         # `cached` calls the longest: `length` memory slots and the window with its placeholder.
         return self.backbone.project_positions(length + self.recompute_window + 1)

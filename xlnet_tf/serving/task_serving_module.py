@@ -253,9 +253,9 @@ class TaskServingModule(tf.Module):
         """
         if not _has_xlnet_backbone(model):
             return None
-        config = model.backbone.config
-        if config.attention_type != "bi" or config.bi_data:
+        if not model.backbone.projects_positions_ahead:
             return None
+        config = model.backbone.config
         # A long document's segments also attend to the memory carried from the segments before them.
         keys = sequence_length + (config.memory_length if long_documents else 0)
         return [tf.Variable(heads, trainable=False, name=f"position_heads_{index}")
