@@ -115,12 +115,16 @@ def packed_varints(values):
     return encoded, offsets
 
 
-def _int64_feature_entry(name, packed):
-    """One `map<string, Feature>` entry of `Features.feature`, framed as field 1 of `Features`."""
-    int64_list = b"\n" + _varint(len(packed)) + packed  # Int64List.value (field 1, packed)
-    feature = b"\x1a" + _varint(len(int64_list)) + int64_list  # Feature.int64_list (field 3)
-    entry = b"\n" + _varint(len(name)) + name + b"\x12" + _varint(len(feature)) + feature  # key 1, value 2
-    return b"\n" + _varint(len(entry)) + entry
+@functools.lru_cache(maxsize=1 << 12)
+def _int64_feature_head(name, num_bytes):
+    """The bytes before the packed ids in one `map<string, Feature>` entry of `Features.feature` (framed as
+    field 1 of `Features`) whose int64 list's varints take `num_bytes`: the same few lengths recur record
+    after record, so each head is built once."""
+    int64_list = 1 + len(_varint(num_bytes)) + num_bytes  # Int64List.value (field 1, packed)
+    feature = 1 + len(_varint(int64_list)) + int64_list  # Feature.int64_list (field 3)
+    entry = 1 + len(_varint(len(name))) + len(name) + 1 + len(_varint(feature)) + feature  # key 1, value 2
+    return b"".join((b"\n", _varint(entry), b"\n", _varint(len(name)), name, b"\x12", _varint(feature),
+                     b"\x1a", _varint(int64_list), b"\n", _varint(num_bytes)))
 
 
 def serialize_records(token_ids, sentence_ids, chunk_length):
@@ -231,7 +235,11 @@ def serialize_packed_records(token_bytes, token_cuts, sentence_bytes, sentence_c
     token_key, sentence_key = TOKEN_IDS_KEY.encode(), SENTENCE_IDS_KEY.encode()
     records = []
     for r in range(len(token_cuts) - 1):
-        features = _int64_feature_entry(token_key, token_bytes[token_cuts[r]:token_cuts[r + 1]])
-        features += _int64_feature_entry(sentence_key, sentence_bytes[sentence_cuts[r]:sentence_cuts[r + 1]])
-        records.append(b"\n" + _varint(len(features)) + features)  # Example.features (field 1)
+        tokens = token_bytes[token_cuts[r]:token_cuts[r + 1]]
+        sentences = sentence_bytes[sentence_cuts[r]:sentence_cuts[r + 1]]
+        token_head = _int64_feature_head(token_key, len(tokens))
+        sentence_head = _int64_feature_head(sentence_key, len(sentences))
+        features = len(token_head) + len(tokens) + len(sentence_head) + len(sentences)
+        # Example.features (field 1), then the two feature entries, joined once.
+        records.append(b"".join((b"\n", _varint(features), token_head, tokens, sentence_head, sentences)))
     return records

@@ -13,6 +13,7 @@ paths use `os` directly (no TensorFlow import: the vocabulary trainer stays ligh
 """
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -224,8 +225,14 @@ def tfrecord_frame(record):
     >>> tfrecord_frame(b"abc").hex()
     '0300000000000000b099490e6162636e57f121'
     """
-    length = len(record).to_bytes(8, "little")
-    return b"".join((length, _masked_crc(length), record, _masked_crc(record)))
+    return b"".join((_length_header(len(record)), record, _masked_crc(record)))
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _length_header(length):
+    """A TFRecord entry's first 12 bytes: records of a shard have few distinct lengths, so each is built once."""
+    length = length.to_bytes(8, "little")
+    return length + _masked_crc(length)
 
 
 def _masked_crc(data):
