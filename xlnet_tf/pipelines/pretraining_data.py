@@ -41,6 +41,8 @@ measures it); pick `--num-shards` so a shard fits (e.g. 1024 shards for a
 """
 
 import collections
+import contextlib
+import gc
 import hashlib
 import itertools
 import json
@@ -304,6 +306,24 @@ def gather_segments(values, starts, counts, order):
                                                    np.asarray(counts)[order].tolist())])
 
 
+@contextlib.contextmanager
+def _cyclic_gc_paused():
+    """Pauses Python's cyclic garbage collector (reference counting still frees everything).
+
+    SentencePiece returns one list per sentence: tens of thousands per batch, each
+    tracked by the collector. They set off collections that walk the whole heap of
+    a Beam worker, though lists of ints hold no cycles: about a tenth of the job's
+    CPU time, measured with a heap of 300k tracked objects.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 class _TokenizeDocuments(beam.DoFn):
     """A batch of raw documents -> `(shard, DocumentPack as a tuple)`, one element per shard it reaches.
 
@@ -380,9 +400,12 @@ class _TokenizeDocuments(beam.DoFn):
             return np.zeros([0], np.int32), np.zeros([0], np.int64)
         # One call for the whole batch: SentencePiece's per-call cost is paid once. One thread:
         # parallelism comes from Beam workers, not from inside a DoFn.
-        ids = self._processor.encode(sentences, num_threads=1)
-        lengths = np.fromiter(map(len, ids), np.int64, len(ids))  # [S]
-        return np.fromiter(itertools.chain.from_iterable(ids), np.int32, int(lengths.sum())), lengths
+        with _cyclic_gc_paused():
+            ids = self._processor.encode(sentences, num_threads=1)
+            lengths = np.fromiter(map(len, ids), np.int64, len(ids))  # [S]
+            tokens = np.fromiter(itertools.chain.from_iterable(ids), np.int32, int(lengths.sum()))  # [T]
+            del ids  # freed while paused: the collector never sees them
+        return tokens, lengths
 
     def process(self, documents):
         counts = collections.Counter()
