@@ -581,3 +581,35 @@ def test_worker_path_imports_no_tensorflow(tmp_path):
     # The shard it wrote is a TFRecord file TensorFlow reads back.
     (path,) = glob.glob(str(tmp_path / "*.tfrecord"))
     assert sum(1 for _ in tf.data.TFRecordDataset(path)) == -(-sum(len(t) for t, _ in _read_shard(path)[0]) // 64)
+
+
+def test_tokenize_step_pauses_the_collector_only_while_encoding():
+    # SentencePiece's per-sentence lists are freed before the collector is back on, and the caller's setting is
+    # restored either way.
+    import gc
+
+    step = pretraining_data._TokenizeDocuments(open(VOCAB, "rb").read(), seed=0, num_shards=2, lowercase=False,
+                                               keep_accents=False, max_sentence_chars=4096, on_undecodable="skip")
+    step.setup()
+    processor = step._processor
+    seen = []
+
+    class Recording:
+        def encode(self, sentences, **kwargs):
+            seen.append(gc.isenabled())
+            return processor.encode(sentences, **kwargs)
+
+    step._processor = Recording()
+    sentences = ["Hello world.", "A second, longer sentence here.", "x"]
+    expected = processor.encode(sentences)
+    for enabled in (True, False):
+        (gc.enable if enabled else gc.disable)()
+        try:
+            tokens, lengths = step._encode(sentences)
+            after = gc.isenabled()
+        finally:
+            gc.enable()
+        assert after is enabled
+        assert tokens.tolist() == [i for ids in expected for i in ids]
+        assert lengths.tolist() == [len(ids) for ids in expected]
+    assert seen == [False, False]
