@@ -27,6 +27,7 @@ Example:
     python benchmarks/generation_benchmark.py --batch 1 --dtype float32 --rounds 3
     python benchmarks/generation_benchmark.py --batch 8 --mode cached --orders 1   # one start order only
     python benchmarks/generation_benchmark.py --batch 1 --xla                      # ours compiled with XLA
+    python benchmarks/generation_benchmark.py --mode cached --ours-only            # ours alone, no Hugging Face
 """
 
 import argparse
@@ -133,15 +134,18 @@ def main(argv=None):
                         help="2: both start orders (balanced); 1: ours started first only (half the time)")
     parser.add_argument("--xla", action="store_true", help="compile ours with XLA (default: as Keras does on CPU, "
                         "without)")
+    parser.add_argument("--ours-only", action="store_true",
+                        help="time ours alone (no Hugging Face worker, no ratio): a quick before / after check")
     results_table.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.side:
         args.batch, args.dtype = args.batch[0], args.dtype[0]
         return worker(args)
+    orders = 1 if args.ours_only else args.orders
     print(f"# {time.strftime('%Y-%m-%d %H:%M')} UTC, load average {os.getloadavg()[0]:.2f}, "
           f"{os.cpu_count()} cores; XLNet-Base random weights, prompt {PROMPT}, {NEW_TOKENS} new tokens, greedy; "
           f"ours {'with' if args.xla else 'without'} XLA; {args.rounds} rounds per order, "
-          f"{args.orders} start order{'s' if args.orders == 2 else ''}")
+          f"{orders} start order{'s' if orders == 2 else ''}")
     print("| mode (HF) | batch | dtype | ours tokens/s | HF tokens/s | ours / HF (balanced) |")
     print("|---|---|---|---|---|---|")
     for batch in args.batch or (1, 8):
@@ -150,16 +154,20 @@ def main(argv=None):
                 def start(side, mode=mode, batch=batch, dtype=dtype):
                     return start_worker(side, mode, batch, dtype, args.xla)
 
-                if args.orders == 2:
-                    passes, failed = interleaved_steps.run_in_both_orders(start, ["ours", "hf"], args.rounds)
+                names = ["ours"] if args.ours_only else ["ours", "hf"]
+                if orders == 2:
+                    passes, failed = interleaved_steps.run_in_both_orders(start, names, args.rounds)
                 else:
-                    passes, failed = interleaved_steps.run_in_one_order(start, ["ours", "hf"], args.rounds)
+                    passes, failed = interleaved_steps.run_in_one_order(start, names, args.rounds)
                 label = f"{mode} ({'mems' if mode == 'cached' else 'use_mems=False'})"
                 if failed:
                     print(f"| {label} | {batch} | {dtype} | failed: {json.dumps(failed)} | | |", flush=True)
                     continue
                 tokens = batch * NEW_TOKENS
                 ours = tokens / interleaved_steps.pooled_median(passes, "ours")
+                if args.ours_only:
+                    print(f"| {label} | {batch} | {dtype} | {ours:.2f} | - | - |", flush=True)
+                    continue
                 theirs = tokens / interleaved_steps.pooled_median(passes, "hf")
                 ratio = interleaved_steps.balanced_ratio(passes, "hf", "ours")  # time(HF) / time(ours)
                 dtypes = dtype if hugging_face_dtype(dtype) == dtype else f"{dtype} (HF {hugging_face_dtype(dtype)})"
