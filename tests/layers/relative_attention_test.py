@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from tests.harness import run_layer_test
 from xlnet_tf.layers.relative_attention import RelativeAttention
@@ -150,3 +151,34 @@ def test_scores_follow_the_paper_formula_with_memory_and_both_segment_scores():
     attended = np.einsum("bnij,bnjd->bnid", probs, v)
     expected = layer_norm(h + np.einsum("bnid,hnd->bih", attended, kernel["output"]))
     np.testing.assert_allclose(np.asarray(out), expected, atol=1e-5)
+
+
+def test_projected_memory_gives_what_memory_gives_and_the_block_heads_are_the_block_s_projections():
+    """`memory_heads` (the memory through `project_keys_values`) equals `memory`, in both streams and with
+    `target_mapping`; `output_block_heads` returns the block's own keys and values, memory excluded."""
+    M, P = 3, 2
+    K = M + L
+    rng = np.random.default_rng(12)
+    layer = RelativeAttention(num_heads=N, head_dim=D)
+    args = dict(inputs(12), position_encoding=rng.normal(size=(1, K + L, H)).astype("float32"),
+                segment_different=rng.random((B, L, K)) < 0.5, content_mask=rng.random((B, L, K)) < 0.3,
+                content_bias=rng.normal(size=(N, D)).astype("float32"),
+                query_stream=rng.normal(size=(B, P, H)).astype("float32"), query_mask=rng.random((B, L, K)) < 0.3,
+                target_mapping=np.eye(L, dtype="float32")[None, [1, 3]].repeat(B, 0))
+    memory = rng.normal(size=(B, M, H)).astype("float32")
+    content, query = layer(**args, memory=memory)
+    projected = layer.project_keys_values(memory)
+    projected_content, projected_query, (keys, values) = layer(**args, memory_heads=projected,
+                                                               output_block_heads=True)
+    np.testing.assert_allclose(np.asarray(projected_content), np.asarray(content), atol=1e-6)
+    np.testing.assert_allclose(np.asarray(projected_query), np.asarray(query), atol=1e-6)
+    h = args["content_stream"]
+    np.testing.assert_allclose(np.asarray(keys), np.einsum("bjh,hnd->bnjd", h, np.asarray(layer.key_kernel)),
+                               atol=1e-6)
+    np.testing.assert_allclose(np.asarray(values), np.einsum("bjh,hnd->bnjd", h, np.asarray(layer.value_kernel)),
+                               atol=1e-6)
+    # With `memory` the block heads are the same (sliced from the joint projection).
+    _, _, (memory_keys, _) = layer(**args, memory=memory, output_block_heads=True)
+    np.testing.assert_allclose(np.asarray(memory_keys), np.asarray(keys), atol=1e-6)
+    with pytest.raises(ValueError, match=r"memory as layer inputs \(memory\) or projected \(memory_heads\)"):
+        layer(**args, memory=memory, memory_heads=projected)

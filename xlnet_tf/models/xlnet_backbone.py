@@ -68,11 +68,11 @@ class XLNetBackbone(Backbone):
             `perm_mask` float `[B, L, L]` (1 = position i may NOT attend to j),
             `target_mapping` float `[B, P, L]` (one-hot row per prediction),
             `mems` float `[B, num_layers, M, H]` (the previous segment's `new_mems`),
-            `memory_padding_mask` int/bool `[B, M]`, only with `mems`: 1 = a real
-            memory position, 0 = one cached from padding, closed to both streams
-            (absent: every memory position is real). A long document read
-            segment by segment (`xlnet_tf.models.segment_recurrence`) carries it
-            next to `mems`.
+            `memory_padding_mask` int/bool `[B, M]`, only with `mems` or
+            `memory_heads`: 1 = a real memory position, 0 = one cached from
+            padding, closed to both streams (absent: every memory position is
+            real). A long document read segment by segment
+            (`xlnet_tf.models.segment_recurrence`) carries it next to `mems`.
         training: Python bool.
         output_hidden_states: also return every layer's streams (for tests,
             probing and parity checks).
@@ -84,6 +84,17 @@ class XLNetBackbone(Backbone):
             unchanged); `sequence_output` is then `[B, Q, H]`. A task that reads
             one `<cls>` per row skips most of the last layer. Not with
             `output_hidden_states`.
+        memory_heads: optional, inference only, instead of `mems`: per layer,
+            the memory already through that layer's key and value projections,
+            `(keys, values)` each `[B, num_heads, M, head_dim]` (a previous call's
+            `block_heads`). The memory columns' keys and values are then not
+            projected again (generation's `cached` mode keeps them so, where
+            each step would otherwise project its whole memory in every layer).
+            No `new_mems` is returned: the memory's layer inputs are not there.
+        output_block_heads: also return `block_heads`, per layer the keys and
+            values of this call's tokens, `(keys, values)` each
+            `[B, num_heads, L, head_dim]` (memory excluded), as the attention
+            projected them. Inference only.
 
     Returns:
         A dict: `sequence_output` `[B, L, H]` (content stream; `[B, Q, H]` with
@@ -94,6 +105,8 @@ class XLNetBackbone(Backbone):
         `output_hidden_states`, also `hidden_states` `[B, num_layers + 1, L, H]`
         (the content stream entering each layer, then the last layer's output)
         and, with `target_mapping`, `query_hidden_states` `[B, num_layers + 1, P, H]`.
+        With `output_block_heads`, `block_heads`: a tuple of `num_layers`
+        `(keys, values)` pairs.
 
     Example:
     >>> import numpy as np
@@ -162,7 +175,7 @@ class XLNetBackbone(Backbone):
         self.built = True
 
     # ------------------------------------------------------------------ inputs
-    def _validate_inputs(self, inputs):
+    def _validate_inputs(self, inputs, memory_heads=None):
         if not isinstance(inputs, dict):
             raise TypeError(
                 f"XLNetBackbone expects a dict of inputs with keys {REQUIRED_INPUTS} (and optionally "
@@ -200,15 +213,39 @@ class XLNetBackbone(Backbone):
                         (batch, self.config.num_layers, None, self.config.hidden_dim))
             if tensors["mems"].shape[2] is None:
                 raise ValueError("XLNetBackbone: the memory length (axis 2 of 'mems') must be static.")
+        memory_length = None
+        if "mems" in tensors:
+            memory_length = tensors["mems"].shape[2]
+        if memory_heads is not None:
+            memory_length = self._check_memory_heads(memory_heads, batch, "mems" in tensors)
         if "memory_padding_mask" in tensors:
-            if "mems" not in tensors:
-                raise ValueError("XLNetBackbone: input 'memory_padding_mask' is only allowed with 'mems'.")
-            _check_dims("memory_padding_mask", tensors["memory_padding_mask"].shape,
-                        (batch, tensors["mems"].shape[2]))
+            if memory_length is None:
+                raise ValueError("XLNetBackbone: input 'memory_padding_mask' is only allowed with 'mems' "
+                                 "or memory_heads.")
+            _check_dims("memory_padding_mask", tensors["memory_padding_mask"].shape, (batch, memory_length))
         if self.config.bi_data and batch is not None and batch % 2:
             raise ValueError(
                 f"XLNetBackbone: bi_data needs an even (per-replica) batch, got batch size {batch}.")
         return tensors
+
+    def _check_memory_heads(self, memory_heads, batch, has_mems):
+        """Refuses `memory_heads` that do not fit this backbone; returns the memory length M."""
+        config = self.config
+        if has_mems:
+            raise ValueError("XLNetBackbone: pass the memory as 'mems' (layer inputs) or as memory_heads "
+                             "(projected keys and values), not both.")
+        if not isinstance(memory_heads, (list, tuple)) or len(memory_heads) != config.num_layers or any(
+                not isinstance(pair, (list, tuple)) or len(pair) != 2 for pair in memory_heads):
+            raise ValueError(f"XLNetBackbone: memory_heads must be {config.num_layers} (keys, values) pairs, "
+                             "one per layer.")
+        memory_length = memory_heads[0][0].shape[2]
+        for index, pair in enumerate(memory_heads):
+            for name, heads in zip(("keys", "values"), pair):
+                _check_dims(f"memory_heads[{index}] {name}", tuple(heads.shape),
+                            (batch, config.num_heads, memory_length, config.head_dim))
+        if memory_length is None:
+            raise ValueError("XLNetBackbone: the memory length (axis 2 of memory_heads) must be static.")
+        return memory_length
 
     # ------------------------------------------------------------------ forward
     def _layer_bias(self, bias, index):
@@ -292,11 +329,14 @@ class XLNetBackbone(Backbone):
                 for heads in cache]
 
     def call(self, inputs, training=None, output_hidden_states=False, dropout_seed=None,
-             output_positions=None):
+             output_positions=None, memory_heads=None, output_block_heads=False):
         if output_positions is not None and output_hidden_states:
             raise ValueError("XLNetBackbone: output_positions and output_hidden_states can't be combined "
                              "(the last layer then runs at the output positions only).")
-        tensors = self._validate_inputs(inputs)
+        if training and (memory_heads is not None or output_block_heads):
+            raise ValueError("XLNetBackbone: memory_heads and output_block_heads are for inference "
+                             "(training=False).")
+        tensors = self._validate_inputs(inputs, memory_heads)
         if output_positions is not None:
             output_positions = ops.convert_to_tensor(output_positions)
             dtype = keras.backend.standardize_dtype(output_positions.dtype)
@@ -315,6 +355,8 @@ class XLNetBackbone(Backbone):
         batch_size = token_ids.shape[0] if token_ids.shape[0] is not None else ops.shape(token_ids)[0]
         query_length = token_ids.shape[1] if token_ids.shape[1] is not None else ops.shape(token_ids)[1]
         memory_length = 0 if mems is None else mems.shape[2]
+        if memory_heads is not None:
+            memory_length = memory_heads[0][0].shape[2]
 
         content_mask, query_mask = xlnet_attention_masks(
             tensors["padding_mask"], perm_mask, memory_length=memory_length,
@@ -352,17 +394,18 @@ class XLNetBackbone(Backbone):
         call_seed = dropout_seed
         if call_seed is None and rematerialize:
             call_seed = self._draw_dropout_seed()
-        new_mems = []
+        new_mems, block_heads = [], []
         content_states, query_states = [content_stream], [query_stream]
         for index, block in enumerate(self.blocks):
             layer_memory = None if mems is None else mems[:, index]  # [B, M, H]
-            if config.memory_length > 0:
+            if config.memory_length > 0 and memory_heads is None:
                 new_mems.append(self._cache_memory(content_stream, layer_memory))
 
             last = index == len(self.blocks) - 1
 
             def run_block(content, query, index=index, block=block, layer_memory=layer_memory,
-                          dropout_seed=None, last=last):
+                          dropout_seed=None, last=last,
+                          layer_heads=None if memory_heads is None else memory_heads[index]):
                 # The biases are read inside, so a rematerialized run re-reads the variables
                 # and tf.recompute_grad hands their gradients back.
                 return block(
@@ -379,15 +422,16 @@ class XLNetBackbone(Backbone):
                     # The last layer's streams run apart: the pretraining loss reads only its query
                     # stream, and a traced step then prunes that layer's content attention and
                     # feed-forward (about 4% of a seq-512 step), which stacking would keep.
-                    stack_streams=not last)
+                    stack_streams=not last, memory_heads=layer_heads, output_block_heads=output_block_heads)
 
             block_seed = seeded_dropout.sub_seed(call_seed, index)
             if rematerialize:
                 content_stream, query_stream = _rematerialized(
                     run_block, content_stream, query_stream, block_seed)
             else:
-                content_stream, query_stream = run_block(content_stream, query_stream,
-                                                         dropout_seed=block_seed)
+                content_stream, query_stream, *heads = run_block(content_stream, query_stream,
+                                                                 dropout_seed=block_seed)
+                block_heads.extend(heads)
             content_states.append(content_stream)
             query_states.append(query_stream)
 
@@ -400,6 +444,8 @@ class XLNetBackbone(Backbone):
             outputs["query_output"] = embedding_dropout(query_stream, 4)
         if new_mems:
             outputs["new_mems"] = ops.stack(new_mems, axis=1)  # [B, num_layers, memory_length, H]
+        if output_block_heads:
+            outputs["block_heads"] = tuple(block_heads)
         return outputs
 
     def _draw_dropout_seed(self):

@@ -40,10 +40,14 @@ class XLNetCausalLM(CausalLM):
       is drawn from the model's true conditional given all tokens before it.
       Equals Hugging Face's `generate(use_mems=False)`.
     - `mode="cached"`: tokens before the last `recompute_window` ones come
-      from memory (each layer's input, as computed when they were last in the
-      window); only the window and the placeholder are recomputed. An
-      approximation, cheaper per step. `recompute_window=2` is Hugging Face's
-      `offset = 2` (its default mems path), which it equals.
+      from memory, kept as each layer's keys and values (projected from the
+      layer's input as computed when they were last in the window: they never
+      change after, so they are projected once); only the window and the
+      placeholder are recomputed. An approximation, cheaper per step, whose
+      step costs the same at any memory length but for the attention itself.
+      `recompute_window=2` is Hugging Face's `offset = 2` (its default mems
+      path, which keeps layer inputs and projects them again every step), which
+      it equals.
 
     Prompts of different lengths are laid out left-padded inside the loop, and
     padding is closed to every query, so each prompt gets the tokens it gets
@@ -188,30 +192,37 @@ class XLNetCausalLM(CausalLM):
         return outputs["query_output"][:, 0]  # [B, H]
 
     def _prefill_memory(self, token_ids, first, start):
-        """Each layer's input at the columns before `start - window`, as the first step's memory.
+        """Each layer's keys and values of the columns before `start - window`, as the first step's memory.
 
-        The memory is right-aligned in `T` slots: its last slot holds the column
-        just before the recompute window. The first step then recomputes the
-        window over this memory, which gives the states the full prompt gives.
+        One backbone pass over the prompt gives every layer's keys and values
+        of every column. The memory is right-aligned in `T` slots: its last
+        slot holds the column just before the recompute window. The first step
+        then recomputes the window over this memory, which gives the states the
+        full prompt gives.
         """
         length = token_ids.shape[1] or ops.shape(token_ids)[1]
         columns = ops.arange(length, dtype="int32")[None, :]
         real = ops.logical_and(columns >= first[:, None], columns < start)  # [B, T]
+        batch = ops.shape(token_ids)[0]
+        # Only the keys and values are kept: the last layer's output is not, so it runs at one column.
         outputs = self.backbone({"token_ids": token_ids, "segment_ids": ops.zeros_like(token_ids),
                                  "padding_mask": ops.cast(real, "int32")},
-                                training=False, output_hidden_states=True)
-        layers = self.backbone.config.num_layers
-        layer_inputs = outputs["hidden_states"][:, :layers]  # [B, layers, T, H]
+                                training=False, output_block_heads=True,
+                                output_positions=ops.zeros((batch, 1), "int32"))
         # Slot s holds column s - T + start - window: T + window zeros in front keep the start >= 0.
         pad = length + self.recompute_window
-        batch = ops.shape(token_ids)[0]
-        padded = ops.concatenate([ops.zeros((batch, layers, pad, layer_inputs.shape[-1]), layer_inputs.dtype),
-                                  layer_inputs], axis=2)  # [B, layers, 2T + w, H]
-        memory = ops.slice(padded, (0, 0, start, 0),
-                           (batch, layers, length, layer_inputs.shape[-1]))  # [B, layers, T, H]
+
+        def right_aligned(heads):  # [B, N, T, D] -> [B, N, T, D], column start - window in the last slot
+            batch, num_heads, _, head_dim = ops.shape(heads)
+            padded = ops.concatenate([ops.zeros((batch, num_heads, pad, head_dim), heads.dtype), heads],
+                                     axis=2)  # [B, N, 2T + w, D]
+            return ops.slice(padded, (0, 0, start, 0), (batch, num_heads, length, head_dim))
+
+        memory_keys, memory_values = zip(*[(right_aligned(keys), right_aligned(values))
+                                           for keys, values in outputs["block_heads"]])
         padded_real = ops.concatenate([ops.zeros((batch, pad), "int32"), ops.cast(real, "int32")], axis=1)
         memory_mask = ops.slice(padded_real, (0, start), (batch, length))  # [B, T]
-        return {"memory": memory, "memory_mask": memory_mask}
+        return {"memory_keys": memory_keys, "memory_values": memory_values, "memory_mask": memory_mask}
 
     def _cached_step(self, token_ids, cache, index):
         window = self.recompute_window
@@ -224,14 +235,15 @@ class XLNetCausalLM(CausalLM):
                                   (batch, 1, window + 1))  # [B, 1, w+1]
         outputs = self.backbone({"token_ids": ids, "segment_ids": ops.zeros_like(ids),
                                  "padding_mask": ops.cast(real, "int32"), "target_mapping": target,
-                                 "mems": ops.cast(cache["memory"], self.backbone.compute_dtype),
                                  "memory_padding_mask": cache["memory_mask"]},
-                                training=False, output_hidden_states=True)
-        layers = self.backbone.config.num_layers
-        # The window's first column leaves it now: its layer inputs join the memory for good.
-        leaving = ops.cast(outputs["hidden_states"][:, :layers, :1], cache["memory"].dtype)  # [B, layers, 1, H]
+                                training=False, memory_heads=tuple(zip(cache["memory_keys"], cache["memory_values"])),
+                                output_block_heads=True)
+        # The window's first column leaves it now: its keys and values, projected this step from its layer
+        # inputs as they would be as memory, join the memory for good.
         cache = dict(cache)
-        cache["memory"] = ops.concatenate([cache["memory"][:, :, 1:], leaving], axis=2)
+        for name, part in (("memory_keys", 0), ("memory_values", 1)):
+            cache[name] = tuple(ops.concatenate([memory[:, :, 1:], heads[part][:, :, :1]], axis=2)  # [B, N, T, D]
+                                for memory, heads in zip(cache[name], outputs["block_heads"]))
         cache["memory_mask"] = ops.concatenate(
             [cache["memory_mask"][:, 1:], ops.cast(real[:, :1], "int32")], axis=1)
         return outputs["query_output"][:, 0], cache

@@ -1,0 +1,133 @@
+"""`XLNetCausalLM`'s `cached` mode keeps projected keys and values: the old layer-input memory's logits, less work."""
+
+import keras
+import numpy as np
+import pytest
+
+from tests.harness import tiny_config
+from xlnet_tf.layers.relative_attention import RelativeAttention
+from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+from xlnet_tf.models.xlnet_causal_lm import XLNetCausalLM
+
+PROMPTS = [[11, 12], [21, 22, 23, 24, 25], [31, 32, 33, 34]]  # Left-padded together: 3, 0 and 1 pads.
+NEW_TOKENS = 6
+
+
+def causal_lm(recompute_window, dtype=None):
+    keras.utils.set_random_seed(5)
+    # Large weights: attention far from uniform, so a wrong memory column would show.
+    backbone = XLNetBackbone(tiny_config(initializer_range=0.5), dtype=dtype)
+    model = XLNetCausalLM(backbone, mode="cached", recompute_window=recompute_window)
+    model.lm_bias.assign(np.random.default_rng(0).normal(0, 1, model.lm_bias.shape))
+    return model
+
+
+def left_padded(prompts, new_tokens):
+    width = max(len(p) for p in prompts) + new_tokens
+    ids, mask = np.zeros((len(prompts), width), np.int32), np.zeros((len(prompts), width), np.int32)
+    start = max(len(p) for p in prompts)
+    for row, prompt in enumerate(prompts):
+        ids[row, start - len(prompt):start] = prompt
+        mask[row, start - len(prompt):start] = 1
+    return ids, mask
+
+
+def layer_input_logits(model, ids, mask, continuation):
+    """Every step's logits with memory of layer inputs, projected again each step (through the backbone's `mems`).
+
+    Independent of the loop's code: each column's layer inputs are kept by
+    column number, from the prompt pass or from the last step that had the
+    column in its window, and each step's memory is read from them.
+    """
+    backbone, window = model.backbone, model.recompute_window
+    layers, batch, length = backbone.config.num_layers, ids.shape[0], ids.shape[1]
+    start = int(mask.sum(axis=1).max())
+    first = start - mask.sum(axis=1)
+    prompt = backbone({"token_ids": ids, "segment_ids": np.zeros_like(ids),
+                       "padding_mask": mask}, training=False, output_hidden_states=True)
+    states = {c: np.asarray(prompt["hidden_states"])[:, :layers, c] for c in range(start - window)}
+    ids = ids.copy()
+    logits = []
+    for step, token in enumerate(continuation.T):
+        index = start + step
+        memory_columns = np.arange(index - window - length, index - window)  # T slots, right-aligned
+        mems = np.stack([states.get(c, np.zeros_like(states[0])) for c in memory_columns], axis=2)
+        memory_mask = (memory_columns[None] >= first[:, None]).astype(np.int32)
+        window_columns = np.arange(index - window, index + 1)
+        real = ((window_columns[None] >= first[:, None]) & (window_columns[None] < index)).astype(np.int32)
+        outputs = backbone({"token_ids": ids[:, np.clip(window_columns, 0, None)],
+                            "segment_ids": np.zeros((batch, window + 1), np.int32), "padding_mask": real,
+                            "target_mapping": np.eye(window + 1, dtype="float32")[None, [window]].repeat(batch, 0),
+                            "mems": mems.astype("float32"), "memory_padding_mask": memory_mask},
+                           training=False, output_hidden_states=True)
+        states[index - window] = np.asarray(outputs["hidden_states"])[:, :layers, 0]
+        logits.append(np.asarray(model._logits(outputs["query_output"]))[:, 0])
+        ids[:, index] = token
+    return np.stack(logits, axis=1)  # [B, steps, V]
+
+
+def projected_logits(model, ids, mask, continuation):
+    """Every step's logits from the loop's own halves, `build_cache` then `call_with_cache`."""
+    token_ids, cache, index = model.build_cache(ids, mask)
+    token_ids = np.array(token_ids)
+    logits = []
+    for step, token in enumerate(continuation.T):
+        step_logits, _, cache = model.call_with_cache(token_ids, cache, int(index) + step)
+        logits.append(np.asarray(step_logits))
+        token_ids[:, int(index) + step] = token
+    return np.stack(logits, axis=1), cache
+
+
+@pytest.mark.parametrize("recompute_window", [1, 2])
+def test_projected_memory_gives_the_layer_input_memory_s_logits_at_every_step(recompute_window):
+    """Left-padded prompts of 2, 5 and 4 tokens: every step's logits equal the layer-input memory's to 1e-5."""
+    model = causal_lm(recompute_window)
+    ids, mask = left_padded(PROMPTS, NEW_TOKENS)
+    continuation = np.random.default_rng(1).integers(9, 40, (len(PROMPTS), NEW_TOKENS)).astype(np.int32)
+    expected = layer_input_logits(model, ids, mask, continuation)
+    logits, _ = projected_logits(model, ids, mask, continuation)
+    np.testing.assert_allclose(logits, expected, atol=1e-5, rtol=0)
+    assert np.abs(expected[:, 1:] - expected[:, :1]).max() > 1e-2  # The steps differ: a real comparison.
+
+
+def test_bfloat16_cache_stays_in_the_compute_dtype_with_the_layer_input_memory_s_tokens():
+    """Under mixed_bfloat16 the keys and values are kept in bfloat16, as the layer inputs were: same greedy tokens."""
+    model = causal_lm(2, dtype="mixed_bfloat16")
+    model.run_eagerly = True  # A tiny model steps faster eagerly than the loop traces.
+    ids, mask = left_padded(PROMPTS, NEW_TOKENS)
+    out = model.generate({"token_ids": ids, "padding_mask": mask}, stop_token_ids=None)
+    tokens = np.stack([row[keep][len(p):] for row, keep, p in zip(out["token_ids"], out["padding_mask"], PROMPTS)])
+    expected = layer_input_logits(model, ids, mask, tokens)
+    logits, cache = projected_logits(model, ids, mask, tokens)
+    np.testing.assert_array_equal(expected.argmax(-1), tokens)
+    np.testing.assert_array_equal(logits.argmax(-1), tokens)
+    dtypes = {keras.backend.standardize_dtype(heads.dtype) for heads in cache["memory_keys"] + cache["memory_values"]}
+    assert dtypes == {"bfloat16"}
+
+
+def test_a_step_projects_keys_and_values_of_the_window_alone_at_any_memory_length(monkeypatch):
+    """The cache holds each layer's keys and values, `[B, N, T, D]`, not layer inputs; a step projects the
+    window and its placeholder only (w + 1 columns per layer), whatever T is; the prompt pass all T columns."""
+    model = causal_lm(2)
+    config = model.backbone.config
+    projected_rows = []
+    project = RelativeAttention.project_keys_values
+
+    def counted(self, stream):
+        projected_rows.append(int(stream.shape[1]))
+        return project(self, stream)
+
+    monkeypatch.setattr(RelativeAttention, "project_keys_values", counted)
+    for new_tokens in (3, 12):  # T = 8 and 17 memory slots
+        ids, mask = left_padded(PROMPTS, new_tokens)
+        length = ids.shape[1]
+        projected_rows.clear()
+        token_ids, cache, index = model.build_cache(ids, mask)
+        assert projected_rows == [length] * config.num_layers
+        assert sorted(cache) == ["first", "memory_keys", "memory_mask", "memory_values"]
+        for heads in cache["memory_keys"] + cache["memory_values"]:
+            assert tuple(heads.shape) == (len(PROMPTS), config.num_heads, length, config.head_dim)
+        for step in range(2):
+            projected_rows.clear()
+            _, _, cache = model.call_with_cache(np.asarray(token_ids), cache, int(index) + step)
+            assert projected_rows == [model.recompute_window + 1] * config.num_layers
