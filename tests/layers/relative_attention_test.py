@@ -153,9 +153,9 @@ def test_scores_follow_the_paper_formula_with_memory_and_both_segment_scores():
     np.testing.assert_allclose(np.asarray(out), expected, atol=1e-5)
 
 
-def test_projected_memory_gives_what_memory_gives_and_the_block_heads_are_the_block_s_projections():
+def test_projected_memory_gives_what_memory_gives_and_the_keys_and_values_read_are_returned():
     """`memory_heads` (the memory through `project_keys_values`) equals `memory`, in both streams and with
-    `target_mapping`; `output_block_heads` returns the block's own keys and values, memory excluded."""
+    `target_mapping`; `output_key_value_heads` returns the keys and values of `[memory | block]`."""
     M, P = 3, 2
     K = M + L
     rng = np.random.default_rng(12)
@@ -169,16 +169,16 @@ def test_projected_memory_gives_what_memory_gives_and_the_block_heads_are_the_bl
     content, query = layer(**args, memory=memory)
     projected = layer.project_keys_values(memory)
     projected_content, projected_query, (keys, values) = layer(**args, memory_heads=projected,
-                                                               output_block_heads=True)
+                                                               output_key_value_heads=True)
     np.testing.assert_allclose(np.asarray(projected_content), np.asarray(content), atol=1e-6)
     np.testing.assert_allclose(np.asarray(projected_query), np.asarray(query), atol=1e-6)
-    h = args["content_stream"]
-    np.testing.assert_allclose(np.asarray(keys), np.einsum("bjh,hnd->bnjd", h, np.asarray(layer.key_kernel)),
-                               atol=1e-6)
-    np.testing.assert_allclose(np.asarray(values), np.einsum("bjh,hnd->bnjd", h, np.asarray(layer.value_kernel)),
-                               atol=1e-6)
-    # With `memory` the block heads are the same (sliced from the joint projection).
-    _, _, (memory_keys, _) = layer(**args, memory=memory, output_block_heads=True)
+    keys_input = np.concatenate([memory, args["content_stream"]], axis=1)
+    for heads, kernel in ((keys, layer.key_kernel), (values, layer.value_kernel)):
+        np.testing.assert_allclose(np.asarray(heads), np.einsum("bjh,hnd->bnjd", keys_input, np.asarray(kernel)),
+                                   atol=1e-6)
+    # With `memory` as layer inputs, the same keys and values.
+    _, _, (memory_keys, memory_values) = layer(**args, memory=memory, output_key_value_heads=True)
     np.testing.assert_allclose(np.asarray(memory_keys), np.asarray(keys), atol=1e-6)
+    np.testing.assert_allclose(np.asarray(memory_values), np.asarray(values), atol=1e-6)
     with pytest.raises(ValueError, match=r"memory as layer inputs \(memory\) or projected \(memory_heads\)"):
         layer(**args, memory=memory, memory_heads=projected)

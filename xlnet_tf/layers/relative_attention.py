@@ -98,12 +98,13 @@ class RelativeAttention(keras.layers.Layer):
             (`project_keys_values` of this layer's cached inputs), instead of
             `memory`. Memory that does not change between calls (generation's
             `cached` mode) is then projected once, not once per call.
-        output_block_heads: also return the block's own `(keys, values)`, each
-            `[B, N, L, D]`, as projected here (memory excluded).
+        output_key_value_heads: also return the `(keys, values)` the attention
+            read, each `[B, N, M+L, D]`: the memory's, then the block's as
+            projected here.
 
     Returns:
         `(content_output [B, L, H] (or [B, Q, H]), query_output [B, P, H] or None)`,
-        plus `(keys, values)` of the block with `output_block_heads`.
+        plus the `(keys, values)` of `[memory | block]` with `output_key_value_heads`.
 
     Example:
     >>> import numpy as np
@@ -228,24 +229,21 @@ class RelativeAttention(keras.layers.Layer):
              content_bias, positional_bias, segment_bias, segment_encoding,
              memory=None, query_stream=None, query_mask=None, target_mapping=None,
              content_positions=None, position_heads=None, training=None, dropout_seed=None,
-             stack_streams=True, memory_heads=None, output_block_heads=False):
+             stack_streams=True, memory_heads=None, output_key_value_heads=False):
         if memory is not None and memory_heads is not None:
             raise ValueError("RelativeAttention: pass the memory as layer inputs (memory) or projected "
                              "(memory_heads), not both.")
         if memory_heads is not None:
-            block_heads = self.project_keys_values(content_stream)  # [B, N, L, D] each
             key_heads, value_heads = (
                 ops.concatenate([ops.cast(memory_part, block_part.dtype), block_part], axis=2)
-                for memory_part, block_part in zip(memory_heads, block_heads))  # [B, N, M+L, D] each
-        elif memory is not None:
-            keys_input = ops.concatenate([ops.cast(memory, content_stream.dtype), content_stream],
-                                         axis=1)  # [B, M+L, H]
-            key_heads, value_heads = self.project_keys_values(keys_input)  # [B, N, M+L, D] each
-            memory_length = sequence_length(memory)
-            block_heads = ((key_heads[:, :, memory_length:], value_heads[:, :, memory_length:])
-                           if output_block_heads else None)
+                for memory_part, block_part in zip(memory_heads, self.project_keys_values(content_stream))
+            )  # [B, N, M+L, D] each
         else:
-            block_heads = key_heads, value_heads = self.project_keys_values(content_stream)  # [B, N, L, D] each
+            keys_input = content_stream
+            if memory is not None:
+                keys_input = ops.concatenate([ops.cast(memory, content_stream.dtype), content_stream],
+                                             axis=1)  # [B, M+L, H]
+            key_heads, value_heads = self.project_keys_values(keys_input)  # [B, N, M+L, D] each
         if position_heads is None:
             position_heads = self.project_positions(position_encoding)  # [B|1, N, R, D]
         biases = dict(content_bias=content_bias, positional_bias=positional_bias,
@@ -280,7 +278,7 @@ class RelativeAttention(keras.layers.Layer):
             content_output = self._post_attention(rows, content_heads, training, dropout_seed,
                                                   [row_count], [CONTENT_OUTPUT])
             if query_stream is None:
-                return self._with_block_heads((content_output, None), output_block_heads, block_heads)
+                return self._with_heads((content_output, None), output_key_value_heads, key_heads, value_heads)
             query_stream = ops.cast(query_stream, rows.dtype)
             query_length = sequence_length(query_stream)
             query_heads = ops.einsum("bph,hnd->bnpd", query_stream, self.query_kernel)  # [B, N, P, D]
@@ -306,17 +304,17 @@ class RelativeAttention(keras.layers.Layer):
         if not stacked:
             query_output = self._post_attention(query_stream, query_heads, training, dropout_seed,
                                                 [query_length], [QUERY_OUTPUT])
-            return self._with_block_heads((content_output, query_output), output_block_heads, block_heads)
+            return self._with_heads((content_output, query_output), output_key_value_heads, key_heads, value_heads)
         heads = ops.concatenate([content_heads, query_heads], axis=2)  # [B, N, Q+P, D]
         outputs = self._post_attention(streams, heads, training, dropout_seed,
                                        [row_count, query_length],
                                        [CONTENT_OUTPUT, QUERY_OUTPUT])  # [B, Q+P, H]
         content_output, query_output = split_streams(outputs, [row_count, query_length])
-        return self._with_block_heads((content_output, query_output), output_block_heads, block_heads)
+        return self._with_heads((content_output, query_output), output_key_value_heads, key_heads, value_heads)
 
     @staticmethod
-    def _with_block_heads(outputs, output_block_heads, block_heads):
-        return outputs + (block_heads,) if output_block_heads else outputs
+    def _with_heads(outputs, output_key_value_heads, key_heads, value_heads):
+        return outputs + ((key_heads, value_heads),) if output_key_value_heads else outputs
 
     def get_config(self):
         config = super().get_config()

@@ -62,12 +62,12 @@ class XLNetBlock(keras.layers.Layer):
         query_stream: optional `[B, P, H]`.
         everything else (including `dropout_seed` and `stack_streams`, which
             also applies to the feed-forward, `memory_heads` and
-            `output_block_heads`): as `RelativeAttention.call`.
+            `output_key_value_heads`): as `RelativeAttention.call`.
 
     Returns:
         `(content_output [B, L, H] (`[B, Q, H]` with `content_positions`),
         query_output [B, P, H] or None)`, plus the attention's `(keys, values)`
-        of the block, each `[B, N, L, D]`, with `output_block_heads`.
+        of `[memory | block]`, each `[B, N, M+L, D]`, with `output_key_value_heads`.
 
     Example:
     >>> import numpy as np
@@ -141,15 +141,15 @@ class XLNetBlock(keras.layers.Layer):
              content_bias, positional_bias, segment_bias, segment_encoding,
              memory=None, query_stream=None, query_mask=None, target_mapping=None,
              content_positions=None, position_heads=None, training=None, dropout_seed=None,
-             stack_streams=True, memory_heads=None, output_block_heads=False):
-        content_output, query_output, *block_heads = self.attention(
+             stack_streams=True, memory_heads=None, output_key_value_heads=False):
+        content_output, query_output, *key_value_heads = self.attention(
             content_stream, position_encoding, segment_different, content_mask,
             content_bias, positional_bias, segment_bias, segment_encoding,
             memory=memory, query_stream=query_stream, query_mask=query_mask,
             target_mapping=target_mapping, content_positions=content_positions,
             position_heads=position_heads, training=training, dropout_seed=dropout_seed,
             stack_streams=stack_streams, memory_heads=memory_heads,
-            output_block_heads=output_block_heads)
+            output_key_value_heads=output_key_value_heads)
         content_length = sequence_length(content_output)
         if query_output is None or not stack_streams:
             content_output = self._feedforward(content_output, [content_length], ["content"],
@@ -157,12 +157,12 @@ class XLNetBlock(keras.layers.Layer):
             if query_output is not None:
                 query_output = self._feedforward(query_output, [sequence_length(query_output)],
                                                  ["query"], training, dropout_seed)
-            return (content_output, query_output, *block_heads)
+            return (content_output, query_output, *key_value_heads)
         lengths = [content_length, sequence_length(query_output)]
         streams = ops.concatenate([content_output, query_output], axis=1)  # [B, L+P, H]
         streams = self._feedforward(streams, lengths, ["content", "query"], training, dropout_seed)
         content_output, query_output = split_streams(streams, lengths)
-        return (content_output, query_output, *block_heads)
+        return (content_output, query_output, *key_value_heads)
 
     def get_config(self):
         config = super().get_config()

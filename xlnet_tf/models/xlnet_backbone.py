@@ -86,15 +86,16 @@ class XLNetBackbone(Backbone):
             `output_hidden_states`.
         memory_heads: optional, inference only, instead of `mems`: per layer,
             the memory already through that layer's key and value projections,
-            `(keys, values)` each `[B, num_heads, M, head_dim]` (a previous call's
-            `block_heads`). The memory columns' keys and values are then not
-            projected again (generation's `cached` mode keeps them so, where
-            each step would otherwise project its whole memory in every layer).
-            No `new_mems` is returned: the memory's layer inputs are not there.
-        output_block_heads: also return `block_heads`, per layer the keys and
-            values of this call's tokens, `(keys, values)` each
-            `[B, num_heads, L, head_dim]` (memory excluded), as the attention
-            projected them. Inference only.
+            `(keys, values)` each `[B, num_heads, M, head_dim]` (columns of a
+            previous call's `key_value_heads`). The memory columns' keys and
+            values are then not projected again (generation's `cached` mode
+            keeps them so, where each step would otherwise project its whole
+            memory in every layer). No `new_mems` is returned: the memory's
+            layer inputs are not there.
+        output_key_value_heads: also return `key_value_heads`, per layer the
+            keys and values the attention read, `(keys, values)` each
+            `[B, num_heads, M + L, head_dim]`: the memory's, then this call's
+            tokens' as projected. Inference only.
 
     Returns:
         A dict: `sequence_output` `[B, L, H]` (content stream; `[B, Q, H]` with
@@ -105,7 +106,7 @@ class XLNetBackbone(Backbone):
         `output_hidden_states`, also `hidden_states` `[B, num_layers + 1, L, H]`
         (the content stream entering each layer, then the last layer's output)
         and, with `target_mapping`, `query_hidden_states` `[B, num_layers + 1, P, H]`.
-        With `output_block_heads`, `block_heads`: a tuple of `num_layers`
+        With `output_key_value_heads`, `key_value_heads`: a tuple of `num_layers`
         `(keys, values)` pairs.
 
     Example:
@@ -329,12 +330,12 @@ class XLNetBackbone(Backbone):
                 for heads in cache]
 
     def call(self, inputs, training=None, output_hidden_states=False, dropout_seed=None,
-             output_positions=None, memory_heads=None, output_block_heads=False):
+             output_positions=None, memory_heads=None, output_key_value_heads=False):
         if output_positions is not None and output_hidden_states:
             raise ValueError("XLNetBackbone: output_positions and output_hidden_states can't be combined "
                              "(the last layer then runs at the output positions only).")
-        if training and (memory_heads is not None or output_block_heads):
-            raise ValueError("XLNetBackbone: memory_heads and output_block_heads are for inference "
+        if training and (memory_heads is not None or output_key_value_heads):
+            raise ValueError("XLNetBackbone: memory_heads and output_key_value_heads are for inference "
                              "(training=False).")
         tensors = self._validate_inputs(inputs, memory_heads)
         if output_positions is not None:
@@ -394,7 +395,7 @@ class XLNetBackbone(Backbone):
         call_seed = dropout_seed
         if call_seed is None and rematerialize:
             call_seed = self._draw_dropout_seed()
-        new_mems, block_heads = [], []
+        new_mems, key_value_heads = [], []
         content_states, query_states = [content_stream], [query_stream]
         for index, block in enumerate(self.blocks):
             layer_memory = None if mems is None else mems[:, index]  # [B, M, H]
@@ -422,7 +423,7 @@ class XLNetBackbone(Backbone):
                     # The last layer's streams run apart: the pretraining loss reads only its query
                     # stream, and a traced step then prunes that layer's content attention and
                     # feed-forward (about 4% of a seq-512 step), which stacking would keep.
-                    stack_streams=not last, memory_heads=layer_heads, output_block_heads=output_block_heads)
+                    stack_streams=not last, memory_heads=layer_heads, output_key_value_heads=output_key_value_heads)
 
             block_seed = seeded_dropout.sub_seed(call_seed, index)
             if rematerialize:
@@ -431,7 +432,7 @@ class XLNetBackbone(Backbone):
             else:
                 content_stream, query_stream, *heads = run_block(content_stream, query_stream,
                                                                  dropout_seed=block_seed)
-                block_heads.extend(heads)
+                key_value_heads.extend(heads)
             content_states.append(content_stream)
             query_states.append(query_stream)
 
@@ -444,8 +445,8 @@ class XLNetBackbone(Backbone):
             outputs["query_output"] = embedding_dropout(query_stream, 4)
         if new_mems:
             outputs["new_mems"] = ops.stack(new_mems, axis=1)  # [B, num_layers, memory_length, H]
-        if output_block_heads:
-            outputs["block_heads"] = tuple(block_heads)
+        if output_key_value_heads:
+            outputs["key_value_heads"] = tuple(key_value_heads)
         return outputs
 
     def _draw_dropout_seed(self):

@@ -207,19 +207,19 @@ class XLNetCausalLM(CausalLM):
         # Only the keys and values are kept: the last layer's output is not, so it runs at one column.
         outputs = self.backbone({"token_ids": token_ids, "segment_ids": ops.zeros_like(token_ids),
                                  "padding_mask": ops.cast(real, "int32")},
-                                training=False, output_block_heads=True,
+                                training=False, output_key_value_heads=True,
                                 output_positions=ops.zeros((batch, 1), "int32"))
         # Slot s holds column s - T + start - window: T + window zeros in front keep the start >= 0.
         pad = length + self.recompute_window
 
         def right_aligned(heads):  # [B, N, T, D] -> [B, N, T, D], column start - window in the last slot
-            batch, num_heads, _, head_dim = ops.shape(heads)
+            num_heads, head_dim = heads.shape[1], heads.shape[3]
             padded = ops.concatenate([ops.zeros((batch, num_heads, pad, head_dim), heads.dtype), heads],
                                      axis=2)  # [B, N, 2T + w, D]
             return ops.slice(padded, (0, 0, start, 0), (batch, num_heads, length, head_dim))
 
         memory_keys, memory_values = zip(*[(right_aligned(keys), right_aligned(values))
-                                           for keys, values in outputs["block_heads"]])
+                                           for keys, values in outputs["key_value_heads"]])
         padded_real = ops.concatenate([ops.zeros((batch, pad), "int32"), ops.cast(real, "int32")], axis=1)
         memory_mask = ops.slice(padded_real, (0, start), (batch, length))  # [B, T]
         return {"memory_keys": memory_keys, "memory_values": memory_values, "memory_mask": memory_mask}
@@ -237,13 +237,15 @@ class XLNetCausalLM(CausalLM):
                                  "padding_mask": ops.cast(real, "int32"), "target_mapping": target,
                                  "memory_padding_mask": cache["memory_mask"]},
                                 training=False, memory_heads=tuple(zip(cache["memory_keys"], cache["memory_values"])),
-                                output_block_heads=True)
+                                output_key_value_heads=True)
         # The window's first column leaves it now: its keys and values, projected this step from its layer
-        # inputs as they would be as memory, join the memory for good.
+        # inputs as they would be as memory, join the memory for good. The attention read `[memory | window]`
+        # already joined: the next memory is one slice of it (one copy of the memory per step, not two).
         cache = dict(cache)
+        length = cache["memory_mask"].shape[1] or ops.shape(cache["memory_mask"])[1]
         for name, part in (("memory_keys", 0), ("memory_values", 1)):
-            cache[name] = tuple(ops.concatenate([memory[:, :, 1:], heads[part][:, :, :1]], axis=2)  # [B, N, T, D]
-                                for memory, heads in zip(cache[name], outputs["block_heads"]))
+            cache[name] = tuple(heads[part][:, :, 1:length + 1]  # [B, N, T, D]
+                                for heads in outputs["key_value_heads"])
         cache["memory_mask"] = ops.concatenate(
             [cache["memory_mask"][:, 1:], ops.cast(real[:, :1], "int32")], axis=1)
         return outputs["query_output"][:, 0], cache
