@@ -129,3 +129,38 @@ def test_a_step_projects_keys_and_values_of_the_window_alone_at_any_memory_lengt
             projected_rows.clear()
             _, _, cache = model.call_with_cache(np.asarray(token_ids), cache, int(index) + step)
             assert projected_rows == [model.recompute_window + 1] * config.num_layers
+
+
+def test_backbone_with_projected_memory_equals_mems_and_refuses_bad_memory_heads_by_name():
+    """`memory_heads` (each layer's `mems` through `project_keys_values`) gives what `mems` gives, both streams;
+    `key_value_heads` are the keys and values of `[memory | tokens]`; misuse is refused naming what is wrong."""
+    keras.utils.set_random_seed(6)
+    backbone = XLNetBackbone(tiny_config(initializer_range=0.5))
+    config, rng = backbone.config, np.random.default_rng(2)
+    batch, length, memory_length = 2, 3, 4
+    inputs = {"token_ids": rng.integers(9, 40, (batch, length)).astype(np.int32),
+              "segment_ids": np.zeros((batch, length), np.int32), "padding_mask": np.ones((batch, length), np.int32),
+              "target_mapping": np.eye(length, dtype="float32")[None, [2]].repeat(batch, 0),
+              "memory_padding_mask": np.array([[0, 1, 1, 1], [1, 1, 1, 1]], np.int32)}
+    mems = rng.normal(size=(batch, config.num_layers, memory_length, config.hidden_dim)).astype("float32")
+    expected = backbone(dict(inputs, mems=mems), training=False, output_hidden_states=True)
+    memory_heads = tuple(block.attention.project_keys_values(mems[:, i]) for i, block in enumerate(backbone.blocks))
+    outputs = backbone(inputs, training=False, memory_heads=memory_heads, output_key_value_heads=True)
+    for name in ("sequence_output", "query_output"):
+        np.testing.assert_allclose(np.asarray(outputs[name]), np.asarray(expected[name]), atol=1e-5)
+    for index, (keys, values) in enumerate(outputs["key_value_heads"]):
+        layer_input = np.asarray(expected["hidden_states"])[:, index]
+        joined = np.concatenate([mems[:, index], layer_input], axis=1)  # [B, M + L, H]
+        attention = backbone.blocks[index].attention
+        np.testing.assert_allclose(np.asarray(keys), np.asarray(attention.project_keys_values(joined)[0]), atol=1e-5)
+        np.testing.assert_allclose(np.asarray(values), np.asarray(attention.project_keys_values(joined)[1]),
+                                   atol=1e-5)
+    with pytest.raises(ValueError, match=r"as 'mems' \(layer inputs\) or as memory_heads .* not both"):
+        backbone(dict(inputs, mems=mems), training=False, memory_heads=memory_heads)
+    with pytest.raises(ValueError, match=r"memory_heads must be 2 \(keys, values\) pairs, one per layer"):
+        backbone(inputs, training=False, memory_heads=memory_heads[:1])
+    wrong = ((memory_heads[0][0], np.zeros((batch, config.num_heads, memory_length, 3), "float32")),) + memory_heads[1:]
+    with pytest.raises(ValueError, match=r"'memory_heads\[0\] values' has shape \(2, 2, 4, 3\), expected "):
+        backbone(inputs, training=False, memory_heads=wrong)
+    with pytest.raises(ValueError, match=r"memory_heads and output_key_value_heads are for inference"):
+        backbone(inputs, training=True, memory_heads=memory_heads)

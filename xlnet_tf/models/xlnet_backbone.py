@@ -240,12 +240,15 @@ class XLNetBackbone(Backbone):
             raise ValueError(f"XLNetBackbone: memory_heads must be {config.num_layers} (keys, values) pairs, "
                              "one per layer.")
         memory_length = memory_heads[0][0].shape[2]
-        for index, pair in enumerate(memory_heads):
-            for name, heads in zip(("keys", "values"), pair):
-                _check_dims(f"memory_heads[{index}] {name}", tuple(heads.shape),
-                            (batch, config.num_heads, memory_length, config.head_dim))
         if memory_length is None:
             raise ValueError("XLNetBackbone: the memory length (axis 2 of memory_heads) must be static.")
+        for index, pair in enumerate(memory_heads):
+            for name, heads in zip(("keys", "values"), pair):
+                if len(heads.shape) != 4:
+                    raise ValueError(f"XLNetBackbone: memory_heads[{index}] {name} must have rank 4 "
+                                     f"[batch, heads, memory, head_dim], got shape {tuple(heads.shape)}.")
+                _check_dims(f"memory_heads[{index}] {name}", tuple(heads.shape),
+                            (batch, config.num_heads, memory_length, config.head_dim))
         return memory_length
 
     # ------------------------------------------------------------------ forward
