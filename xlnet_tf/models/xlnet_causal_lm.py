@@ -146,8 +146,11 @@ class XLNetCausalLM(CausalLM):
 
         Returns:
             `(token_ids, cache, index)`: the left-padded `[B, T]` ids, the cache
-            that `call_with_cache` reads (a dict of tensors whose first axis is
-            the batch), and `P`, the first column to generate (int32 scalar).
+            that `call_with_cache` reads (a dict whose tensors all have the
+            batch first: `first` `[B]`; in `cached` mode also `memory_keys` and
+            `memory_values`, per layer `[B, num_heads, T, head_dim]`, and
+            `memory_mask` `[B, T]`), and `P`, the first column to generate
+            (int32 scalar).
         """
         token_ids = ops.cast(token_ids, "int32")
         real = ops.cast(padding_mask, "int32")
