@@ -1002,10 +1002,14 @@ def result_rows(section):
 def _family_result_rows(section):
     """RESULTS.md rows of a family table: per language, seed 0's nats per masked word over its bound.
 
-    Only tables whose bound is the one given the piece count (its column header names it); other
+    Only tables whose bound is the one given the piece count (its column header names it) and whose
+    run took the quick start's budget in steps (a run of other `--steps` measures something else); other
     seeds of a language show the spread in the table, not in RESULTS.md.
     """
     if not any(cell.startswith("exact bound: both sides and piece count") for cell in section.header):
+        return []
+    steps = re.search(r"^run: (\d+) steps", section.context, re.MULTILINE)
+    if not steps or int(steps.group(1)) != tiny_train_steps():
         return []
     return [results_table.Row(
         f"learning, tiny config as shipped, {cells['language']} language of the family: held-out nats per "
