@@ -177,6 +177,7 @@ class XLNetBackbone(Backbone):
 
     # ------------------------------------------------------------------ inputs
     def _validate_inputs(self, inputs, memory_heads=None):
+        """The inputs as tensors, checked; returns `(tensors, memory length M)` (0 without memory)."""
         if not isinstance(inputs, dict):
             raise TypeError(
                 f"XLNetBackbone expects a dict of inputs with keys {REQUIRED_INPUTS} (and optionally "
@@ -214,20 +215,20 @@ class XLNetBackbone(Backbone):
                         (batch, self.config.num_layers, None, self.config.hidden_dim))
             if tensors["mems"].shape[2] is None:
                 raise ValueError("XLNetBackbone: the memory length (axis 2 of 'mems') must be static.")
-        memory_length = None
+        memory_length = 0
         if "mems" in tensors:
             memory_length = tensors["mems"].shape[2]
         if memory_heads is not None:
             memory_length = self._check_memory_heads(memory_heads, batch, "mems" in tensors)
         if "memory_padding_mask" in tensors:
-            if memory_length is None:
+            if "mems" not in tensors and memory_heads is None:
                 raise ValueError("XLNetBackbone: input 'memory_padding_mask' is only allowed with 'mems' "
                                  "or memory_heads.")
             _check_dims("memory_padding_mask", tensors["memory_padding_mask"].shape, (batch, memory_length))
         if self.config.bi_data and batch is not None and batch % 2:
             raise ValueError(
                 f"XLNetBackbone: bi_data needs an even (per-replica) batch, got batch size {batch}.")
-        return tensors
+        return tensors, memory_length
 
     def _check_memory_heads(self, memory_heads, batch, has_mems):
         """Refuses `memory_heads` that do not fit this backbone; returns the memory length M."""
@@ -340,7 +341,7 @@ class XLNetBackbone(Backbone):
         if training and (memory_heads is not None or output_key_value_heads):
             raise ValueError("XLNetBackbone: memory_heads and output_key_value_heads are for inference "
                              "(training=False).")
-        tensors = self._validate_inputs(inputs, memory_heads)
+        tensors, memory_length = self._validate_inputs(inputs, memory_heads)
         if output_positions is not None:
             output_positions = ops.convert_to_tensor(output_positions)
             dtype = keras.backend.standardize_dtype(output_positions.dtype)
@@ -358,9 +359,6 @@ class XLNetBackbone(Backbone):
 
         batch_size = token_ids.shape[0] if token_ids.shape[0] is not None else ops.shape(token_ids)[0]
         query_length = token_ids.shape[1] if token_ids.shape[1] is not None else ops.shape(token_ids)[1]
-        memory_length = 0 if mems is None else mems.shape[2]
-        if memory_heads is not None:
-            memory_length = memory_heads[0][0].shape[2]
 
         content_mask, query_mask = xlnet_attention_masks(
             tensors["padding_mask"], perm_mask, memory_length=memory_length,
