@@ -80,15 +80,13 @@ def call_flops(kind, batch, prompt=generation_benchmark.PROMPT, new=generation_b
     per_row = prompt * 3 * 2 * d * inner if kind == "least" else 0  # layer 0's q, k, v of the prompt, kept
     for step in range(new):
         known = prompt + step  # tokens before the predicted position
-        if kind == "ours":
-            columns = max_length  # static shapes: the whole window every step
+        if kind in ("ours", "hugging_face"):
+            # Ours: static shapes, the whole window every step; Hugging Face's: the placeholder's column too.
+            columns = max_length if kind == "ours" else known + 1
             per_row += layers * (layer_flops(columns, columns, 2 * columns, base)
                                  + query_stream_flops(columns, 2 * columns, base))
-        elif kind == "hugging_face":
-            columns = known + 1  # the placeholder's content column too
-            per_row += layers * (layer_flops(columns, columns, 2 * columns, base)
-                                 + query_stream_flops(columns, 2 * columns, base))
-            per_row += layers * position_flops(2 * columns, base)
+            if kind == "hugging_face":
+                per_row += layers * position_flops(2 * columns, base)
         else:
             # Layer 0: the new token's q, k, v; its query row and key column of the attention; o and the
             # feed-forward of every column (their attention outputs changed).
@@ -163,7 +161,7 @@ def main(argv=None):
         needs = least * wanted / (batch * new)
         reached = ours * calls_per_second[0]
         peak = max(peak, reached)  # a whole step can beat one product's timing: the higher is the peak
-        hf_dtype = "float32"  # Hugging Face's XLNet runs float32 in the bfloat16 rows (see the benchmark)
+        hf_dtype = generation_benchmark.hugging_face_dtype(dtype)
         print(f"| {batch} | {dtype} (HF {hf_dtype}; recorded {date}) | {ours:.0f} / {hf:.0f} / {least:.0f} "
               f"| {reached:.0f} | {hf * calls_per_second[1]:.0f} | {peaks[(dtype, rows_)]:.0f} "
               f"| {wanted:.2f} | {needs:.0f} | {needs / peak:.2f}x |", flush=True)
