@@ -271,6 +271,48 @@ def test_heldout_windows_reveal_the_piece_count_and_score_the_oracle():
     assert windows["bound_given_pieces"].mean() < windows["bound"].mean()
 
 
+def _whole_words_beside(ids, segments, edge, step, piece_of, spellings, segment):
+    """True when the two words read from `edge` in direction `step` are whole and in `segment`."""
+    for _ in range(2):
+        if not 0 <= edge < len(ids) or int(ids[edge]) not in piece_of:
+            return False
+        index, pieces = piece_of[int(ids[edge])]
+        if index != (0 if step == 1 else pieces - 1):
+            return False
+        first = edge if step == 1 else edge - pieces + 1
+        word = ids[first:first + pieces].tolist()
+        if first < 0 or word not in spellings or any(segments[first:first + pieces] != segment):
+            return False
+        edge = first + pieces if step == 1 else first - 1
+    return True
+
+
+@pytest.mark.parametrize("order", [1, 2])
+def test_heldout_words_keep_their_blanket_in_one_segment(order):
+    """The masked word and two whole words each side of it sit in one segment, never across the separator."""
+    language = lb.MarkovLanguage(num_words=5, successors=3, seed=4, syllables=(1, 2), tail=0.05, order=order)
+    spellings = [[10], [11, 12], [13, 14], [15, 16, 17], [18, 19]]
+    piece_of = {t: (k, len(s)) for s in spellings for k, t in enumerate(s)}  # id -> (index in word, pieces)
+    windows = lb.heldout_windows(language, spellings, sequence_length=40, count=300, seed=0, special_ids=SPECIAL)
+    everywhere = lb.heldout_windows(language, spellings, sequence_length=40, count=300, seed=0,
+                                    special_ids=SPECIAL, blanket_in_one_segment=False)
+    separator = list(windows["token_ids"][0]).index(SPECIAL["sep"])
+    crossing = 0
+    for drawn, check in ((windows, True), (everywhere, False)):
+        for ids, segments, positions in zip(drawn["token_ids"], drawn["segment_ids"], drawn["target_positions"]):
+            positions = positions[positions >= 0]
+            segment = segments[positions[0]]
+            # Two whole words to the left, then two to the right, each in the masked word's segment.
+            whole = _whole_words_beside(ids, segments, positions[0] - 1, -1, piece_of, spellings, segment) and \
+                _whole_words_beside(ids, segments, positions[-1] + 1, 1, piece_of, spellings, segment)
+            if check:
+                assert whole, (ids, positions)
+            else:
+                crossing += not whole
+    # Without the rule some drawn words do cross: the rule is what keeps them out.
+    assert crossing > 0 and separator == (40 - 3) // 2
+
+
 def test_piece_counts_are_checked():
     language = lb.MarkovLanguage(num_words=4, successors=2)
     for counts in ([1, 2, 3], [1, 2, 0, 1], [1.5, 2, 2, 1]):
@@ -292,7 +334,7 @@ def _tiny_family_run(tmp_path):
     train_vocabulary(str(corpus), 34, str(vocabulary), character_coverage=1.0, num_threads=1, seed=0)
     spellings = lb.spell_words(str(vocabulary), language.words)
     windows = lb.heldout_windows(language, spellings, sequence_length=32, count=50, seed=0,
-                                 special_ids=lb.special_ids())
+                                 special_ids=lb.special_ids(), blanket_in_one_segment=False)
     row = {"language": spec, "seed": 0, "bounds": language.entropies(),
            "pieces": lb.piece_statistics(language, spellings)["mean_pieces"],
            "heldout_bound": float(windows["bound"].mean()), "chain": 1.0,
@@ -398,3 +440,43 @@ def test_reprinting_a_run_without_the_bound_given_pieces_is_refused(tmp_path):
     with pytest.raises(SystemExit, match=r"--from-json .*family_rows.jsonl: the 1-piece row \(seed 0\) has no bound "
                                          r"given the piece count, and its run's vocabulary .* is missing"):
         lb.main(["--steps", "1", "--from-json", str(rows)])
+
+
+def test_rescoring_a_family_run_scores_its_checkpoint_on_the_current_windows(tmp_path):
+    """`--rescore`: the run's checkpoint, its vocabulary and config give the scores of the model itself."""
+    import json
+
+    from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+    from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
+
+    row, rows_file, language, spellings, _ = _tiny_family_run(tmp_path)
+    run = tmp_path / "run" / "tiny" / "run_seed0"
+    (run / "checkpoints").mkdir(parents=True)
+    config = lb.run_config("unused-records", str(tmp_path / "run" / "tiny" / "data" / "spiece.model"), 34, 5, [
+        "model.num_layers=1", "model.num_heads=2", "model.head_dim=8", "model.hidden_dim=16",
+        "model.intermediate_dim=32", "data.sequence_length=32", "data.num_predict=4", "data.perm_size=16",
+        "model.memory_length=0", "model.reuse_length=0", "model.bi_data=false", "training.steps_per_epoch=5",
+        "optimizer.warmup_steps=1"])
+    (run / "config.yaml").write_text(config.to_yaml())
+    pretrainer = XLNetPretrainer(XLNetBackbone(config.model))
+    windows = lb.heldout_windows(language, spellings, sequence_length=32, count=50, seed=0,
+                                 special_ids=lb.special_ids())
+    expected = lb.score_ours(pretrainer, windows)  # builds it; random weights score far from the bound
+    pretrainer.save_weights(str(run / "checkpoints" / "ckpt-00000005.weights.h5"))
+    row = dict(row, steps=5, independent=9.0, config=config.to_dict())
+    with open(rows_file, "w") as f:
+        f.write(json.dumps(row) + "\n")
+    args = lb._parser().parse_args(["--eval-words", "50"])
+    [rescored] = lb.rescore_family(str(tmp_path / "run"), args)["family"]
+    assert (rescored["chain"], rescored["independent"]) == pytest.approx(expected, rel=1e-5)
+    assert rescored["heldout_bound_given_pieces"] == pytest.approx(windows["bound_given_pieces"].mean(), abs=1e-12)
+    assert rescored["heldout_bound"] == pytest.approx(windows["bound"].mean(), abs=1e-12)
+    assert rescored["steps"] == 5 and rescored["seed"] == 0
+    # A row whose checkpoint is gone is refused by name, not scored with other weights.
+    with open(rows_file, "w") as f:
+        f.write(json.dumps(dict(row, steps=10)) + "\n")
+    with pytest.raises(SystemExit, match=r"--rescore .*ckpt-00000010.weights.h5 does not exist: the tiny row "
+                                         r"\(seed 0\)"):
+        lb.main(["--rescore", str(tmp_path / "run")])
+    with pytest.raises(SystemExit, match=r"family_rows.jsonl does not exist: --rescore takes the --workdir"):
+        lb.main(["--rescore", str(tmp_path / "nowhere")])

@@ -199,15 +199,29 @@ def export_from_checkpoint(checkpoint, run_config_path, output_dir, overwrite=Fa
     if problem:
         raise ExportError(f"Checkpoint {checkpoint} is unreadable ({problem}).")
     config = load_run_config([run_config_path])  # local, gs:// or ram://
+    pretrainer = pretrainer_from_checkpoint(checkpoint, config, config_name=run_config_path)
+    return export_pretrainer(pretrainer, output_dir, vocabulary=config.data.vocabulary or None,
+                             overwrite=overwrite)
+
+
+def pretrainer_from_checkpoint(checkpoint, config, *, config_name="the run config"):
+    """The `XLNetPretrainer` of run config `config` with the weights of a run's `checkpoint`.
+
+    A run's checkpoints (`ckpt-*.weights.h5`) also hold the optimizer's state, which is not
+    loaded. A checkpoint of another model is an `ExportError` naming both files.
+
+    Example:
+    >>> config = load_run_config(["runs/tiny/config.yaml"])
+    >>> pretrainer = pretrainer_from_checkpoint("runs/tiny/checkpoints/ckpt-00001800.weights.h5", config)
+    """
     pretrainer = XLNetPretrainer(XLNetBackbone(config.model))
     try:
         pretrainer.load_weights(checkpoint, skip_mismatch=False)
     except ValueError as e:
         # Checkpoints also hold optimizer state; a model-only load of those is fine.
         if "optimizer" not in str(e).lower():
-            raise ExportError(f"{checkpoint} does not match the model of {run_config_path}: {e}") from e
-    return export_pretrainer(pretrainer, output_dir, vocabulary=config.data.vocabulary or None,
-                             overwrite=overwrite)
+            raise ExportError(f"{checkpoint} does not match the model of {config_name}: {e}") from e
+    return pretrainer
 
 
 def export_workdir(workdir, output_dir, dtype="float32", jit_compile=False, trim_padding=None,
