@@ -400,6 +400,8 @@ def test_family_results_rows_one_per_language_of_seed_0_of_a_shipped_run():
         "learning, tiny config as shipped, 1-piece language of the family: held-out nats per masked word",
         "exact entropy bound", 1.5, "nats")
     assert result("python benchmarks/learning_benchmark.py --family --set data.num_predict=48") == []
+    # A re-scored run stands beside the run it re-scores; it names no row of its own.
+    assert result("python benchmarks/learning_benchmark.py --rescore /tmp/family") == []
     # A run of other than the quick start's budget in steps is not the shipped config's figure.
     longer = lb.format_family_table([dict(row, steps=4200) for row in rows])
     assert [r for s in results_table.sections(f"# 2026-11-28: python benchmarks/learning_benchmark.py --family "
