@@ -49,7 +49,8 @@ def _parser():
     parser.add_argument("--input", nargs="+", default=None,
                         help="text files/globs (one sentence per line, blank line between "
                              "documents) or tfds:NAME; default: Python's own docstrings")
-    parser.add_argument("--minutes", type=float, default=4.0, help="pretraining time budget (checked at each epoch end)")
+    parser.add_argument("--minutes", type=float, default=4.0,
+                        help="pretraining time budget (checked at each epoch end)")
     parser.add_argument("--vocab-size", type=int, default=4000)
     parser.add_argument("--corpus-mb", type=float, default=4.0,
                         help="size of the built-in corpus in MB")
