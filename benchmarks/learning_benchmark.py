@@ -321,10 +321,11 @@ def heldout_windows(language, spellings, *, sequence_length, count, seed, specia
     segment (`blanket_in_one_segment`, the default). Pretraining examples follow A with a
     random B at least half the time (XLNet's A/B layout; always when no sentence ends where A
     could be cut), so what stands across the separator tells a trained model less than the
-    chain's bound assumes it does. A masked word whose blanket crossed it would be scored against a bound no
-    model trained on those examples can reach: on the 6-piece language, where 37% of all whole
-    words have such a blanket, the tiny config at 1,800 steps scores them 7.9x their bound and
-    the others 2.1x. `False` draws among all whole words, as rows recorded before this rule did.
+    chain's bound assumes it does. A masked word whose blanket crossed it would be scored
+    against a bound no model trained on those examples can reach: on the 6-piece language,
+    where 37% of all whole words have such a blanket, the tiny config at 1,800 steps scores
+    them 7.9x their bound and the others 2.1x. `False` draws among all whole words, as rows
+    recorded before this rule did.
     """
     rng = np.random.default_rng(seed + 7)
     body = sequence_length - 3
@@ -680,7 +681,7 @@ def run_family(args):
 
 
 def rescore_family(workdir, args):
-    """The rows of the family run in `workdir`, scored again on held-out windows drawn by today's rule.
+    """The rows of the family run in `workdir`, scored again on held-out windows drawn by the current rule.
 
     Each run's model is its checkpoint at the row's last step (`<language>/run_seed<S>/checkpoints`)
     and its language's vocabulary is the run's own (`<language>/data/spiece.model`); nothing is
@@ -739,7 +740,7 @@ def with_bound_given_pieces(row, rows_file, args):
     spellings = spell_words(vocabulary, language.words)
     windows = heldout_windows(language, spellings, sequence_length=row["config"]["data"]["sequence_length"],
                               count=args.eval_words, seed=args.seed, special_ids=special_ids(),
-                              blanket_in_one_segment=False)  # such rows drew their words so
+                              blanket_in_one_segment=False)  # such rows drew among all whole words
     pieces = piece_statistics(language, spellings)["mean_pieces"]
     if not (math.isclose(pieces, row["pieces"], abs_tol=1e-9)
             and math.isclose(float(windows["bound"].mean()), row["heldout_bound"], abs_tol=1e-9)):
