@@ -709,14 +709,9 @@ def rescore_family(workdir, args):
         pretrainer = pretrainer_from_checkpoint(checkpoint, config)
         language = family_language(spec)
         spellings = spell_words(vocabulary, language.words)
-        windows = heldout_windows(language, spellings, sequence_length=config.data.sequence_length,
-                                  count=args.eval_words, seed=args.seed, special_ids=special_ids())
+        windows, bounds = heldout_sample(language, spellings, config.data.sequence_length, args)
         chain, independent = score_ours(pretrainer, windows)
-        counts = [len(s) for s in spellings]
-        rescored.append(dict(row, chain=chain, independent=independent, piece_counts=counts,
-                             bounds=language.entropies(piece_counts=counts),
-                             heldout_bound=float(windows["bound"].mean()),
-                             heldout_bound_given_pieces=float(windows["bound_given_pieces"].mean())))
+        rescored.append(dict(row, chain=chain, independent=independent, **bounds))
         print(format_family_table(rescored[-1:]), flush=True)
     return {"family": rescored}
 
@@ -839,15 +834,21 @@ def prepare_run(language, directory, *, vocab_size, sentence_words, args, overri
         directory, language, train_words=args.train_words, vocab_size=vocab_size, seed=args.seed,
         fast_records=args.fast_records, sentence_words=sentence_words)
     config = run_config(records, vocabulary, vocab_size, args.steps, overrides)
-    windows = heldout_windows(language, spellings, sequence_length=config.data.sequence_length,
+    windows, bounds = heldout_sample(language, spellings, config.data.sequence_length, args)
+    figures = dict(bounds, pieces=piece_statistics(language, spellings), steps=args.steps,
+                   heldout_pieces=float((windows["target_positions"] >= 0).sum(1).mean()),
+                   config=config.to_dict())
+    return config, windows, figures
+
+
+def heldout_sample(language, spellings, sequence_length, args):
+    """The run's held-out windows and its bounds: exact (`bounds`, `piece_counts`) and on the sample."""
+    windows = heldout_windows(language, spellings, sequence_length=sequence_length,
                               count=args.eval_words, seed=args.seed, special_ids=special_ids())
     counts = [len(s) for s in spellings]
-    figures = {"bounds": language.entropies(piece_counts=counts), "pieces": piece_statistics(language, spellings),
-               "piece_counts": counts, "heldout_bound": float(windows["bound"].mean()),
-               "heldout_bound_given_pieces": float(windows["bound_given_pieces"].mean()), "steps": args.steps,
-               "heldout_pieces": float((windows["target_positions"] >= 0).sum(1).mean()),
-               "config": config.to_dict()}
-    return config, windows, figures
+    return windows, {"bounds": language.entropies(piece_counts=counts), "piece_counts": counts,
+                     "heldout_bound": float(windows["bound"].mean()),
+                     "heldout_bound_given_pieces": float(windows["bound_given_pieces"].mean())}
 
 
 def run(args):
