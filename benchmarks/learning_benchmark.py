@@ -12,7 +12,8 @@ piece count, `H(W_t | W_{t-2}, W_{t-1}, W_{t+1}, W_{t+2})`, is printed beside it
 may go below that one.
 
 `--family` runs a family of such languages (`FAMILY`: about 1, 2, 4 and 6 pieces per word,
-2 to 8 likely successors, sentences of 6 to 24 words, a second-order chain), one table row
+2 to 8 likely successors, sentences of 6 to 24 words, a second-order chain over 1,024 two-word
+contexts and one whose word two back counts through 4 groups, 128 contexts), one table row
 per language: nats per masked word by the chain rule, its exact bound, the ratio and the
 independent-pieces score. `--from-json WORKDIR/family_rows.jsonl` re-prints a family run;
 rows recorded before the bound given the piece count get it from the run's vocabulary in
@@ -109,6 +110,11 @@ class MarkovLanguage:
         tail: probability spread evenly over every word after any context, so that no
             context decides the next word (without it, few successors make the bound
             near 0 nats, a ratio no model reaches).
+        groups: order 2 only: the word two back counts only through its group, the words
+            dealt at random into `groups` groups, so the chain has `groups * num_words`
+            two-word contexts instead of `num_words ** 2` (None: every pair its own context).
+            Natural languages reach further back through classes (agreement, case) more than
+            through single words; fewer contexts also mean a smaller table to learn.
 
     Example:
     >>> language = MarkovLanguage(num_words=12, successors=3, seed=0)
@@ -120,9 +126,12 @@ class MarkovLanguage:
     True
     """
 
-    def __init__(self, num_words=32, successors=4, seed=0, syllables=(2, 3), order=1, tail=0.0):
+    def __init__(self, num_words=32, successors=4, seed=0, syllables=(2, 3), order=1, tail=0.0, groups=None):
         if order not in (1, 2):
             raise ValueError(f"order must be 1 or 2 (words a word depends on), got {order}.")
+        if groups is not None and (order != 2 or not 1 <= groups <= num_words):
+            raise ValueError(f"groups needs order 2 and must be in 1..num_words={num_words}, got {groups} "
+                             f"(order {order}).")
         if not 1 <= successors <= num_words:
             raise ValueError(f"successors must be in 1..num_words={num_words}, got {successors}.")
         fewest, most = syllables
@@ -140,10 +149,15 @@ class MarkovLanguage:
         self.words = sorted(words)
         self.order = order
         shape = (num_words,) * (order + 1)
+        if groups is not None:
+            shape = (groups,) + shape[1:]  # [G, W, W]: the word two back by its group
         self.transition = np.zeros(shape)  # [W] * order + [W]: p(next | the `order` words before)
         for context in np.ndindex(shape[:-1]):
             nxt = rng.choice(num_words, successors, replace=False)
             self.transition[context + (nxt,)] = rng.dirichlet(np.full(successors, 1.0))
+        if groups is not None:
+            group_of = rng.permutation(num_words) % groups  # [W]
+            self.transition = self.transition[group_of]  # [W, W, W]
         self.transition = (1.0 - tail) * self.transition + tail / num_words
         # Both orders as a chain on pairs: p(c | a, b) and the stationary p(a, b).
         if order == 1:
@@ -623,6 +637,10 @@ FAMILY = (
      "vocab_size": 40, "sentence_words": 24, "order": 1},
     {"name": "2nd-order", "num_words": 32, "successors": 4, "syllables": (2, 2), "vocab_size": 50,
      "sentence_words": 12, "order": 2, "tail": 0.1},
+    # The same words and spellings, the word two back counting through its group of 8: 128 two-word
+    # contexts instead of 1,024, which separates the order of the chain from the size of its table.
+    {"name": "2nd-order-4-groups", "num_words": 32, "successors": 4, "syllables": (2, 2), "vocab_size": 50,
+     "sentence_words": 12, "order": 2, "tail": 0.1, "groups": 4},
 )
 
 
@@ -630,7 +648,7 @@ def family_language(spec, seed=0):
     """The `MarkovLanguage` of a `FAMILY` entry."""
     return MarkovLanguage(spec["num_words"], spec["successors"], seed=seed,
                           syllables=tuple(spec["syllables"]), order=spec["order"],
-                          tail=spec.get("tail", 0.0))
+                          tail=spec.get("tail", 0.0), groups=spec.get("groups"))
 
 
 def select_family(names):
@@ -773,7 +791,8 @@ def format_family_table(rows):
     for r in rows:
         spec, b = r["language"], r["bounds"]
         lines.append(
-            f"| {spec['name']} | {spec['order']} | {spec['successors']} | {spec['sentence_words']} | "
+            f"| {spec['name']} | {spec['order']}{f' ({g} groups)' if (g := spec.get('groups')) else ''} | "
+            f"{spec['successors']} | {spec['sentence_words']} | "
             f"{r['pieces']:.2f} | {b['both_sides_given_pieces']:.3f} ({r['heldout_bound_given_pieces']:.3f}) | "
             f"{b['both_sides']:.3f} ({r['heldout_bound']:.3f}) | {b['left']:.3f} | {b['unigram']:.3f} | "
             f"{r['chain']:.3f} | {r['chain'] / r['heldout_bound_given_pieces']:.2f}x | "

@@ -114,10 +114,11 @@ def _conditional_entropy(joint, target, given):
     return -sum(prob * math.log(prob / given_only[key[:-1]]) for key, prob in marginal.items() if prob > 0)
 
 
-@pytest.mark.parametrize("order,tail", [(1, 0.0), (1, 0.1), (2, 0.0), (2, 0.1)])
-def test_entropies_match_brute_force_enumeration(order, tail):
+@pytest.mark.parametrize("order,tail,groups", [(1, 0.0, None), (1, 0.1, None), (2, 0.0, None), (2, 0.1, None),
+                                              (2, 0.1, 2)])
+def test_entropies_match_brute_force_enumeration(order, tail, groups):
     language = lb.MarkovLanguage(num_words=4, successors=2, seed=3, syllables=(1, 2), order=order,
-                                 tail=tail)
+                                 tail=tail, groups=groups)
     joint = _blanket_joint(language)
     assert sum(joint.values()) == pytest.approx(1.0, abs=1e-9)
     bounds = language.entropies()
@@ -157,6 +158,16 @@ def test_second_order_chain_samples_its_own_tables():
     np.testing.assert_allclose(counts / counts.sum(), language.pair_stationary, atol=0.01)
 
 
+def test_grouped_second_order_chain_sees_the_word_two_back_only_through_its_group():
+    language = lb.MarkovLanguage(num_words=6, successors=3, seed=2, syllables=(1, 2), order=2, tail=0.1, groups=2)
+    rows = {language.transition[a].tobytes() for a in range(6)}
+    # Two groups of three: two distinct tables p(c | ., b), each shared by the group's three words.
+    assert len(rows) == 2
+    sizes = sorted(sum(language.transition[a].tobytes() == row for a in range(6)) for row in rows)
+    assert sizes == [3, 3]
+    np.testing.assert_allclose(language.transition.sum(-1), 1.0)
+
+
 def test_the_default_language_keeps_its_recorded_bounds():
     bounds = lb.MarkovLanguage(num_words=32, successors=8, seed=0).entropies()
     assert (round(bounds["both_sides"], 3), round(bounds["left"], 3), round(bounds["unigram"], 3)) == (
@@ -170,6 +181,10 @@ def test_language_arguments_are_checked():
         lb.MarkovLanguage(num_words=4, successors=2, tail=1.0)
     with pytest.raises(ValueError, match="successors must be in 1..num_words=4"):
         lb.MarkovLanguage(num_words=4, successors=5)
+    with pytest.raises(ValueError, match="groups needs order 2 and must be in 1..num_words=4, got 2 .order 1."):
+        lb.MarkovLanguage(num_words=4, successors=2, groups=2)
+    with pytest.raises(ValueError, match="got 5 .order 2."):
+        lb.MarkovLanguage(num_words=4, successors=2, order=2, groups=5)
     with pytest.raises(ValueError, match="cannot be spelled"):
         lb.MarkovLanguage(num_words=11, successors=2, syllables=(1, 1))
     with pytest.raises(ValueError, match="unknown language.*nonesuch.*the family has 1-piece"):
