@@ -55,6 +55,8 @@ def squad_best_answer(context, window_features, window_outputs, max_answer_lengt
     start_lp = np.asarray(window_outputs["start_top_log_probs"])
     start_ix = np.asarray(window_outputs["start_top_index"])
     num_windows, k1 = start_lp.shape
+    if num_windows == 0:  # Nothing to answer from: no span, and a null score no threshold accepts.
+        return SquadAnswer("", -1, -1, -np.inf, np.inf)
     end_lp = np.asarray(window_outputs["end_top_log_probs"]).reshape(num_windows, k1, -1)
     end_ix = np.asarray(window_outputs["end_top_index"]).reshape(num_windows, k1, -1)
     cls_logits = np.asarray(window_outputs["cls_logits"]).reshape(num_windows)
@@ -75,7 +77,7 @@ def squad_best_answer(context, window_features, window_outputs, max_answer_lengt
                 score = float(start_lp[w, i] + end_lp[w, i, j])
                 if score > best[0]:
                     best = (score, int(starts_b[w, s]), int(ends_b[w, e]))
-    null_score = float(np.min(cls_logits)) if num_windows else float("inf")
+    null_score = float(np.min(cls_logits))
     score, first_byte, last_byte = best
     answerable = null_score_threshold is None or null_score <= null_score_threshold
     if first_byte < 0 or not answerable:

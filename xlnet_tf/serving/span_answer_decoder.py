@@ -50,7 +50,7 @@ class SpanAnswerDecoder(tf.Module):
         beam is a valid span, or when the passage is empty or only whitespace),
         `answer_start`, `answer_end` int32 `[B]` (character offsets in the passage,
         end exclusive; -1 when empty), `score` float32 `[B]` (-inf when no valid
-        span), `null_score` float32 `[B]`, `num_windows` int32 `[B]`.
+        span), `null_score` float32 `[B]` (+inf without windows), `num_windows` int32 `[B]`.
 
     Example:
 
@@ -133,6 +133,11 @@ class SpanAnswerDecoder(tf.Module):
 
         example_of_window = tf.repeat(tf.range(batch), row_lengths)  # [N]
         best_score = tf.math.unsorted_segment_max(window_score, example_of_window, batch)  # [B]
+        # unsorted_segment_max starts from the lowest finite float, not -inf, so an example
+        # whose beam holds no valid pair would score -3.4e38; it gets -inf, as in the Python rule.
+        window_has_pair = tf.cast(tf.reduce_any(tf.reshape(valid, [num, -1]), axis=1), tf.int32)  # [N]
+        has_pair = tf.math.unsorted_segment_max(window_has_pair, example_of_window, batch) > 0  # [B]
+        best_score = tf.where(has_pair, best_score, NEG_INF)
         # First window reaching the best score (the Python loop keeps the first strict maximum).
         position = tf.range(num)
         is_best = tf.equal(window_score, tf.gather(best_score, example_of_window))
@@ -143,6 +148,8 @@ class SpanAnswerDecoder(tf.Module):
         last_byte = tf.gather(window_last, best_window)
         null_score = tf.math.unsorted_segment_min(
             tf.cast(outputs["cls_logits"], tf.float32), example_of_window, batch)  # [B]
+        # Likewise an example without windows gets +inf, not the largest finite float.
+        null_score = tf.where(row_lengths > 0, null_score, float("inf"))
 
         found = tf.math.is_finite(best_score) & (row_lengths > 0)
         if blank is not None:
