@@ -152,5 +152,5 @@ def test_quickstart_bad_override_is_one_line(tmp_path, capsys):
     argv = ["--workdir", str(tmp_path), "--input", "unused.txt", "--set", "optimizer.warmup_steps=5000"]
     assert quickstart(argv) == 2
     assert capsys.readouterr().err == ("xlnet-tf quickstart: error: optimizer.warmup_steps (5000) exceeds "
-                                       "training.train_steps (1800).\n")
+                                       "training.train_steps (2000).\n")
     assert not (tmp_path / "pretrain").exists()
