@@ -30,6 +30,17 @@ def window_features(num_windows):
     }
 
 
+@pytest.fixture
+def decoder(tokenizer):
+    return SpanAnswerDecoder(tokenizer, LENGTH, max_query_length=8, doc_stride=8, max_answer_length=10)
+
+
+def decode(decoder, contexts, features, row_lengths, outputs):
+    as_tensors = lambda arrays: {k: tf.constant(v) for k, v in arrays.items()}  # noqa: E731
+    got = decoder.decode(tf.constant(contexts), as_tensors(features), tf.constant(row_lengths), as_tensors(outputs))
+    return {k: v.numpy() for k, v in got.items()}
+
+
 def beam(start_index, end_index, seed):
     rng = np.random.default_rng(seed)
     num, k1 = start_index.shape
@@ -43,8 +54,7 @@ def beam(start_index, end_index, seed):
 
 
 @pytest.mark.parametrize("has_valid_pair", [True, False])
-def test_decode_matches_the_python_rule(tokenizer, has_valid_pair):
-    decoder = SpanAnswerDecoder(tokenizer, LENGTH, max_query_length=8, doc_stride=8, max_answer_length=10)
+def test_decode_matches_the_python_rule(decoder, has_valid_pair):
     features = window_features(2)
     if has_valid_pair:
         start_index = np.array([[1, 30], [2, 0]])
@@ -54,40 +64,35 @@ def test_decode_matches_the_python_rule(tokenizer, has_valid_pair):
         start_index = np.array([[30, 29], [6, 7]])
         end_index = np.array([[[3, 0], [31, 5]], [[2, 1], [0, 3]]])
     outputs = beam(start_index, end_index, seed=int(has_valid_pair))
-    got = decoder.decode(tf.constant([PASSAGE]), {k: tf.constant(v) for k, v in features.items()},
-                         tf.constant([2]), {k: tf.constant(v) for k, v in outputs.items()})
+    got = decode(decoder, [PASSAGE], features, [2], outputs)
     expected = squad_best_answer(PASSAGE, features, outputs, max_answer_length=10)
-    assert got["answer_text"].numpy()[0].decode() == expected.text
-    assert (got["answer_start"].numpy()[0], got["answer_end"].numpy()[0]) == (expected.char_start, expected.char_end)
-    np.testing.assert_allclose(got["score"].numpy()[0], expected.score, atol=1e-6)
-    np.testing.assert_allclose(got["null_score"].numpy()[0], expected.null_score, atol=1e-6)
+    assert got["answer_text"][0].decode() == expected.text
+    assert (got["answer_start"][0], got["answer_end"][0]) == (expected.char_start, expected.char_end)
+    np.testing.assert_allclose(got["score"][0], expected.score, atol=1e-6)
+    np.testing.assert_allclose(got["null_score"][0], expected.null_score, atol=1e-6)
     if has_valid_pair:
         assert expected.text and np.isfinite(expected.score)
     else:
-        assert expected.text == "" and expected.score == -np.inf and got["answer_start"].numpy()[0] == -1
+        assert expected.text == "" and expected.score == -np.inf and got["answer_start"][0] == -1
 
 
-def test_decode_keeps_examples_apart(tokenizer):
+def test_decode_keeps_examples_apart(decoder):
     # An example without a valid pair next to one with: each gets its own score.
-    decoder = SpanAnswerDecoder(tokenizer, LENGTH, max_query_length=8, doc_stride=8, max_answer_length=10)
     features = window_features(2)
     outputs = beam(np.array([[30, 29], [2, 0]]), np.array([[[3, 0], [31, 5]], [[4, 29], [6, 1]]]), seed=3)
-    got = decoder.decode(tf.constant([PASSAGE, PASSAGE]), {k: tf.constant(v) for k, v in features.items()},
-                         tf.constant([1, 1]), {k: tf.constant(v) for k, v in outputs.items()})
-    assert got["score"].numpy()[0] == -np.inf and got["answer_text"].numpy()[0] == b""
+    got = decode(decoder, [PASSAGE, PASSAGE], features, [1, 1], outputs)
+    assert got["score"][0] == -np.inf and got["answer_text"][0] == b""
     alone = squad_best_answer(PASSAGE, {k: v[1:] for k, v in features.items()},
                               {k: v[1:] for k, v in outputs.items()}, max_answer_length=10)
-    assert got["answer_text"].numpy()[1].decode() == alone.text == "fox jumps over"
-    np.testing.assert_allclose(got["score"].numpy()[1], alone.score, atol=1e-6)
+    assert got["answer_text"][1].decode() == alone.text == "fox jumps over"
+    np.testing.assert_allclose(got["score"][1], alone.score, atol=1e-6)
 
 
-def test_decode_of_an_example_without_windows(tokenizer):
-    decoder = SpanAnswerDecoder(tokenizer, LENGTH, max_query_length=8, doc_stride=8, max_answer_length=10)
+def test_decode_of_an_example_without_windows(decoder):
     features = window_features(1)
     outputs = beam(np.array([[2, 0]]), np.array([[[4, 29], [6, 1]]]), seed=4)
-    got = decoder.decode(tf.constant(["", PASSAGE]), {k: tf.constant(v) for k, v in features.items()},
-                         tf.constant([0, 1]), {k: tf.constant(v) for k, v in outputs.items()})
+    got = decode(decoder, ["", PASSAGE], features, [0, 1], outputs)
     empty = squad_best_answer("", {k: v[:0] for k, v in features.items()}, {k: v[:0] for k, v in outputs.items()})
-    assert got["score"].numpy()[0] == empty.score == -np.inf
-    assert got["null_score"].numpy()[0] == empty.null_score == np.inf
-    assert got["answer_text"].numpy()[0] == b"" and got["answer_text"].numpy()[1] == b"fox jumps over"
+    assert got["score"][0] == empty.score == -np.inf
+    assert got["null_score"][0] == empty.null_score == np.inf
+    assert got["answer_text"][0] == b"" and got["answer_text"][1] == b"fox jumps over"

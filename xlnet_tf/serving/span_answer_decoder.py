@@ -135,7 +135,7 @@ class SpanAnswerDecoder(tf.Module):
         best_score = tf.math.unsorted_segment_max(window_score, example_of_window, batch)  # [B]
         # unsorted_segment_max starts from the lowest finite float, not -inf, so an example
         # whose beam holds no valid pair would score -3.4e38; it gets -inf, as in the Python rule.
-        window_has_pair = tf.cast(tf.reduce_any(tf.reshape(valid, [num, -1]), axis=1), tf.int32)  # [N]
+        window_has_pair = tf.cast(tf.math.is_finite(window_score), tf.int32)  # [N]: -inf = no valid pair
         has_pair = tf.math.unsorted_segment_max(window_has_pair, example_of_window, batch) > 0  # [B]
         best_score = tf.where(has_pair, best_score, NEG_INF)
         # First window reaching the best score (the Python loop keeps the first strict maximum).
