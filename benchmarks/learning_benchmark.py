@@ -779,8 +779,8 @@ def format_family_table(rows):
         f"{c['training']['global_batch_size']}, layers {c['model']['num_layers']}, num_predict "
         f"{c['data']['num_predict']}, mask_alpha {c['data']['mask_alpha']}, max_span "
         f"{c['data']['max_span']}, whole-word targets {c['data'].get('whole_word_targets', False)}, spans in "
-        f"reading order {c['data'].get('spans_in_reading_order', False)}, bi_data {c['model']['bi_data']}, lr "
-        f"{c['optimizer']['learning_rate']:g}, warmup "
+        f"reading order {c['data'].get('spans_in_reading_order', False)}, bi_data {c['model']['bi_data']}, "
+        f"optimizer {c['optimizer'].get('algorithm', 'adamw')}, lr {c['optimizer']['learning_rate']:g}, warmup "
         f"{c['optimizer']['warmup_steps']}",
         "",
         "| language | order | successors | words per sentence | pieces per word | exact bound: both sides "
@@ -946,8 +946,9 @@ def format_table(f):
         f"tokens: unigram entropy {p['token_unigram']:.3f} nats, entropy rate with full left "
         f"context {p['token_rate_left']:.3f} nats (a floor for any predicted token)",
         f"run: {f['steps']} steps, seq {c['data']['sequence_length']}, batch "
-        f"{c['training']['global_batch_size']}, num_predict {c['data']['num_predict']}, lr "
-        f"{c['optimizer']['learning_rate']:g}, warmup {c['optimizer']['warmup_steps']}, eps "
+        f"{c['training']['global_batch_size']}, num_predict {c['data']['num_predict']}, optimizer "
+        f"{c['optimizer'].get('algorithm', 'adamw')}, lr {c['optimizer']['learning_rate']:g}, warmup "
+        f"{c['optimizer']['warmup_steps']}, eps "
         f"{c['optimizer']['adam_epsilon']:g}, init {c['model']['initializer_range']:g}, dropout "
         f"{c['model']['dropout']:g}, memory {c['model']['memory_length']}, reuse "
         f"{c['model']['reuse_length']}, bi_data {c['model']['bi_data']}, perm_size "

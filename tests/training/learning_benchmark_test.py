@@ -207,7 +207,9 @@ def test_family_table_and_results_keep_their_history(tmp_path):
     row["bounds"]["both_sides_given_pieces"], row["heldout_bound_given_pieces"] = 0.15, 0.2
     table = lb.format_family_table([row])
     # A row recorded before the reading-order option ran with the original's random order.
-    assert "whole-word targets False, spans in reading order False, bi_data True, lr 0.002" in table
+    # And one recorded before the optimizer choice with AdamW.
+    assert ("whole-word targets False, spans in reading order False, bi_data True, optimizer adamw, lr 0.002"
+            in table)
     # The ratio is to the bound given the piece count (0.2), the both-sides figures beside it.
     assert ("| 1-piece | 1 | 4 | 6 | 1.05 | 0.150 (0.200) | 0.200 (0.250) | 1.100 | 3.000 | 0.300 | 1.50x | "
             "0.310 | 0 |") in table

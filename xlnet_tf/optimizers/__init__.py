@@ -1,4 +1,4 @@
-"""Optimizers and learning-rate schedules: fused AdamW, the replica-aware AdamW, layer-wise decay, warmup.
+"""Optimizers and schedules: fused AdamW (or Muon on weight matrices), replica-aware AdamW, layer-wise decay, warmup.
 
 `build_optimizer` is the one recipe every training path uses.
 """

@@ -3,7 +3,9 @@
 The recipe is XLNet's: AdamW (epsilon 1e-6) on a linear warmup followed by a
 linear (or polynomial) decay, a global gradient-norm clip, no weight decay on
 LayerNorm parameters and biases, and, for fine-tuning, layer-wise
-learning-rate decay over the backbone's blocks. Its keyword arguments are the
+learning-rate decay over the backbone's blocks. `algorithm="muon"` gives the
+blocks' weight matrices Muon's orthogonalised step instead of Adam's, under the
+same schedule, clip and decay (the tiny pretraining config's choice). Its keyword arguments are the
 keys of a run config's `optimizer` section, plus the `training` keys the
 optimizer depends on (`xlnet_tf.training.run_sections.optimizer_arguments`
 maps a config onto them), so `classifier.compile(**settings)` and
@@ -18,10 +20,29 @@ import keras
 from xlnet_tf.optimizers.all_reduced_adamw import AllReducedAdamW
 from xlnet_tf.optimizers.layerwise_adamw import LayerwiseAdamW, layer_decay_multipliers
 from xlnet_tf.optimizers.warmup_decay_schedule import WarmupDecaySchedule
+from xlnet_tf.training.run_sections import OPTIMIZER_ALGORITHMS
 
 # Variables whose path matches get no weight decay: LayerNorm scales/offsets,
 # all biases (including XLNet's r_w/r_r/r_s attention biases and the LM bias).
 NO_DECAY_PATTERN = re.compile(r"(layer_?norm|layernorm|bias|/gamma$|/beta$)", re.IGNORECASE)
+
+
+def muon_variables(model):
+    """The variables `algorithm="muon"` gives Muon's step: the weight matrices of the backbone's blocks.
+
+    The attention kernels (`[hidden, heads, head_dim]`, taken as `[hidden, heads * head_dim]`)
+    and the feed-forward kernels. Embeddings, biases, LayerNorm parameters, the relative
+    attention biases and the task heads keep AdamW, as Muon's authors advise.
+
+    Raises:
+        ValueError: when `model` has no XLNet backbone (`model.backbone.blocks`).
+    """
+    blocks = getattr(getattr(model, "backbone", None), "blocks", None)
+    if not blocks:
+        raise ValueError(f"algorithm 'muon' needs a model with an XLNet backbone (`model.backbone.blocks`); "
+                         f"{type(model).__name__} has none.")
+    return [v for block in blocks for v in block.trainable_variables
+            if v.path.endswith("kernel") and len(v.shape) in (2, 3)]
 
 
 def uses_weight_decay(variable) -> bool:
@@ -63,7 +84,7 @@ def exclude_from_weight_decay(optimizer, model):
 def build_optimizer(model, *, learning_rate=2e-5, warmup_steps=100, train_steps=None, end_learning_rate=0.0,
                     decay_power=1.0, weight_decay=0.01, adam_epsilon=1e-6, beta_1=0.9, beta_2=0.999,
                     clip_norm=1.0, layer_decay=1.0, gradient_accumulation_steps=1, loss_scaling=False,
-                    fused=True):
+                    fused=True, algorithm="adamw"):
     """Builds the XLNet AdamW optimizer for `model` (whose variables must exist).
 
     The defaults are those of `xlnet-tf finetune`'s config
@@ -96,6 +117,9 @@ def build_optimizer(model, *, learning_rate=2e-5, warmup_steps=100, train_steps=
         gradient_accumulation_steps: micro-batches whose gradients are averaged per update.
         loss_scaling: wrap in a dynamic `LossScaleOptimizer` (for mixed_float16).
         fused: update in place with TensorFlow's Adam kernel (see `FusedAdamW`).
+        algorithm: "adamw", or "muon": the blocks' weight matrices (`muon_variables`)
+            take Muon's orthogonalised momentum step at the same learning rate
+            (`xlnet_tf.optimizers.muon_update`), everything else AdamW.
 
     Returns:
         A Keras optimizer.
@@ -110,6 +134,9 @@ def build_optimizer(model, *, learning_rate=2e-5, warmup_steps=100, train_steps=
     """
     if not 0 < layer_decay <= 1:
         raise ValueError(f"layer_decay must be in (0, 1], got {layer_decay}.")
+    if algorithm not in OPTIMIZER_ALGORITHMS:
+        raise ValueError(f"algorithm must be one of {OPTIMIZER_ALGORITHMS}, got {algorithm!r}.")
+    muon_paths = [v.path for v in muon_variables(model)] if algorithm == "muon" else []
     if train_steps is not None and warmup_steps > train_steps:
         raise ValueError(f"warmup_steps ({warmup_steps}) exceeds train_steps ({train_steps}).")
     multipliers = []
@@ -132,6 +159,7 @@ def build_optimizer(model, *, learning_rate=2e-5, warmup_steps=100, train_steps=
     optimizer = optimizer_class(
         learning_rate_multipliers=multipliers, learning_rate=schedule, weight_decay=float(weight_decay),
         beta_1=beta_1, beta_2=beta_2, epsilon=adam_epsilon, global_clipnorm=clip_norm or None, fused=fused,
+        muon_variable_paths=muon_paths,
         gradient_accumulation_steps=gradient_accumulation_steps if gradient_accumulation_steps > 1 else None)
     exclude_from_weight_decay(optimizer, model)
     if loss_scaling:

@@ -10,10 +10,17 @@ XLA lowering), after an in-place decoupled decay. The updates run one variable
 after another, so at most one variable-sized temporary (the scaled gradient)
 is alive at a time. Under TPUStrategy the whole step is XLA-compiled anyway, so
 Keras' own update is kept there.
+
+Variables named in `muon_variable_paths` (the blocks' weight matrices, when
+`build_optimizer(algorithm="muon")`) get Muon's orthogonalised momentum step
+(`xlnet_tf.optimizers.muon_update`) instead of Adam's, with the same clip,
+decoupled decay and learning rate; every other variable keeps AdamW.
 """
 
 import keras
 import tensorflow as tf
+
+from xlnet_tf.optimizers.muon_update import muon_update
 
 
 def apply_adamw_in_place(variable, momentum, velocity, gradient, *, learning_rate, decay_rate,
@@ -72,6 +79,9 @@ class FusedAdamW(keras.optimizers.AdamW):
         fused: use the in-place kernel (TensorFlow backend, not under TPUStrategy,
             no per-variable `clipnorm`/`clipvalue`, no amsgrad); otherwise Keras'
             own update.
+        muon_variable_paths: paths of the variables (2-D, or 3-D attention kernels)
+            that take Muon's step instead of Adam's; their Adam velocity stays unused.
+        muon_momentum: Muon's momentum coefficient.
         **kwargs: `keras.optimizers.AdamW` arguments.
 
     Example:
@@ -82,12 +92,40 @@ class FusedAdamW(keras.optimizers.AdamW):
     [0.9, -2.1]
     """
 
-    def __init__(self, fused=True, **kwargs):
+    def __init__(self, fused=True, muon_variable_paths=(), muon_momentum=0.95, **kwargs):
         super().__init__(**kwargs)
         self.fused = bool(fused)
+        self.muon_variable_paths = tuple(sorted(str(p) for p in muon_variable_paths))
+        self.muon_momentum = float(muon_momentum)
+        self._muon_paths = frozenset(self.muon_variable_paths)
 
     def get_config(self):
-        return {**super().get_config(), "fused": self.fused}
+        return {**super().get_config(), "fused": self.fused,
+                "muon_variable_paths": list(self.muon_variable_paths), "muon_momentum": self.muon_momentum}
+
+    def build(self, var_list):
+        super().build(var_list)
+        # By index: the fused path sees the backend's variables, which carry no Keras path.
+        self._muon_indices = frozenset(self._get_variable_index(v) for v in var_list
+                                       if getattr(v, "path", None) in self._muon_paths)
+        unknown = self._muon_paths - {v.path for v in var_list}
+        if unknown:
+            raise ValueError(f"muon_variable_paths names variables this optimizer does not update: "
+                             f"{sorted(unknown)}.")
+
+    def uses_muon(self, variable):
+        """True when `variable` takes Muon's step (its path is in `muon_variable_paths`)."""
+        return self._get_variable_index(variable) in self._muon_indices
+
+    def update_step(self, gradient, variable, learning_rate):
+        # Keras' unfused path: the clip and the decay have already been applied.
+        if not self.uses_muon(variable):
+            return super().update_step(gradient, variable, learning_rate)
+        momentum = self._momentums[self._get_variable_index(variable)]
+        new_momentum, update = muon_update(tf.cast(gradient, variable.dtype), momentum.value,
+                                           self.muon_momentum)
+        self.assign(momentum, new_momentum)
+        self.assign_sub(variable, tf.cast(learning_rate, variable.dtype) * update)
 
     def learning_rate_multiplier(self, variable):
         """Factor on `variable`'s Adam step (not on its weight decay); 1.0 here."""
@@ -143,6 +181,8 @@ class FusedAdamW(keras.optimizers.AdamW):
         dtype = variable.dtype
         learning_rate = tf.cast(learning_rate, dtype)
         decay = self.weight_decay if self.weight_decay and self._use_weight_decay(variable) else 0.0
+        if index in self._muon_indices:
+            return self._fused_muon_step(index, variable, gradient, learning_rate, decay, scale)
         # Inside Strategy.update, a mirrored optimizer slot's .handle is this device's copy.
         return apply_adamw_in_place(
             variable.handle, self._momentums[index].value.handle,
@@ -152,3 +192,19 @@ class FusedAdamW(keras.optimizers.AdamW):
             beta_1=self.beta_1, beta_2=self.beta_2, epsilon=self.epsilon,
             local_step=tf.cast(self.iterations + 1, dtype),
             gradient_scale=None if scale is None else tf.cast(scale, dtype))
+
+    def _fused_muon_step(self, index, variable, gradient, learning_rate, decay, scale):
+        dtype = variable.dtype
+        gradient = tf.cast(gradient, dtype)
+        if scale is not None:
+            gradient = gradient * tf.cast(scale, dtype)
+        # Handles, as in the AdamW path: inside Strategy.update they are this device's copies.
+        momentum = self._momentums[index].value.handle
+        new_momentum, update = muon_update(
+            gradient, tf.raw_ops.ReadVariableOp(resource=momentum, dtype=dtype), self.muon_momentum)
+        value = tf.raw_ops.ReadVariableOp(resource=variable.handle, dtype=dtype)
+        if decay:  # Keras' order, as in the AdamW path: decoupled decay, then the step
+            value = value * (1.0 - learning_rate * decay)
+        step = learning_rate * self.learning_rate_multiplier(variable)
+        return tf.group(tf.raw_ops.AssignVariableOp(resource=momentum, value=new_momentum),
+                        tf.raw_ops.AssignVariableOp(resource=variable.handle, value=value - step * update))

@@ -54,10 +54,19 @@ class RunConfigFile:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
 
+# `optimizer.algorithm`: AdamW everywhere, or Muon's step on the blocks' weight matrices.
+OPTIMIZER_ALGORITHMS = ("adamw", "muon")
+
+
 @dataclasses.dataclass(frozen=True)
 class OptimizerSection:
-    """AdamW with linear warmup then linear (power 1) or polynomial decay."""
+    """AdamW with linear warmup then linear (power 1) or polynomial decay.
 
+    `algorithm: muon` gives the blocks' weight matrices Muon's orthogonalised
+    step instead of Adam's (`xlnet_tf.optimizers.build_optimizer`).
+    """
+
+    algorithm: str = "adamw"
     learning_rate: float = 1e-4
     warmup_steps: int = 100
     end_learning_rate: float = 0.0
@@ -118,6 +127,8 @@ def validate_optimizer(optimizer, section: str = "optimizer") -> None:
     def finite(key):
         return math.isfinite(getattr(optimizer, key))
 
+    if optimizer.algorithm not in OPTIMIZER_ALGORITHMS:
+        raise bad("algorithm", f"one of {OPTIMIZER_ALGORITHMS}")
     if not (finite("learning_rate") and optimizer.learning_rate > 0):
         raise bad("learning_rate", "a positive finite number (e.g. 1e-4)")
     if not (finite("end_learning_rate") and optimizer.end_learning_rate >= 0):
