@@ -4,6 +4,7 @@ import numpy as np
 import tensorflow as tf
 
 from tests import harness
+from xlnet_tf.optimizers import build_optimizer
 
 VOCAB = 40
 SEQ = 8
@@ -15,6 +16,15 @@ def tiny_config(**overrides):
     """The harness's tiny config with memory, as the training tests use it."""
     return harness.tiny_config(**dict(dict(vocabulary_size=VOCAB, memory_length=6, reuse_length=REUSE,
                                            bi_data=False), **overrides))
+
+
+def compiled_for_batches_of_two(model, **optimizer_settings):
+    """`model` compiled with `build_optimizer` (lr 1e-2, warmup 1 of 10 steps) and the settings, for batches of 2."""
+    optimizer = build_optimizer(model, learning_rate=1e-2, warmup_steps=1, train_steps=10, **optimizer_settings)
+    model.compile(optimizer=optimizer)
+    model.set_static_batch_size(2)
+    optimizer.build(model.trainable_variables)
+    return model
 
 
 def synthetic_batches(num_batches, batch_size, seed=0, seq=SEQ, num_predict=NUM_PREDICT):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.training.helpers import as_dataset, synthetic_batches, tiny_config
+from tests.training.helpers import as_dataset, compiled_for_batches_of_two, synthetic_batches, tiny_config
 from xlnet_tf.config_schema import ConfigError
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
@@ -169,12 +169,7 @@ def test_config_names_a_wrong_algorithm():
 
 def _muon_pretrainer():
     keras.utils.set_random_seed(0)
-    model = XLNetPretrainer(XLNetBackbone(tiny_config()))
-    optimizer = build_optimizer(model, learning_rate=1e-2, warmup_steps=1, train_steps=10, algorithm="muon")
-    model.compile(optimizer=optimizer)
-    model.set_static_batch_size(2)
-    optimizer.build(model.trainable_variables)
-    return model
+    return compiled_for_batches_of_two(XLNetPretrainer(XLNetBackbone(tiny_config())), algorithm="muon")
 
 
 def test_a_run_resumed_from_its_backup_ends_with_the_uninterrupted_weights(tmp_path):

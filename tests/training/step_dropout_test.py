@@ -9,11 +9,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.training.helpers import as_dataset, synthetic_batches, tiny_config
+from tests.training.helpers import as_dataset, compiled_for_batches_of_two, synthetic_batches, tiny_config
 from xlnet_tf.layers.seeded_dropout import micro_batch_counter, step_dropout_seed
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import BACKBONE_INPUTS, XLNetPretrainer
-from xlnet_tf.optimizers import build_optimizer
 
 DROPOUT = dict(dropout=0.3, attention_dropout=0.3, memory_length=0, reuse_length=0)
 
@@ -98,12 +97,7 @@ def test_steps_per_execution_and_rematerialization_keep_the_masks(jit_compile, r
 
 
 def _accumulating(model):
-    optimizer = build_optimizer(model, learning_rate=1e-2, warmup_steps=1, train_steps=10,
-                                 gradient_accumulation_steps=2)
-    model.compile(optimizer=optimizer)
-    model.set_static_batch_size(2)
-    optimizer.build(model.trainable_variables)
-    return model
+    return compiled_for_batches_of_two(model, gradient_accumulation_steps=2)
 
 
 def test_resumed_pretraining_with_accumulation_equals_uninterrupted(tmp_path):
