@@ -92,12 +92,22 @@ def test_projected_memory_gives_the_layer_input_memory_s_logits_at_every_step(re
 
 
 def test_bfloat16_cache_stays_in_the_compute_dtype_with_the_layer_input_memory_s_tokens():
-    """Under mixed_bfloat16 the keys and values are kept in bfloat16, as the layer inputs were: same greedy tokens."""
+    """Under mixed_bfloat16 the keys and values are kept in bfloat16, as the layer inputs were: same logits to
+    bfloat16's precision, same greedy tokens wherever the choice is clear."""
     model = causal_lm(2, dtype="mixed_bfloat16")
     ids, mask = left_padded(PROMPTS, NEW_TOKENS)
     logits, cache = projected_logits(model, ids, mask)
+    logits = np.asarray(logits, np.float32)
     tokens = logits.argmax(-1)
-    np.testing.assert_array_equal(layer_input_logits(model, ids, mask, tokens).argmax(-1), tokens)
+    again = np.asarray(layer_input_logits(model, ids, mask, tokens), np.float32)
+    # bfloat16 keeps 8 bits: logits near 4 differ by a few of its steps (0.03) between the two
+    # orders of rounding, so a near tie may flip; every clear choice must be the same token.
+    tolerance = 0.1
+    np.testing.assert_allclose(again, logits, atol=tolerance)
+    top_two = np.sort(logits, axis=-1)[..., -2:]
+    clear = top_two[..., 1] - top_two[..., 0] > tolerance
+    assert clear.sum() >= 0.75 * clear.size  # most steps are compared
+    np.testing.assert_array_equal(again.argmax(-1)[clear], tokens[clear])
     assert len(np.unique(tokens)) > 2  # Not one token repeated: a real comparison.
     dtypes = {keras.backend.standardize_dtype(heads.dtype) for heads in cache["memory_keys"] + cache["memory_values"]}
     assert dtypes == {"bfloat16"}
