@@ -106,9 +106,9 @@ class FusedAdamW(keras.optimizers.AdamW):
     def build(self, var_list):
         super().build(var_list)
         # By index: the fused path sees the backend's variables, which carry no Keras path.
-        self._muon_indices = frozenset(self._get_variable_index(v) for v in var_list
-                                       if getattr(v, "path", None) in self._muon_paths)
-        unknown = self._muon_paths - {v.path for v in var_list}
+        paths = {self._get_variable_index(v): getattr(v, "path", None) for v in var_list}
+        self._muon_indices = frozenset(i for i, path in paths.items() if path in self._muon_paths)
+        unknown = self._muon_paths - set(paths.values())
         if unknown:
             raise ValueError(f"muon_variable_paths names variables this optimizer does not update: "
                              f"{sorted(unknown)}.")
@@ -119,9 +119,10 @@ class FusedAdamW(keras.optimizers.AdamW):
 
     def update_step(self, gradient, variable, learning_rate):
         # Keras' unfused path: the clip and the decay have already been applied.
-        if not self.uses_muon(variable):
+        index = self._get_variable_index(variable)
+        if index not in self._muon_indices:
             return super().update_step(gradient, variable, learning_rate)
-        momentum = self._momentums[self._get_variable_index(variable)]
+        momentum = self._momentums[index]
         new_momentum, update = muon_update(tf.cast(gradient, variable.dtype), momentum.value,
                                            self.muon_momentum)
         self.assign(momentum, new_momentum)
