@@ -766,6 +766,19 @@ def with_bound_given_pieces(row, rows_file, args):
                 heldout_bound_given_pieces=float(windows["bound_given_pieces"].mean()))
 
 
+def family_run_line(steps, c):
+    """The `run:` line above a family table: the steps and the settings of config dict `c` that the
+    family's languages respond to."""
+    return (
+        f"run: {steps} steps, tiny config: seq {c['data']['sequence_length']}, batch "
+        f"{c['training']['global_batch_size']}, layers {c['model']['num_layers']}, num_predict "
+        f"{c['data']['num_predict']}, mask_alpha {c['data']['mask_alpha']}, max_span "
+        f"{c['data']['max_span']}, whole-word targets {c['data'].get('whole_word_targets', False)}, spans in "
+        f"reading order {c['data'].get('spans_in_reading_order', False)}, bi_data {c['model']['bi_data']}, "
+        f"optimizer {c['optimizer'].get('algorithm', 'adamw')}, lr {c['optimizer']['learning_rate']:g}, warmup "
+        f"{c['optimizer']['warmup_steps']}")
+
+
 def format_family_table(rows):
     """The family's table: one row per language and seed.
 
@@ -773,15 +786,8 @@ def format_family_table(rows):
     target slot per piece of the masked word, so a score may go below the both-sides entropy
     `H(W_t | blanket)`, printed beside it, but never below this one.
     """
-    c = rows[0]["config"]
     lines = [
-        f"run: {rows[0]['steps']} steps, tiny config: seq {c['data']['sequence_length']}, batch "
-        f"{c['training']['global_batch_size']}, layers {c['model']['num_layers']}, num_predict "
-        f"{c['data']['num_predict']}, mask_alpha {c['data']['mask_alpha']}, max_span "
-        f"{c['data']['max_span']}, whole-word targets {c['data'].get('whole_word_targets', False)}, spans in "
-        f"reading order {c['data'].get('spans_in_reading_order', False)}, bi_data {c['model']['bi_data']}, "
-        f"optimizer {c['optimizer'].get('algorithm', 'adamw')}, lr {c['optimizer']['learning_rate']:g}, warmup "
-        f"{c['optimizer']['warmup_steps']}",
+        family_run_line(rows[0]["steps"], rows[0]["config"]),
         "",
         "| language | order | successors | words per sentence | pieces per word | exact bound: both sides "
         "and piece count (held-out sample) | both sides only (held-out sample) | left only | no context "
@@ -1001,6 +1007,23 @@ def tiny_train_steps():
         return int(yaml.safe_load(f)["training"]["train_steps"])
 
 
+def tiny_run_config(overrides=()):
+    """The tiny config as the family runs it (no records: the paths are placeholders), with `overrides`."""
+    return run_config("RECORDS", "VOCABULARY", 50, tiny_train_steps(), overrides)
+
+
+def shipped_family_config():
+    """The tiny config's dict as the family runs it, without overrides."""
+    return tiny_run_config().to_dict()
+
+
+def _set_overrides(command):
+    """The `--set KEY=VALUE` overrides a recorded command line names, in order."""
+    words = shlex.split(command)
+    return [words[i + 1] for i, word in enumerate(words[:-1]) if word == "--set"] + [
+        word.split("=", 1)[1] for word in words if word.startswith("--set=")]
+
+
 def prepend_results(path, title, table):
     """Writes `# title` and `table` above what `path` already holds (atomically; history kept)."""
     from xlnet_tf.storage.atomic_files import write_text
@@ -1075,9 +1098,9 @@ def result_rows(section):
     """
     # A run with overrides is the config matched to HF's collator or a candidate; a re-scored run is
     # recorded beside the measured one it re-scores.
-    shipped = "--set" not in section.command and "--rescore" not in section.command
     if "language" in section.header:
-        return _family_result_rows(section) if shipped else []
+        return _family_result_rows(section) if "--rescore" not in section.command else []
+    shipped = "--set" not in section.command and "--rescore" not in section.command
     if "model" not in section.header:
         return []
     rows = []
@@ -1097,14 +1120,24 @@ def result_rows(section):
 def _family_result_rows(section):
     """RESULTS.md rows of a family table: per language, seed 0's nats per masked word over its bound.
 
-    Only tables whose bound is the one given the piece count (its column header names it) and whose
-    run took the quick start's budget in steps (a run of other `--steps` measures something else); other
-    seeds of a language show the spread in the table, not in RESULTS.md.
+    Only tables of the tiny config as it ships now: the bound is the one given the piece count (the
+    column header names it), the `run:` line is the shipped config's (its steps, the quick start's budget,
+    and its settings: a run made before the config changed measures something else), and every `--set`
+    of the command leaves the shipped config as it is (a candidate's run, made with `--set` before the
+    config took it, counts once it ships). Other seeds of a language show the spread in the table, not
+    in RESULTS.md.
     """
     if not any(cell.startswith("exact bound: both sides and piece count") for cell in section.header):
         return []
-    steps = re.search(r"^run: (\d+) steps", section.context, re.MULTILINE)
-    if not steps or int(steps.group(1)) != tiny_train_steps():
+    run_line = re.search(r"^run: .*$", section.context, re.MULTILINE)
+    shipped = shipped_family_config()
+    if not run_line or run_line.group(0) != family_run_line(tiny_train_steps(), shipped):
+        return []
+    try:
+        overridden = tiny_run_config(_set_overrides(section.command)).to_dict()
+    except ValueError:  # a ConfigError: an override the config no longer takes is not the shipped config
+        return []
+    if overridden != shipped:
         return []
     return [results_table.Row(
         f"learning, tiny config as shipped, {cells['language']} language of the family: held-out nats per "

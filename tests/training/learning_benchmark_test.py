@@ -404,23 +404,31 @@ def test_family_results_rows_one_per_language_of_seed_0_of_a_shipped_run():
     from benchmarks import results_table
 
     spec = dict(lb.FAMILY[0], syllables=[2, 3])
-    config = {"data": {"sequence_length": 128, "num_predict": 32, "mask_alpha": 4, "max_span": 1},
-              "training": {"global_batch_size": 8}, "model": {"num_layers": 4, "bi_data": True},
-              "optimizer": {"learning_rate": 2e-3, "warmup_steps": 200}}
+    config = lb.shipped_family_config()
     rows = [{"language": spec, "seed": seed, "steps": lb.tiny_train_steps(), "pieces": 1.05, "heldout_bound": 0.25,
              "heldout_bound_given_pieces": 0.2, "chain": chain, "independent": 0.31, "config": config,
              "bounds": {"both_sides": 0.2, "both_sides_given_pieces": 0.15, "left": 1.1, "unigram": 3.0}}
             for seed, chain in ((0, 0.3), (1, 0.4))]
     table = lb.format_family_table(rows)
 
-    def result(command):
-        return [r for s in results_table.sections(f"# 2026-11-28: {command}\n{table}") for r in lb.result_rows(s)]
+    def result(command, recorded=table):
+        return [r for s in results_table.sections(f"# 2026-11-28: {command}\n{recorded}") for r in lb.result_rows(s)]
 
     [row] = result("python benchmarks/learning_benchmark.py --family --fast-records")
     assert (row.comparison, row.against, row.ratio, row.measure) == (
         "learning, tiny config as shipped, 1-piece language of the family: held-out nats per masked word",
         "exact entropy bound", 1.5, "nats")
     assert result("python benchmarks/learning_benchmark.py --family --set data.num_predict=48") == []
+    assert result("python benchmarks/learning_benchmark.py --family --set model.num_heads=8") == []
+    assert result("python benchmarks/learning_benchmark.py --family --set no.such_key=1") == []
+    # A candidate's run, made with `--set` before the config took the value, counts once it ships.
+    shipped_rate = config["optimizer"]["learning_rate"]
+    command = "python benchmarks/learning_benchmark.py --family"
+    assert len(result(f"{command} --set optimizer.learning_rate={shipped_rate}")) == 1
+    # A run of the config before it changed measures something else, even without `--set`.
+    other_rate = dict(config, optimizer=dict(config["optimizer"], learning_rate=shipped_rate * 2))
+    stale = lb.format_family_table([dict(row, config=other_rate) for row in rows])
+    assert result(command, stale) == []
     # A re-scored run stands beside the run it re-scores; it names no row of its own.
     assert result("python benchmarks/learning_benchmark.py --rescore /tmp/family") == []
     # A run of other than the quick start's budget in steps is not the shipped config's figure.
