@@ -295,8 +295,7 @@ def compare_outputs(expected, actual, tolerance=TOLERANCE):
 
     Floats are equal when `|actual - expected| <= tolerance * max(1, |expected|)`; ints and strings when
     identical, except in rows where the expected logits are a near tie (see `_near_tie_rows`). A missing
-    key, another shape or a non-finite float give `(False, inf)`, and unequal ints or strings
-    `(False, inf)`.
+    key, another shape, a non-finite float or unequal ints or strings give `(False, inf)`.
 
     Example:
     >>> compare_outputs({"p": np.array([0.5])}, {"p": np.array([0.5 + 2e-6])})
