@@ -19,6 +19,8 @@ independent-pieces score. `--from-json WORKDIR/family_rows.jsonl` re-prints a fa
 rows recorded before the bound given the piece count get it from the run's vocabulary in
 WORKDIR. `--rescore WORKDIR` scores a family run's trained models again, from their last
 checkpoints, on held-out words drawn by the current rule (`heldout_windows`).
+`benchmarks/family_diagnosis.py --workdir WORKDIR` tells where a family run's scores stand: against
+the masked word's entropy given only part of its blanket, and a count model of the run's corpus.
 
 The run:
 1. writes a training corpus and a held-out corpus from the chain;
@@ -171,6 +173,57 @@ class MarkovLanguage:
                 np.full((num_words, num_words), 1.0 / num_words ** 2))
         self.stationary = self.pair_stationary.sum(axis=0)
 
+    def blanket_joint(self):
+        """`P(W_{t-2}, W_{t-1}, W_t, W_{t+1}, W_{t+2})` of five consecutive words of the stationary chain."""
+        p = self._next
+        return (self.pair_stationary[:, :, None, None, None] * p[:, :, :, None, None]  # [W, W, W, 1, 1]
+                * p[None, :, :, :, None] * p[None, None])  # [W, W, W, W, W]
+
+    def entropy_given(self, neighbours, piece_counts=None):
+        """Exact `H(W_t | W_{t+o} for o in neighbours)` in nats per word, by enumeration.
+
+        Which part of the Markov blanket a score corresponds to: a model that has learned to
+        read only the words next to a masked one scores about `entropy_given((-1, 1))`.
+
+        Args:
+            neighbours: offsets from the masked word, a subset of (-2, -1, 1, 2).
+            piece_counts: the pieces each word is spelled with: then also given `W_t`'s piece
+                count, as chain-rule scoring is (see `entropies`).
+
+        Example:
+        >>> language = MarkovLanguage(num_words=8, successors=2, seed=0, order=2)
+        >>> bool(language.entropy_given((-1, 1)) > language.entropy_given((-2, -1, 1, 2)))
+        True
+        """
+        axis_of = {-2: 0, -1: 1, 1: 3, 2: 4}
+        unknown = [o for o in neighbours if o not in axis_of]
+        if unknown:
+            raise ValueError(f"neighbours must be offsets among (-2, -1, 1, 2), got {tuple(neighbours)}.")
+        kept = sorted({axis_of[o] for o in neighbours} | {2})
+        joint = self.blanket_joint().sum(axis=tuple(a for a in range(5) if a not in kept))
+        joint = np.moveaxis(joint, kept.index(2), 0)  # [W, kept neighbours...]: the masked word first
+        if piece_counts is None:
+            return float(_entropy_of_first_given_rest(joint))
+        counts = self._piece_counts(piece_counts)
+        return float(sum(_entropy_of_first_given_rest(joint[counts == n]) for n in np.unique(counts)))
+
+    def posterior_cross_entropy(self, table, piece_counts):
+        """Nats per masked middle word of the posterior a chain `table` gives, under this chain's text.
+
+        `E[-log q(W_t | the blanket, W_t's piece count)]`, where `q` is `middle_posterior`'s rule
+        computed from `table` (`[W, W, W]`, p(next | two words before)) instead of the true chain:
+        exact, enumerated over the stationary chain. With the chain's own table this is the bound
+        `entropies(piece_counts)["both_sides_given_pieces"]`.
+        """
+        counts = self._piece_counts(piece_counts)
+        # [W, W, W, W, W]: q's unnormalised weight of the middle word given its four neighbours.
+        weight = table[:, :, :, None, None] * table[None, :, :, :, None] * table[None, None]
+        same = counts[:, None] == counts[None, :]  # [W, W]: the true word's count against each candidate's
+        total = np.einsum("abcde,cC->abCde", weight, same.astype(float))  # [W, W, W, W, W]
+        joint = self.blanket_joint()
+        mask = joint > 0
+        return float(-(joint[mask] * np.log(weight[mask] / total[mask])).sum())
+
     def middle_posterior(self, left, right, piece_counts=None, pieces=None):
         """`p(W_t | two words left, two words right)` over the word inventory.
 
@@ -252,6 +305,48 @@ class MarkovLanguage:
                 f.write(" ".join(self.words[w] for w in stream[i:i + words_per_line]) + "\n")
                 if (i // words_per_line + 1) % lines_per_document == 0:
                     f.write("\n")
+
+
+# What counting the corpus can know: the chain's table estimated from the training words, each order
+# interpolated with the one below it by this many pseudo-counts; the count model's score is the best of them.
+COUNT_MODEL_WEIGHTS = (1.0, 3.0, 10.0, 30.0, 100.0)
+
+
+def count_table(stream, num_words, order, weight):
+    """p(next | the two words before) estimated by counting a word stream: `[W, W, W]`.
+
+    Each order's counts are interpolated with the next lower order's estimate, `weight`
+    pseudo-counts of it, down to the unigram counts plus one half; an order-1 table ignores
+    the word two back. No entry is 0, so the table's posterior scores every word.
+
+    Example:
+    >>> table = count_table(np.array([0, 1, 0, 1, 0, 1]), num_words=3, order=2, weight=1.0)
+    >>> bool(table[0, 1, 0] > table[0, 1, 2]), np.allclose(table.sum(axis=-1), 1.0)
+    (True, True)
+    """
+    stream = np.asarray(stream)
+    unigram = (np.bincount(stream, minlength=num_words) + 0.5) / (len(stream) + 0.5 * num_words)  # [W]
+    pairs = np.zeros((num_words, num_words))
+    np.add.at(pairs, (stream[:-1], stream[1:]), 1.0)
+    first = (pairs + weight * unigram) / (pairs.sum(axis=-1, keepdims=True) + weight)  # [W, W]
+    if order == 1:
+        return np.broadcast_to(first[None], (num_words,) * 3)  # [W, W, W]
+    triples = np.zeros((num_words,) * 3)
+    np.add.at(triples, (stream[:-2], stream[1:-1], stream[2:]), 1.0)
+    return (triples + weight * first[None]) / (triples.sum(axis=-1, keepdims=True) + weight)  # [W, W, W]
+
+
+def count_model_score(language, stream, piece_counts):
+    """`(nats per masked word, weight)` of the best count model of `stream` (`COUNT_MODEL_WEIGHTS`).
+
+    The masked word's posterior from the counted table, given its blanket and piece count, scored
+    exactly under the chain (`MarkovLanguage.posterior_cross_entropy`). The weight is picked against
+    the truth, so this is what counting the corpus could at best score: near the bound, the corpus
+    holds enough text and a model's gap is learning; far from it, the text itself falls short.
+    """
+    scores = [(language.posterior_cross_entropy(count_table(stream, len(language.words), language.order, w),
+                                                piece_counts), w) for w in COUNT_MODEL_WEIGHTS]
+    return min(scores)
 
 
 # ---------------------------------------------------------------- data

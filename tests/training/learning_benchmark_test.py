@@ -511,3 +511,52 @@ def test_rescoring_a_family_run_scores_its_checkpoint_on_the_current_windows(tmp
         lb.main(["--rescore", str(tmp_path / "run")])
     with pytest.raises(SystemExit, match=r"family_rows.jsonl does not exist: --rescore takes the --workdir"):
         lb.main(["--rescore", str(tmp_path / "nowhere")])
+
+
+@pytest.mark.parametrize("order", [1, 2])
+def test_entropy_given_part_of_the_blanket_matches_brute_force_enumeration(order):
+    language = lb.MarkovLanguage(num_words=4, successors=2, seed=3, syllables=(1, 2), order=order, tail=0.1)
+    joint = _blanket_joint(language)
+    axis_of = {-2: 0, -1: 1, 1: 3, 2: 4}
+    for neighbours in [(), (-1,), (-1, 1), (-2, -1, 1), (-1, 1, 2), (-2, -1, 1, 2), (2,)]:
+        expected = _conditional_entropy(joint, 2, tuple(axis_of[o] for o in neighbours))
+        assert language.entropy_given(neighbours) == pytest.approx(expected, abs=1e-9), neighbours
+    bounds = language.entropies(piece_counts=[1, 2, 2, 1])
+    assert language.entropy_given((-2, -1, 1, 2), [1, 2, 2, 1]) == pytest.approx(
+        bounds["both_sides_given_pieces"], abs=1e-12)
+    with_counts = {words + ([1, 2, 2, 1][words[2]],): prob for words, prob in joint.items()}
+    assert language.entropy_given((-1, 1), [1, 2, 2, 1]) == pytest.approx(
+        _conditional_entropy(with_counts, 2, (1, 3, 5)), abs=1e-9)
+    with pytest.raises(ValueError, match=r"neighbours must be offsets among \(-2, -1, 1, 2\), got \(0, 1\)"):
+        language.entropy_given((0, 1))
+
+
+def test_the_true_tables_posterior_scores_the_bound_and_any_other_table_more():
+    language = lb.MarkovLanguage(num_words=6, successors=2, seed=4, syllables=(1, 2), order=2, tail=0.1)
+    counts = [1, 2, 2, 1, 3, 1]
+    bound = language.entropies(piece_counts=counts)["both_sides_given_pieces"]
+    assert language.posterior_cross_entropy(language.transition, counts) == pytest.approx(bound, abs=1e-12)
+    uniform = np.full((6, 6, 6), 1 / 6)
+    # A table that knows nothing guesses evenly among the words of the masked word's piece count.
+    group_sizes = np.array([counts.count(n) for n in counts])
+    guessing = float((language.stationary * np.log(group_sizes)).sum())
+    assert language.posterior_cross_entropy(uniform, counts) == pytest.approx(guessing, abs=1e-9)
+    noisy = language.transition + 0.05
+    noisy /= noisy.sum(axis=-1, keepdims=True)
+    assert bound < language.posterior_cross_entropy(noisy, counts) < guessing
+
+
+@pytest.mark.parametrize("order", [1, 2])
+def test_the_count_model_nears_the_bound_as_its_corpus_grows(order):
+    language = lb.MarkovLanguage(num_words=8, successors=2, seed=1, syllables=(1, 2), order=order, tail=0.1)
+    counts = [1, 2] * 4
+    bound = language.entropies(piece_counts=counts)["both_sides_given_pieces"]
+    rng = np.random.default_rng(0)
+    scores = [lb.count_model_score(language, language.sample(n, rng), counts)[0] for n in (300, 3_000, 100_000)]
+    assert bound < scores[2] < scores[1] < scores[0]
+    assert scores[2] < 1.05 * bound
+    table = lb.count_table(language.sample(500, rng), 8, order, 3.0)
+    assert table.shape == (8, 8, 8) and (table > 0).all()
+    np.testing.assert_allclose(table.sum(axis=-1), 1.0)
+    if order == 1:  # the word two back is ignored
+        np.testing.assert_array_equal(table[0], table[5])
