@@ -32,8 +32,10 @@ import numpy as np
 
 if __package__:  # imported as benchmarks.NAME, as the tests do
     from benchmarks import learning_benchmark as lb
+    from benchmarks import results_table
 else:  # run as a script: its own folder is on sys.path
     import learning_benchmark as lb
+    import results_table
 
 
 def corpus_stream(path, language):
@@ -70,12 +72,12 @@ def diagnose_row(row, workdir):
 def format_diagnosis(diagnoses):
     """The diagnosis table, one row per language and seed."""
     lines = ["| language | seed | masked word, chain rule (/ held-out bound) | bound: all four neighbours "
-             "| three | the two next to it | count model of the run's corpus (/ bound) | count weight |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| three | the two next to it | count model of the run's corpus | count model / bound | count weight |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for d in diagnoses:
         lines.append(f"| {d['name']} | {d['seed']} | {d['model']:.3f} ({d['model_ratio']:.2f}x) | {d['bound']:.3f} | "
-                     f"{d['three']:.3f} | {d['two']:.3f} | {d['count_model']:.3f} "
-                     f"({d['count_model'] / d['bound']:.2f}x) | {d['weight']:g} |")
+                     f"{d['three']:.3f} | {d['two']:.3f} | {d['count_model']:.3f} | "
+                     f"{d['count_model'] / d['bound']:.2f}x | {d['weight']:g} |")
     return "\n".join(lines)
 
 
@@ -84,6 +86,7 @@ def main(argv=None):
     parser.add_argument("--workdir", required=True, help="a learning_benchmark.py --family run's --workdir")
     parser.add_argument("--languages", nargs="+", help="only these languages' rows")
     parser.add_argument("--output", help="also prepend the table to this file, with the command as its title")
+    results_table.add_arguments(parser)
     args = parser.parse_args(argv)
     rows_file = os.path.join(args.workdir, "family_rows.jsonl")
     if not os.path.exists(rows_file):
@@ -103,5 +106,17 @@ def main(argv=None):
     return 0
 
 
+def result_rows(section):
+    """RESULTS.md rows of a diagnosis table: per language, its corpus's count model over the exact bound."""
+    if "count model / bound" not in section.header:
+        return []
+    rows = {}
+    for cells in section.rows:  # every seed of a language shares its corpus: one row
+        rows.setdefault(cells["language"], results_table.Row(
+            f"learning, count model of the {cells['language']} language's training corpus (family diagnosis): "
+            "nats per masked word", "exact entropy bound", results_table.number(cells["count model / bound"]), "nats"))
+    return list(rows.values())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(results_table.run(main, __file__, result_rows))

@@ -52,6 +52,13 @@ def test_a_rows_diagnosis_is_its_languages_exact_figures_and_its_corpus_count_mo
     assert f"| small-2nd-order | 0 | 1.000 (2.00x) | {bound:.3f} |" in printed
     written = output.read_text()
     assert written.startswith("# ") and "family_diagnosis.py --workdir" in written and "| small-2nd-order |" in written
+    # RESULTS.md: one row per language, the count model over the exact bound, as the table prints it.
+    from benchmarks import results_table
+
+    [section] = [s for s in results_table.sections(written) if s.rows]
+    [row] = family_diagnosis.result_rows(section)
+    assert row.against == "exact entropy bound" and "small-2nd-order language's training corpus" in row.comparison
+    assert row.ratio == pytest.approx(round(diagnosis["count_model"] / bound, 2))
 
 
 def test_a_missing_or_foreign_corpus_is_named(tmp_path):
