@@ -174,10 +174,17 @@ class MarkovLanguage:
         self.stationary = self.pair_stationary.sum(axis=0)
 
     def blanket_joint(self):
-        """`P(W_{t-2}, W_{t-1}, W_t, W_{t+1}, W_{t+2})` of five consecutive words of the stationary chain."""
-        p = self._next
-        return (self.pair_stationary[:, :, None, None, None] * p[:, :, :, None, None]  # [W, W, W, 1, 1]
-                * p[None, :, :, :, None] * p[None, None])  # [W, W, W, W, W]
+        """`P(W_{t-2}, W_{t-1}, W_t, W_{t+1}, W_{t+2})` of five consecutive words of the stationary chain.
+
+        Computed once per language (32 words: 268 MB) and kept read-only: the diagnosis asks for it
+        once per part of the blanket and once per count model.
+        """
+        if getattr(self, "_blanket", None) is None:
+            p = self._next
+            self._blanket = (self.pair_stationary[:, :, None, None, None] * p[:, :, :, None, None]  # [W, W, W, 1, 1]
+                             * p[None, :, :, :, None] * p[None, None])  # [W, W, W, W, W]
+            self._blanket.flags.writeable = False
+        return self._blanket
 
     def entropy_given(self, neighbours, piece_counts=None):
         """Exact `H(W_t | W_{t+o} for o in neighbours)` in nats per word, by enumeration.
