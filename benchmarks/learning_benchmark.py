@@ -810,9 +810,14 @@ def run_family(args):
 def rescore_family(workdir, args):
     """The rows of the family run in `workdir`, scored again on held-out windows drawn by the current rule.
 
-    Each run's model is its checkpoint at the row's last step (`<language>/run_seed<S>/checkpoints`)
-    and its language's vocabulary is the run's own (`<language>/data/spiece.model`); nothing is
-    trained. A missing file is an error naming it.
+    Each run's model is its checkpoint at the row's last step (`<language>/run_seed<S>/checkpoints`),
+    or with `args.at_steps` its checkpoints at each of those steps (a learning curve: the run must have
+    kept them, `--set training.keep_checkpoints=N`); its language's vocabulary is the run's own
+    (`<language>/data/spiece.model`); nothing is trained. A missing file or a step past the run's end is
+    an error naming it.
+
+    Returns `{"family": rows}`, or with `args.at_steps` `{"curve": rows}`: one row per run and step,
+    `steps` the checkpoint's step and `train_steps` the run's.
     """
     from xlnet_tf.pretraining.pretraining_config import load_run_config
     from xlnet_tf.serving.export_pretrained import pretrainer_from_checkpoint
@@ -822,25 +827,33 @@ def rescore_family(workdir, args):
         raise ValueError(f"{rows_file} does not exist: --rescore takes the --workdir of a --family run.")
     with open(rows_file) as f:
         rows = [json.loads(line) for line in f if line.strip()]
+    at_steps = getattr(args, "at_steps", None)
     rescored = []
     for row in rows:
         spec = row["language"]
+        where = f"the {spec['name']} row (seed {row['seed']}) of {rows_file}"
         run = os.path.join(workdir, spec["name"], f"run_seed{row['seed']}")
-        checkpoint = os.path.join(run, "checkpoints", f"ckpt-{row['steps']:08d}.weights.h5")
+        steps = at_steps or [row["steps"]]
+        late = [s for s in steps if not 0 < s <= row["steps"]]
+        if late:
+            raise ValueError(f"--at-steps {' '.join(map(str, late))}: {where} trained {row['steps']} steps.")
+        checkpoints = [os.path.join(run, "checkpoints", f"ckpt-{s:08d}.weights.h5") for s in steps]
         vocabulary = os.path.join(workdir, spec["name"], "data", "spiece.model")
-        for path in (checkpoint, vocabulary, os.path.join(run, "config.yaml")):
+        for path in checkpoints + [vocabulary, os.path.join(run, "config.yaml")]:
             if not os.path.exists(path):
-                raise ValueError(f"{path} does not exist: the {spec['name']} row (seed {row['seed']}) of "
-                                 f"{rows_file} cannot be scored again without it.")
+                raise ValueError(f"{path} does not exist: {where} cannot be scored again without it.")
         config = load_run_config([os.path.join(run, "config.yaml")])
-        pretrainer = pretrainer_from_checkpoint(checkpoint, config)
         language = family_language(spec)
         spellings = spell_words(vocabulary, language.words)
         windows, bounds = heldout_sample(language, spellings, config.data.sequence_length, args)
-        chain, independent = score_ours(pretrainer, windows)
-        rescored.append(dict(row, chain=chain, independent=independent, **bounds))
-        print(format_family_table(rescored[-1:]), flush=True)
-    return {"family": rescored}
+        for step, checkpoint in zip(steps, checkpoints):
+            chain, independent = score_ours(pretrainer_from_checkpoint(checkpoint, config), windows)
+            scored = dict(row, chain=chain, independent=independent, **bounds)
+            if at_steps:
+                scored.update(steps=step, train_steps=row["steps"])
+            rescored.append(scored)
+            print((format_curve_table if at_steps else format_family_table)(rescored[-1:]), flush=True)
+    return {"curve": rescored} if at_steps else {"family": rescored}
 
 
 def with_bound_given_pieces(row, rows_file, args):
@@ -915,6 +928,26 @@ def format_family_table(rows):
     return "\n".join(lines)
 
 
+def format_curve_table(rows):
+    """A learning curve: the checkpoints of family runs scored at several steps, one row per run and step.
+
+    The `run:` line is the runs' own: a checkpoint before the run's last step was taken with the learning
+    rate still decaying towards that end, so it scores no better than a run stopped there would.
+    """
+    lines = [
+        family_run_line(rows[0]["train_steps"], rows[0]["config"]),
+        "",
+        "| language | seed | step | held-out bound given the piece count | masked word, chain rule | / bound "
+        "| independent pieces |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(f"| {r['language']['name']} | {r['seed']} | {r['steps']} | {r['heldout_bound_given_pieces']:.3f} "
+                     f"| {r['chain']:.3f} | {r['chain'] / r['heldout_bound_given_pieces']:.2f}x "
+                     f"| {r['independent']:.3f} |")
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------- main
 
 def _parser():
@@ -949,6 +982,9 @@ def _parser():
     parser.add_argument("--rescore", default=None, metavar="WORKDIR",
                         help="score the trained models of the --family run in WORKDIR again (held-out "
                              "words drawn by the current rule); nothing is trained")
+    parser.add_argument("--at-steps", nargs="+", type=int, default=None, metavar="STEP",
+                        help="with --rescore: score each run's checkpoints at these steps, a learning curve (the "
+                             "run keeps them with --set training.keep_checkpoints=N)")
     parser.add_argument("--set", action="append", default=[], dest="overrides",
                         metavar="SECTION.KEY=VALUE", help="override the tiny config")
     return parser
@@ -1148,6 +1184,8 @@ def main(argv=None):
     args = _parser().parse_args(argv)
     if args.steps is None:
         args.steps = tiny_train_steps()
+    if args.at_steps and not args.rescore:
+        sys.exit("--at-steps scores a run's checkpoints: it needs --rescore WORKDIR.")
     if args.from_json:
         figures = {}
         for path in args.from_json:
@@ -1162,6 +1200,8 @@ def main(argv=None):
                 except ValueError as error:
                     sys.exit(f"--from-json {error}")
                 figures.setdefault("family", []).extend(rows)
+            elif "curve" in loaded:  # a learning curve's .json
+                figures.setdefault("curve", []).extend(loaded["curve"])
             elif "heldout_bound_given_pieces" not in loaded:
                 sys.exit(f"--from-json {path}: a run recorded with only the both-sides bound; its bound given "
                          "the piece count cannot be derived from it.")
@@ -1176,10 +1216,13 @@ def main(argv=None):
         figures = run_family(args)
     else:
         figures = run(args)
+    order = {spec["name"]: i for i, spec in enumerate(FAMILY)}
     if "family" in figures:  # rows of several runs: in FAMILY's order, then by seed
-        order = {spec["name"]: i for i, spec in enumerate(FAMILY)}
         figures["family"].sort(key=lambda r: (order.get(r["language"]["name"], len(order)), r["seed"]))
-    table = format_family_table(figures["family"]) if "family" in figures else format_table(figures)
+    if "curve" in figures:  # in FAMILY's order, then by seed and step
+        figures["curve"].sort(key=lambda r: (order.get(r["language"]["name"], len(order)), r["seed"], r["steps"]))
+    table = (format_family_table(figures["family"]) if "family" in figures
+             else format_curve_table(figures["curve"]) if "curve" in figures else format_table(figures))
     print(table)
     if args.output:
         from xlnet_tf.storage.atomic_files import write_text

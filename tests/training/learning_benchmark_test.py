@@ -473,9 +473,15 @@ def test_reprinting_a_run_without_the_bound_given_pieces_is_refused(tmp_path):
         lb.main(["--steps", "1", "--from-json", str(rows)])
 
 
-def test_rescoring_a_family_run_scores_its_checkpoint_on_the_current_windows(tmp_path):
-    """`--rescore`: the run's checkpoint, its vocabulary and config give the scores of the model itself."""
+def _rescorable_run(tmp_path, steps=5):
+    """A family workdir with a trained-run layout: config, vocabulary and random-weight checkpoints.
+
+    Returns (row, rows file, run folder, config, held-out windows, build): `build(seed)` gives a fresh
+    pretrainer of the run's config with weights drawn from `seed`, and its scores on the windows.
+    """
     import json
+
+    import keras
 
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
@@ -483,20 +489,33 @@ def test_rescoring_a_family_run_scores_its_checkpoint_on_the_current_windows(tmp
     row, rows_file, language, spellings, _ = _tiny_family_run(tmp_path)
     run = tmp_path / "run" / "tiny" / "run_seed0"
     (run / "checkpoints").mkdir(parents=True)
-    config = lb.run_config("unused-records", str(tmp_path / "run" / "tiny" / "data" / "spiece.model"), 34, 5, [
+    config = lb.run_config("unused-records", str(tmp_path / "run" / "tiny" / "data" / "spiece.model"), 34, steps, [
         "model.num_layers=1", "model.num_heads=2", "model.head_dim=8", "model.hidden_dim=16",
         "model.intermediate_dim=32", "data.sequence_length=32", "data.num_predict=4", "data.perm_size=16",
         "model.memory_length=0", "model.reuse_length=0", "model.bi_data=false", "training.steps_per_epoch=5",
         "optimizer.warmup_steps=1"])
     (run / "config.yaml").write_text(config.to_yaml())
-    pretrainer = XLNetPretrainer(XLNetBackbone(config.model))
     windows = lb.heldout_windows(language, spellings, sequence_length=32, count=50, seed=0,
                                  special_ids=lb.special_ids())
-    expected = lb.score_ours(pretrainer, windows)  # builds it; random weights score far from the bound
-    pretrainer.save_weights(str(run / "checkpoints" / "ckpt-00000005.weights.h5"))
-    row = dict(row, steps=5, independent=9.0, config=config.to_dict())
+
+    def build(seed):
+        keras.utils.set_random_seed(seed)
+        pretrainer = XLNetPretrainer(XLNetBackbone(config.model))
+        return pretrainer, lb.score_ours(pretrainer, windows)  # scoring builds it
+
+    row = dict(row, steps=steps, independent=9.0, config=config.to_dict())
     with open(rows_file, "w") as f:
         f.write(json.dumps(row) + "\n")
+    return row, rows_file, run, config, windows, build
+
+
+def test_rescoring_a_family_run_scores_its_checkpoint_on_the_current_windows(tmp_path):
+    """`--rescore`: the run's checkpoint, its vocabulary and config give the scores of the model itself."""
+    import json
+
+    row, rows_file, run, config, windows, build = _rescorable_run(tmp_path)
+    pretrainer, expected = build(0)  # random weights score far from the bound
+    pretrainer.save_weights(str(run / "checkpoints" / "ckpt-00000005.weights.h5"))
     args = lb._parser().parse_args(["--eval-words", "50"])
     [rescored] = lb.rescore_family(str(tmp_path / "run"), args)["family"]
     assert (rescored["chain"], rescored["independent"]) == pytest.approx(expected, rel=1e-5)
@@ -511,6 +530,41 @@ def test_rescoring_a_family_run_scores_its_checkpoint_on_the_current_windows(tmp
         lb.main(["--rescore", str(tmp_path / "run")])
     with pytest.raises(SystemExit, match=r"family_rows.jsonl does not exist: --rescore takes the --workdir"):
         lb.main(["--rescore", str(tmp_path / "nowhere")])
+
+
+def test_a_learning_curve_scores_each_kept_checkpoint_and_reprints_from_its_json(tmp_path):
+    """`--rescore --at-steps`: each step's own checkpoint is scored, in step order, and the curve reloads."""
+    import json
+
+    _, _, run, _, windows, build = _rescorable_run(tmp_path, steps=10)
+    expected = {}
+    for step, seed in ((5, 1), (10, 2)):  # different weights at each step
+        pretrainer, expected[step] = build(seed)
+        pretrainer.save_weights(str(run / "checkpoints" / f"ckpt-{step:08d}.weights.h5"))
+    assert expected[5] != pytest.approx(expected[10], rel=1e-3)
+    output = tmp_path / "curve.txt"
+    assert lb.main(["--rescore", str(tmp_path / "run"), "--at-steps", "10", "5", "--eval-words", "50",
+                    "--output", str(output)]) == 0
+    curve = json.loads((tmp_path / "curve.json").read_text())["curve"]
+    assert [(r["steps"], r["train_steps"]) for r in curve] == [(5, 10), (10, 10)]
+    for r in curve:
+        assert (r["chain"], r["independent"]) == pytest.approx(expected[r["steps"]], rel=1e-5)
+    table = output.read_text()
+    assert table.splitlines()[1].startswith("run: 10 steps, tiny config:")
+    bound = windows["bound_given_pieces"].mean()
+    assert f"| tiny | 0 | 5 | {bound:.3f} | {expected[5][0]:.3f} | {expected[5][0] / bound:.2f}x |" in table
+    # The saved curve prints the same table again; a re-scored section never feeds RESULTS.md.
+    assert lb.format_curve_table(curve) in table
+    reprinted = tmp_path / "again.txt"
+    lb.main(["--from-json", str(tmp_path / "curve.json"), "--output", str(reprinted), "--note", "again"])
+    assert lb.format_curve_table(curve) in reprinted.read_text()
+    # A step the run did not reach, or one whose checkpoint was not kept, is refused by name.
+    with pytest.raises(SystemExit, match=r"--rescore --at-steps 20: the tiny row \(seed 0\) of .* trained 10 steps"):
+        lb.main(["--rescore", str(tmp_path / "run"), "--at-steps", "5", "20"])
+    with pytest.raises(SystemExit, match=r"ckpt-00000007.weights.h5 does not exist: the tiny row \(seed 0\)"):
+        lb.main(["--rescore", str(tmp_path / "run"), "--at-steps", "7"])
+    with pytest.raises(SystemExit, match=r"--at-steps .* needs --rescore WORKDIR"):
+        lb.main(["--family", "--at-steps", "5"])
 
 
 @pytest.mark.parametrize("order", [1, 2])
