@@ -827,7 +827,7 @@ def rescore_family(workdir, args):
         raise ValueError(f"{rows_file} does not exist: --rescore takes the --workdir of a --family run.")
     with open(rows_file) as f:
         rows = [json.loads(line) for line in f if line.strip()]
-    at_steps = getattr(args, "at_steps", None)
+    at_steps = args.at_steps
     rescored = []
     for row in rows:
         spec = row["language"]
@@ -1217,10 +1217,14 @@ def main(argv=None):
     else:
         figures = run(args)
     order = {spec["name"]: i for i, spec in enumerate(FAMILY)}
-    if "family" in figures:  # rows of several runs: in FAMILY's order, then by seed
-        figures["family"].sort(key=lambda r: (order.get(r["language"]["name"], len(order)), r["seed"]))
-    if "curve" in figures:  # in FAMILY's order, then by seed and step
-        figures["curve"].sort(key=lambda r: (order.get(r["language"]["name"], len(order)), r["seed"], r["steps"]))
+
+    def placed(r):  # rows of several runs: in FAMILY's order, then by seed
+        return order.get(r["language"]["name"], len(order)), r["seed"]
+
+    if "family" in figures:
+        figures["family"].sort(key=placed)
+    if "curve" in figures:  # then by step
+        figures["curve"].sort(key=lambda r: (*placed(r), r["steps"]))
     table = (format_family_table(figures["family"]) if "family" in figures
              else format_curve_table(figures["curve"]) if "curve" in figures else format_table(figures))
     print(table)

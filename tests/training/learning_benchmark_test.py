@@ -553,7 +553,7 @@ def test_a_learning_curve_scores_each_kept_checkpoint_and_reprints_from_its_json
     assert table.splitlines()[1].startswith("run: 10 steps, tiny config:")
     bound = windows["bound_given_pieces"].mean()
     assert f"| tiny | 0 | 5 | {bound:.3f} | {expected[5][0]:.3f} | {expected[5][0] / bound:.2f}x |" in table
-    # The saved curve prints the same table again; a re-scored section never feeds RESULTS.md.
+    # The saved curve prints the same table again.
     assert lb.format_curve_table(curve) in table
     reprinted = tmp_path / "again.txt"
     lb.main(["--from-json", str(tmp_path / "curve.json"), "--output", str(reprinted), "--note", "again"])
