@@ -16,8 +16,9 @@ def _parser():
     parser = CommandParser(
         prog="xlnet-tf presets",
         description="List the named presets (name, source, approximate download size, cached, not cached or "
-                    "damaged: cached files are checked against the sha256s of their manifest), or "
-                    "download, check, convert and cache one with --download. Cache: "
+                    "damaged: cached files are checked against the sha256s of their manifest, and each damaged "
+                    "entry gets one line after the table saying what is wrong and the fix; the listing exits 0 "
+                    "either way), or download, check, convert and cache one with --download. Cache: "
                     f"${preset_cache.HOME_ENV}/presets (default ~/.cache/xlnet_tf/presets). Sources: "
                     f"${RELEASE_BASE_URL_ENV} and ${HF_BASE_URL_ENV} (or $HF_ENDPOINT) replace the "
                     "base URLs (mirrors).")
@@ -43,7 +44,11 @@ def _seconds(value):
 
 
 def format_table():
-    """The listing printed by `xlnet-tf presets` (one line per preset plus a header)."""
+    """The listing printed by `xlnet-tf presets`.
+
+    A header, one row per preset (CACHED is `yes`, `no` or `damaged`), the cache
+    folder, then one line per damaged entry naming what is wrong and the fix.
+    """
     rows = [("NAME", "SOURCE", "SIZE", "CACHED", "DESCRIPTION")]
     damaged = []
     for spec in preset_registry.PRESETS.values():
@@ -84,6 +89,11 @@ def main(argv=None):
         if getattr(args, option) not in (None, False) and not args.download:
             print(f"xlnet-tf presets: --{option} applies to --download only.", file=sys.stderr)
             return 2
+    try:
+        preset_cache.check_cache_location()
+    except PresetError as e:
+        print(f"xlnet-tf presets: {e}", file=sys.stderr)
+        return 2
     if not args.download:
         print(format_table())
         return 0

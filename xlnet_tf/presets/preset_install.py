@@ -32,7 +32,10 @@ def download_preset(name, force=False, progress=None, timeout=None, deadline=Non
     and `preset_manifest.json` (url, size, sha256, md5 and checks of every
     download) are written into a temporary directory that is then renamed to
     `<cache>/presets/NAME`. Any failure leaves no entry, and the work folder is
-    removed; temporaries of a killed earlier attempt are removed first.
+    removed; temporaries of a killed earlier attempt are removed first. An
+    existing entry (anything at that path but an empty directory), sound or
+    damaged, is only replaced with `force=True`: without it a damaged one is
+    refused, never deleted.
 
     Args:
         name: a registered preset name (`xlnet-tf presets`).
@@ -47,15 +50,17 @@ def download_preset(name, force=False, progress=None, timeout=None, deadline=Non
         The preset directory.
 
     Raises:
-        PresetError: unknown name, failed download or check, failed conversion, or a cached entry
-            whose files no longer match its manifest (checked once per file per process; the
-            message names the preset, the files and the fix, `force=True`).
+        PresetError: unknown name, a cache folder that cannot be created, failed download or check,
+            failed conversion, or a damaged cached entry: its manifest unreadable or of the wrong
+            shape, or its files no longer matching it (checked once per file per process; the
+            message names the preset, what is wrong and the fix, `force=True`).
 
     Example:
     >>> directory = download_preset("xlnet_base_cased")
     >>> pretrainer = XLNetPretrainer.from_preset(directory)
     """
     spec = get_preset_spec(name)
+    preset_cache.check_cache_location()
     entry = preset_cache.preset_cache_dir(name)
     if not force and preset_cache.is_cached(name):
         return _checked_entry(name, entry)
@@ -66,8 +71,6 @@ def download_preset(name, force=False, progress=None, timeout=None, deadline=Non
         atomic_files.remove_stale_temporaries(entry)
         work_name = os.path.join(preset_cache.presets_dir(), name + _WORK_SUFFIX)
         atomic_files.remove_stale_temporaries(work_name)
-        if os.path.isdir(entry) and not preset_cache.is_cached(name):
-            shutil.rmtree(entry)  # Not written by this code (no manifest): never trusted.
         limits = DownloadLimits(timeout=timeout, deadline=deadline)
         work = atomic_files.temporary_path(work_name)
         os.makedirs(work)

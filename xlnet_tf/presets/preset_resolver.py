@@ -37,7 +37,7 @@ def resolve_preset(name_or_path, progress=None):
         return value
     expanded = os.path.expanduser(value)
     if os.path.isdir(expanded):
-        if os.path.isfile(os.path.join(expanded, preset_cache.MANIFEST_FILE)):
+        if os.path.lexists(os.path.join(expanded, preset_cache.MANIFEST_FILE)):
             # A cache entry named by its path is checked as its name would be.
             problem = preset_cache.entry_problem(expanded)
             if problem:
