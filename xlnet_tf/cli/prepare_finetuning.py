@@ -32,7 +32,8 @@ def _parser():
     )
     parser.add_argument("--task-type", choices=TASK_TYPES, required=True)
     parser.add_argument("--input", action="append", default=[], metavar="SPLIT=FILE[,FILE...]",
-                        help="local files of one split (repeat per split), e.g. train=train.jsonl")
+                        help="files or globs of one split (repeat per split; a split given again adds its files "
+                        "after the earlier ones), e.g. train=train.jsonl")
     parser.add_argument("--tfds", default=None, help="TFDS dataset name, e.g. glue/mrpc, imdb_reviews, squad/v1.1")
     parser.add_argument("--tfds-splits", default="train", help="comma-separated TFDS splits (default train)")
     parser.add_argument("--tfds-data-dir", default=None)
@@ -69,6 +70,23 @@ def _parser():
     return parser
 
 
+def _input_patterns(specs):
+    """`--input SPLIT=FILE[,FILE...]` values -> `[(split, [file or glob, ...])]`, splits in first-given order.
+
+    A split given again adds its files after its earlier ones (as one comma-separated list would).
+    """
+    patterns = {}
+    for spec in specs:
+        split, sep, files = spec.partition("=")
+        paths = [p for p in files.split(",") if p]
+        if not sep or not split or not paths:
+            raise PipelineInputError(f"--input {spec!r}: expected SPLIT=FILE[,FILE...], e.g. train=train.jsonl.")
+        if not split.replace("_", "").isalnum():
+            raise PipelineInputError(f"--input {spec!r}: split name {split!r} must be letters, digits or '_'.")
+        patterns.setdefault(split, []).extend(paths)
+    return list(patterns.items())
+
+
 def _resolve(args):
     """The job's `(settings, sources, vocab_proto, vocabulary)`; raises `PipelineInputError` naming a bad option."""
     if args.sequence_length < 4:
@@ -86,25 +104,15 @@ def _resolve(args):
         raise PipelineInputError(f"--tfds-read-shards must be >= 1, got {args.tfds_read_shards}.")
     if bool(args.input) == bool(args.tfds):
         raise PipelineInputError("give either --input SPLIT=FILES (repeatable) or --tfds NAME, not both or neither.")
-    import tensorflow as tf  # import time: `--help` and argument errors answer without TensorFlow
-
+    input_patterns = _input_patterns(args.input)
     # import time: Beam and TensorFlow load once the arguments are checked
     from xlnet_tf.tasks import example_rows
     # import time: as above
     from xlnet_tf.pipelines.finetuning_data import present_text_fields
+    # import time: as above
+    from xlnet_tf.pipelines.job_files import expand_input_files, load_vocabulary, reading
 
-    sources = []
-    for spec in args.input:
-        split, sep, files = spec.partition("=")
-        if not sep or not split or not files:
-            raise PipelineInputError(f"--input {spec!r}: expected SPLIT=FILE[,FILE...], e.g. train=train.jsonl.")
-        if not split.replace("_", "").isalnum():
-            raise PipelineInputError(f"--input {spec!r}: split name {split!r} must be letters, digits or '_'.")
-        paths = [p for p in files.split(",") if p]
-        for path in paths:
-            if not tf.io.gfile.exists(path):
-                raise PipelineInputError(f"--input {spec!r}: file {path!r} does not exist.")
-        sources.append((split, "files", paths))
+    sources = [(split, "files", expand_input_files(patterns)) for split, patterns in input_patterns]
     tfds_fields = None
     if args.tfds:
         # import time: `--help` and argument errors answer without TensorFlow
@@ -120,12 +128,12 @@ def _resolve(args):
         for split in [s for s in args.tfds_splits.split(",") if s]:
             sources.append((split.replace("[", "_").replace("]", "").replace(":", "_").replace("%", "pct"),
                             "tfds", (args.tfds, split)))
-    if len({split for split, _, _ in sources}) != len(sources):
-        raise PipelineInputError("each split may be given once.")
-    if not tf.io.gfile.exists(args.vocab):
-        raise PipelineInputError(f"--vocab {args.vocab!r} does not exist.")
-    with tf.io.gfile.GFile(args.vocab, "rb") as f:
-        proto = f.read()
+    splits = [split for split, _, _ in sources]
+    repeated = sorted({split for split in splits if splits.count(split) > 1})
+    if repeated:
+        raise PipelineInputError(f"--tfds-splits {args.tfds_splits!r} names the split {repeated[0]!r} twice; "
+                                 "give each split once.")
+    proto, _ = load_vocabulary(args.vocab)
     # import time: `--help` and argument errors answer without TensorFlow
     from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
@@ -141,7 +149,10 @@ def _resolve(args):
     label_field = args.label_field or entry.label_field
     if args.input and entry.label_names_from_file and not label_names:
         try:
-            label_names = example_rows.infer_label_names(sources[0][2], label_field)
+            with reading(*sources[0][2]):
+                label_names = example_rows.infer_label_names(sources[0][2], label_field)
+        except PipelineInputError:
+            raise
         except ValueError as e:
             raise PipelineInputError(f"--input {args.input[0]!r}: {e}") from None
     if args.input and entry.pairs and not args.text_fields:
@@ -149,7 +160,11 @@ def _resolve(args):
     num_choices = None
     if entry.layout == tasks.CHOICES:
         # The choices axis of every record: the first row's number of options (or the dataset's).
-        num_choices = example_rows.num_options(sources[0][2][0]) if args.input else spec.num_choices
+        if args.input:
+            with reading(sources[0][2][0]):
+                num_choices = example_rows.num_options(sources[0][2][0])
+        else:
+            num_choices = spec.num_choices
         if not num_choices:
             source = f"--input {args.input[0]!r}" if args.input else f"--tfds {args.tfds}"
             raise PipelineInputError(f"{source}: the first row has no 'options' list.")

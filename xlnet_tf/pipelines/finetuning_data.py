@@ -73,9 +73,14 @@ from xlnet_tf.formats.finetuning_records import TRUNCATED_KEY
 from xlnet_tf.formats.finetuning_records import WINDOW_INDEX_KEY
 from xlnet_tf.formats.finetuning_records import shard_file_name
 from xlnet_tf.storage import line_ranges
+from xlnet_tf.pipelines.job_files import expand_input_files
+from xlnet_tf.pipelines.job_files import prepare_output_dir
+from xlnet_tf.pipelines.job_files import reading
 from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
 from xlnet_tf.pipelines.runner_options import beam_options
 from xlnet_tf.pipelines.runner_options import check_paths_for_runner
+from xlnet_tf.pipelines.runner_options import check_runner_available
+from xlnet_tf.pipelines.runner_options import run_pipeline
 from xlnet_tf.pipelines.tfds_sub_splits import tfds_sub_splits
 from xlnet_tf.storage import atomic_files
 from xlnet_tf.data.finetuning import raw_dataset
@@ -101,21 +106,25 @@ def _shard_of(example_id, seed, num_shards):
 
 
 def _skip(skipped, settings, where):
-    """`skipped`, counted; with `--strict` an error naming `where` instead."""
+    """`skipped`, counted; with `--strict` an error naming `where` instead (one line on the command line)."""
     if settings["strict"]:
-        raise ValueError(f"{where}: {skipped.reason.replace('_', ' ')}: {skipped.message} (drop --strict to skip "
-                         "and count such examples).")
+        raise PipelineInputError(f"{where}: {skipped.reason.replace('_', ' ')}: {skipped.message} (drop --strict "
+                                 "to skip and count such examples).")
     Metrics.counter(_NAMESPACE, f"skipped_{skipped.reason}").inc()
     return skipped
 
 
 def _squad_questions(path):
     """`(context, qa)` of every question of a SQuAD-format JSON file."""
-    with tf.io.gfile.GFile(path, "rb") as f:
-        try:
-            data = json.loads(f.read().decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ValueError(f"{path}: not a SQuAD-format JSON file ({e}).") from None
+    with reading(path), tf.io.gfile.GFile(path, "rb") as f:
+        data = f.read()
+    try:
+        data = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise PipelineInputError(f"Input file {path!r} is not a SQuAD-format JSON file ({e}).") from None
+    if not isinstance(data, dict):
+        raise PipelineInputError(f"Input file {path!r} is not a SQuAD-format JSON file (it holds a "
+                                 f"{type(data).__name__}, not an object with a 'data' list).")
     for article in data.get("data", []):
         for paragraph in article.get("paragraphs", []):
             for qa in paragraph.get("qas", []):
@@ -174,15 +183,16 @@ def _count_unit(unit, settings):
         # Counted through the same reader that numbers them (it drops e.g. GLUE's unlabeled rows).
         return (split, order), (sum(1 for _ in _tfds_examples(location, settings)), 0)
     path, start, end = location
-    if example_rows.is_csv(path):
-        examples, lines = sum(1 for _ in example_rows.rows(path)), 0
-    elif path.lower().endswith(".json"):
-        examples, lines = sum(1 for _ in _squad_questions(path)), 0
-    else:
-        examples = lines = 0
-        for _, line in line_ranges.lines_in_range(path, start, end):
-            lines += 1
-            examples += bool(line.strip())
+    with reading(path):
+        if example_rows.is_csv(path):
+            examples, lines = sum(1 for _ in example_rows.rows(path)), 0
+        elif path.lower().endswith(".json"):
+            examples, lines = sum(1 for _ in _squad_questions(path)), 0
+        else:
+            examples = lines = 0
+            for _, line in line_ranges.lines_in_range(path, start, end):
+                lines += 1
+                examples += bool(line.strip())
     return (split, order), (examples, lines)
 
 
@@ -227,9 +237,11 @@ class ReadSource(beam.DoFn):
         if entry.read_row is None:
             yield from _squad_examples(path, settings)
             return
-        for number, example in example_rows.read_examples(path, entry, settings, skip_bad=True, start=start,
-                                                          end=end, first_line=first_line):
-            yield _skip(example, settings, f"{path}:{number}") if isinstance(example, Skipped) else example
+        # A file that fails now (cut short, removed, unreadable here) stops the job with one line naming it.
+        with reading(path):
+            for number, example in example_rows.read_examples(path, entry, settings, skip_bad=True, start=start,
+                                                              end=end, first_line=first_line):
+                yield _skip(example, settings, f"{path}:{number}") if isinstance(example, Skipped) else example
 
 
 def _tfds_examples(location, settings):
@@ -500,20 +512,11 @@ def present_text_fields(paths):
     ['text', 'text_pair']
     """
     for path in paths:
-        for _, row in example_rows.rows(path):
-            if isinstance(row, dict) and row.get("text_pair") is not None:
-                return ["text", "text_pair"]
+        with reading(path):
+            for _, row in example_rows.rows(path):
+                if isinstance(row, dict) and row.get("text_pair") is not None:
+                    return ["text", "text_pair"]
     return ["text"]
-
-
-def _prepare_output_dir(output_dir, overwrite):
-    existing = tf.io.gfile.glob(os.path.join(output_dir, f"*{SHARD_SUFFIX}")) + tf.io.gfile.glob(
-        os.path.join(output_dir, MANIFEST))
-    if existing and not overwrite:
-        raise PipelineInputError(f"{output_dir!r} already holds records ({len(existing)} files); pass --overwrite.")
-    for path in existing:
-        tf.io.gfile.remove(path)
-    tf.io.gfile.makedirs(output_dir)
 
 
 def prepare_finetuning_data(settings, sources, vocab_proto, vocabulary, *, overwrite=False, beam_args=()):
@@ -544,9 +547,13 @@ def prepare_finetuning_data(settings, sources, vocab_proto, vocabulary, *, overw
         The manifest dict (also written to `output_dir/manifest.json`).
 
     Raises:
-        PipelineInputError: the output directory already holds records and
-            `overwrite` is False, or a path is local and the runner's workers
-            are other machines (unless `settings["shared_filesystem"]`).
+        PipelineInputError: an input file is missing, unreadable or given
+            twice in a split (`job_files.expand_input_files`), the output
+            directory already holds records and `overwrite` is False, a path
+            is local and the runner's workers are other machines (unless
+            `settings["shared_filesystem"]`), the runner cannot start here, or
+            a worker found bad input (a file that cannot be read; a bad line
+            with `strict`).
 
     Example:
     >>> manifest = prepare_finetuning_data(settings, [("train", "files", ["train.jsonl"])],
@@ -555,6 +562,11 @@ def prepare_finetuning_data(settings, sources, vocab_proto, vocabulary, *, overw
     output_dir, num_shards = settings["output_dir"], settings["num_shards"]
     beam_args = list(beam_args)
     options = beam_options(beam_args)
+    check_runner_available(options)
+    # The command has expanded and checked them already; a direct call gets the same checks.
+    for _, kind, location in sources:
+        if kind == "files":
+            expand_input_files(location)
     paths = [("--input", path) for _, kind, location in sources if kind == "files" for path in location]
     if any(kind == "tfds" for _, kind, _ in sources):
         import tensorflow_datasets as tfds  # import time: it takes seconds; only `--tfds` sources need it
@@ -563,12 +575,9 @@ def prepare_finetuning_data(settings, sources, vocab_proto, vocabulary, *, overw
     # Before anything is created: a job that cannot work is refused before it is submitted.
     check_paths_for_runner(options, paths + [("--output-dir", output_dir)],
                            shared_filesystem=settings.get("shared_filesystem", False))
-    _prepare_output_dir(output_dir, overwrite)
+    prepare_output_dir(output_dir, [f"*{SHARD_SUFFIX}", MANIFEST], overwrite=overwrite, kind="fine-tuning record")
     _, inputs = read_units(sources, settings)
-    pipeline = beam.Pipeline(options=options)
-    build_pipeline(pipeline, settings, sources, vocab_proto)
-    result = pipeline.run()
-    result.wait_until_finish()
+    run_pipeline(options, lambda pipeline: build_pipeline(pipeline, settings, sources, vocab_proto))
 
     counts_path = os.path.join(output_dir, SHARD_COUNTS_FILE)
     counts, examples = {}, None

@@ -63,12 +63,16 @@ from xlnet_tf.formats.pretraining_records import serialize_packed_records
 from xlnet_tf.formats.pretraining_records import varint_offsets
 from xlnet_tf.formats.pretraining_records import shard_file_name
 from xlnet_tf.formats.special_tokens import EOD_TOKEN_ID
-from xlnet_tf.formats.special_tokens import SPECIAL_PIECES
-from xlnet_tf.formats.special_tokens import SPECIAL_TOKEN_IDS
 from xlnet_tf.storage import line_ranges
+from xlnet_tf.pipelines.job_files import expand_input_files
+from xlnet_tf.pipelines.job_files import load_vocabulary
+from xlnet_tf.pipelines.job_files import prepare_output_dir
+from xlnet_tf.pipelines.job_files import reading
 from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
 from xlnet_tf.pipelines.runner_options import beam_options
 from xlnet_tf.pipelines.runner_options import check_paths_for_runner
+from xlnet_tf.pipelines.runner_options import check_runner_available
+from xlnet_tf.pipelines.runner_options import run_pipeline
 from xlnet_tf.pipelines.tfds_sub_splits import tfds_sub_splits
 from xlnet_tf.preprocessing.digit_comma_split import DigitCommaSplit
 from xlnet_tf.text_normalization import normalize_lines
@@ -133,28 +137,22 @@ def resolve_sources(inputs, *, tfds_text_feature="text", tfds_data_dir=None, tfd
         `line_ranges.reading_plan`).
 
     Raises:
-        PipelineInputError: naming the first pattern that matches nothing, an
+        PipelineInputError: naming the first input that is missing, cannot be
+            read or repeats another (`job_files.expand_input_files`), an
             unknown dataset or split, or a missing text feature.
     """
-    tf = _tensorflow()
-
     if not inputs:
         raise PipelineInputError("No --input given.")
+    tfds_specs = [spec for spec in inputs if spec.startswith(TFDS_PREFIX)]
+    repeated = sorted({spec for spec in tfds_specs if tfds_specs.count(spec) > 1})
+    if repeated:
+        raise PipelineInputError(f"Input {repeated[0]!r} is given twice; give it once.")
     sources, entries = set(), {}
-    for spec in inputs:
-        if spec.startswith(TFDS_PREFIX):
-            sources.update(_resolve_tfds(spec, tfds_text_feature, tfds_data_dir, tfds_download, tfds_read_shards))
-            continue
-        try:
-            matched = tf.io.gfile.glob(spec)
-        except tf.errors.OpError as e:
-            raise PipelineInputError(f"Input {spec!r} cannot be listed: {e}") from e
-        matched = [path for path in matched if not tf.io.gfile.isdir(path)]
-        if not matched:
-            raise PipelineInputError(f"Input {spec!r} matches no file.")
-        for path in matched:
-            ranges, entries[path] = line_ranges.reading_plan(path, read_range_bytes)
-            sources.update(("file", path, start, end) for start, end in ranges)
+    for path in expand_input_files([spec for spec in inputs if not spec.startswith(TFDS_PREFIX)]):
+        ranges, entries[path] = line_ranges.reading_plan(path, read_range_bytes)
+        sources.update(("file", path, start, end) for start, end in ranges)
+    for spec in tfds_specs:
+        sources.update(_resolve_tfds(spec, tfds_text_feature, tfds_data_dir, tfds_download, tfds_read_shards))
     # By repr: TFDS even sub-splits are objects without an order of their own.
     return sorted(sources, key=repr), [entries[path] for path in sorted(entries)]
 
@@ -211,21 +209,23 @@ class _ReadDocuments(beam.DoFn):
 
     def process(self, source):
         if source[0] == "file":
-            documents = line_ranges.documents_in_range(*source[1:])
+            # A file that fails now (cut short, removed, unreadable here) stops the job with one line naming it.
+            documents, guard = line_ranges.documents_in_range(*source[1:]), reading(source[1])
         else:
-            documents = self._tfds_documents(*source[1:])
+            documents, guard = self._tfds_documents(*source[1:]), contextlib.nullcontext()
         num_documents = 0
         batch, batch_bytes = [], 0
-        for raw_lines in documents:
-            num_documents += 1
-            document = b"".join(raw_lines)
-            if document.endswith(b"\n"):
-                document = document[:-1]
-            batch.append(document)
-            batch_bytes += len(document)
-            if batch_bytes >= self._batch_bytes:
-                yield batch
-                batch, batch_bytes = [], 0
+        with guard:
+            for raw_lines in documents:
+                num_documents += 1
+                document = b"".join(raw_lines)
+                if document.endswith(b"\n"):
+                    document = document[:-1]
+                batch.append(document)
+                batch_bytes += len(document)
+                if batch_bytes >= self._batch_bytes:
+                    yield batch
+                    batch, batch_bytes = [], 0
         if batch:
             yield batch
         self._read.inc(num_documents)
@@ -605,29 +605,6 @@ class _WriteManifest(beam.DoFn):
 # --------------------------------------------------------------------------- pipeline
 
 
-def load_vocabulary(path):
-    """Reads `spiece.model`, checks XLNet's special pieces, returns `(bytes, manifest entry)`."""
-    tf = _tensorflow()
-
-    if not tf.io.gfile.exists(path):
-        raise PipelineInputError(f"Vocabulary {path!r} does not exist.")
-    with tf.io.gfile.GFile(path, "rb") as f:
-        proto = f.read()
-    try:
-        processor = spm.SentencePieceProcessor(model_proto=proto)
-    except RuntimeError as e:
-        raise PipelineInputError(f"Vocabulary {path!r} is not a SentencePiece model: {e}") from e
-    for token_id, expected in enumerate(SPECIAL_PIECES):
-        found = processor.id_to_piece(token_id) if token_id < processor.vocab_size() else None
-        if found != expected:
-            raise PipelineInputError(
-                f"Vocabulary {path!r}: id {token_id} is {found!r}, expected {expected!r} (XLNet special ids 0..8)."
-            )
-    entry = {"file": path, "sha256": hashlib.sha256(proto).hexdigest(), "vocabulary_size": processor.vocab_size(),
-             "special_ids": dict(SPECIAL_TOKEN_IDS)}
-    return proto, entry
-
-
 def build_pipeline(pipeline, settings, sources, vocab_proto, vocabulary_entry, inputs=()):
     """Adds the job to `pipeline`; returns the PCollection holding the manifest dict.
 
@@ -691,24 +668,6 @@ def _check_settings(settings):
             raise PipelineInputError(f"--{key.replace('_', '-')} must be >= 1, got {settings[key]}.")
     if settings["on_undecodable"] not in ("skip", "replace"):
         raise PipelineInputError(f"--on-undecodable must be 'skip' or 'replace', got {settings['on_undecodable']!r}.")
-
-
-def _prepare_output_dir(output_dir, overwrite):
-    tf = _tensorflow()
-
-    existing = []
-    if tf.io.gfile.isdir(output_dir):
-        existing = tf.io.gfile.glob(os.path.join(output_dir, SHARD_GLOB))
-        if tf.io.gfile.exists(os.path.join(output_dir, MANIFEST)):
-            existing.append(os.path.join(output_dir, MANIFEST))
-    if existing and not overwrite:
-        raise PipelineInputError(
-            f"Output directory {output_dir!r} already holds {len(existing)} pretraining file(s); "
-            "pass --overwrite to replace them."
-        )
-    for path in existing:
-        tf.io.gfile.remove(path)
-    tf.io.gfile.makedirs(output_dir)
 
 
 def prepare_pretraining_data(inputs, output_dir, vocab, *, num_shards=16, chunk_length=512, seed=0,
@@ -775,6 +734,7 @@ def prepare_pretraining_data(inputs, output_dir, vocab, *, num_shards=16, chunk_
     if len(local_inputs) < len(settings["input"]):
         local_inputs.append(("--tfds-data-dir", tfds_data_dir or _default_tfds_data_dir()))
     # Before anything is read or created: a job that cannot work is refused before it is submitted.
+    check_runner_available(options)
     check_paths_for_runner(options, local_inputs + [("--output-dir", output_dir)],
                            shared_filesystem=shared_filesystem)
     vocab_proto, vocabulary_entry = load_vocabulary(vocab)
@@ -786,12 +746,10 @@ def prepare_pretraining_data(inputs, output_dir, vocab, *, num_shards=16, chunk_
         tfds_read_shards=tfds_read_shards,
         read_range_bytes=read_range_bytes,
     )
-    _prepare_output_dir(output_dir, overwrite)
+    prepare_output_dir(output_dir, [SHARD_GLOB, MANIFEST], overwrite=overwrite, kind="pretraining")
     settings["beam_args"] = list(beam_args)
-    pipeline = beam.Pipeline(options=options)
-    build_pipeline(pipeline, settings, sources, vocab_proto, vocabulary_entry, inputs)
-    result = pipeline.run()
-    result.wait_until_finish()
+    result = run_pipeline(options, lambda pipeline: build_pipeline(
+        pipeline, settings, sources, vocab_proto, vocabulary_entry, inputs))
     return JobResult(read_manifest(output_dir), result)
 
 
