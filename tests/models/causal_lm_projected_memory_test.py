@@ -68,15 +68,25 @@ def layer_input_logits(model, ids, mask, continuation):
 
 def projected_logits(model, ids, mask, continuation=None):
     """Every step's logits from the loop's own halves, `build_cache` then `call_with_cache`, fed `continuation`
-    (None: each step's greedy token)."""
-    token_ids, cache, index = model.build_cache(ids, mask)
+    (None: each step's greedy token).
+
+    The loop writes row b's k-th token at column `len(prompt b) + k`, from the shortest prompt's end on; each
+    row's logits are read at its own columns, so the rows of longer prompts step through their prompt first.
+    """
+    token_ids, cache, start = model.build_cache(ids, mask)
     token_ids = np.array(token_ids)
-    logits = []
-    for step in range(NEW_TOKENS if continuation is None else continuation.shape[1]):
-        step_logits, _, cache = model.call_with_cache(token_ids, cache, int(index) + step)
-        logits.append(np.asarray(step_logits))
-        token_ids[:, int(index) + step] = logits[-1].argmax(-1) if continuation is None else continuation[:, step]
-    return np.stack(logits, axis=1), cache
+    lengths = mask.sum(axis=1)
+    steps = NEW_TOKENS if continuation is None else continuation.shape[1]
+    logits = [[None] * steps for _ in lengths]
+    for index in range(int(start), int(lengths.max()) + steps):
+        step_logits, _, cache = model.call_with_cache(token_ids, cache, index)
+        for row, length in enumerate(lengths):
+            step = index - length
+            if 0 <= step < steps:
+                logits[row][step] = np.asarray(step_logits)[row]
+                chosen = logits[row][step].argmax(-1) if continuation is None else continuation[row, step]
+                token_ids[row, index] = chosen
+    return np.array(logits), cache
 
 
 @pytest.mark.parametrize("recompute_window", [1, 2])
@@ -132,7 +142,8 @@ def test_a_step_projects_keys_and_values_of_the_window_alone_at_any_memory_lengt
         projected_rows.clear()
         token_ids, cache, index = model.build_cache(ids, mask)
         assert projected_rows == [length] * config.num_layers
-        assert sorted(cache) == ["first", "memory_keys", "memory_mask", "memory_values"]
+        assert sorted(cache) == ["lengths", "memory_keys", "memory_mask", "memory_values", "prompt_keys",
+                                 "prompt_values"]
         for heads in cache["memory_keys"] + cache["memory_values"]:
             assert tuple(heads.shape) == (len(PROMPTS), config.num_heads, length, config.head_dim)
         for step in range(2):

@@ -64,6 +64,7 @@ def test_signature_equals_generate_in_memory(generation_export):
     assert model.mode == "cached" and model.preprocessor.sequence_length == PROMPT_LENGTH
     served = signature(loaded, PROMPTS, LIMIT)
     assert served == in_memory(model, PROMPTS, LIMIT)
+    assert served == model.generate(PROMPTS, max_new_tokens=LIMIT, strip_prompt=True)  # The same batch in memory.
     assert len(set(served)) > 1 and all(served)
     assert signature(loaded, PROMPTS[:1], 1) == in_memory(model, PROMPTS[:1], 1)
 
@@ -95,6 +96,37 @@ def test_cli_prints_the_continuations(generation_export, capsys):
     assert capsys.readouterr().out.splitlines() == signature(loaded, PROMPTS[:2], 4)
     assert cli.main(["generate", "--model", path, "--max-new-tokens", "0", "a fine"]) == 2
     assert "max_new_tokens must be in [1, 6]" in capsys.readouterr().err
+
+
+def test_cli_replaces_invalid_utf8_in_a_prompt_and_warns(generation_export, capsys):
+    _, path, loaded = generation_export
+    prompt = "the dog \udcff"  # The byte 0xFF of a command line, as Python hands it over (surrogateescape).
+    assert cli.main(["generate", "--model", path, "--max-new-tokens", "3", "--jsonl", prompt]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == {"prompt": "the dog \ufffd",
+                               "continuation": signature(loaded, ["the dog \ufffd"], 3)[0]}
+    assert err == ("xlnet-tf generate: warning: PROMPT argument 1 is not valid UTF-8; each undecodable byte "
+                   "sequence was replaced with U+FFFD before the model.\n")
+
+
+LONG_PROMPT = "the quick brown fox jumps over the lazy dog " * 3
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--max-new-tokens", "-3", "a fine"], f"max_new_tokens must be in [1, {LIMIT}] (the exported limit), got -3"),
+    (["--max-new-tokens", "0", "a fine"], f"max_new_tokens must be in [1, {LIMIT}] (the exported limit), got 0"),
+    (["--max-new-tokens", str(10 ** 12), "a fine"],
+     "--max-new-tokens 1000000000000 is not an int32; pass at most the export's max_new_tokens."),
+    (["a fine", ""], "prompt must not be empty: prompt 1 has no tokens"),
+    (["a fine", "the dog", " \t "], "prompt must not be empty: prompt 2 has no tokens"),
+    (["a fine", LONG_PROMPT], f"prompt is longer than the window of {PROMPT_LENGTH} tokens: prompt 1 has {{}} tokens"),
+])
+def test_cli_refuses_a_bad_request_in_one_line_naming_the_prompt(generation_export, capsys, argv, message):
+    model, path, _ = generation_export
+    message = message.format(len(model.preprocessor.tokenizer.tokenize(LONG_PROMPT)))
+    assert cli.main(["generate", "--model", path, "--max-new-tokens", "2", *argv]) == 2
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", f"xlnet-tf generate: {message}\n")
 
 
 @pytest.mark.subprocess

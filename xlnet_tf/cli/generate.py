@@ -9,6 +9,13 @@ Only the SavedModel is used (tokenizer, generation loop and detokenizer run insi
 its graph), so the output is what a TensorFlow Serving deployment of the same
 directory answers. One continuation per prompt is printed, one per line
 (`--jsonl`: `{"prompt": ..., "continuation": ...}` per line).
+
+A PROMPT that is not valid UTF-8 has each undecodable byte sequence replaced
+with U+FFFD before the model (what the SavedModel does with such bytes), and a
+warning on stderr names it. A request the signature refuses (an empty or blank
+prompt, one longer than the exported window, `--max-new-tokens` outside the
+exported range) is reported in one line naming the prompt (counted from 0),
+exit status 2.
 """
 
 import json
@@ -17,6 +24,10 @@ import re
 import sys
 
 from xlnet_tf.cli.command_parser import CommandParser
+from xlnet_tf.text_normalization import replace_undecodable
+
+# The signature's `max_new_tokens` is an int32; whether a value is allowed is the signature's to say.
+INT32_RANGE = (-2 ** 31, 2 ** 31 - 1)
 
 
 def _parser():
@@ -38,12 +49,40 @@ def saved_model_dir(path):
     return nested if tf.io.gfile.isdir(nested) else path
 
 
+def _valid_prompts(prompts):
+    """The prompts as valid Unicode (`replace_undecodable`), and a warning line for each that was not."""
+    clean, warnings = [], []
+    for number, prompt in enumerate(prompts, start=1):
+        text, positions = replace_undecodable(prompt)
+        clean.append(text)
+        if positions:
+            warnings.append(f"xlnet-tf generate: warning: PROMPT argument {number} is not valid UTF-8; each "
+                            "undecodable byte sequence was replaced with U+FFFD before the model.")
+    return clean, warnings
+
+
+def _refusal(error):
+    """The signature's own message of a refused request (its assertion's parts joined), without TensorFlow's frame."""
+    for line in error.message.splitlines():
+        found = re.match(r"assertion failed: \[(.*)\]\s*$", line.strip())
+        if found:
+            return " ".join(found.group(1).split("] ["))
+    return " ".join(error.message.split())
+
+
 def main(argv=None) -> int:
     """Entry point of `xlnet-tf generate`; returns the exit code."""
     args = _parser().parse_args(argv)
+    if not INT32_RANGE[0] <= args.max_new_tokens <= INT32_RANGE[1]:
+        print(f"xlnet-tf generate: --max-new-tokens {args.max_new_tokens} is not an int32; pass at most the "
+              "export's max_new_tokens.", file=sys.stderr)
+        return 2
     import tensorflow as tf  # import time: `--help` and argument errors answer without TensorFlow
     import tensorflow_text  # noqa: F401  import time: loaded with the model (its SentencePiece ops)
 
+    prompts, warnings = _valid_prompts(args.prompts)
+    for warning in warnings:
+        print(warning, file=sys.stderr)
     path = saved_model_dir(args.model)
     if not tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
         print(f"xlnet-tf generate: {args.model} holds no SavedModel (saved_model.pb); pass the output "
@@ -56,14 +95,12 @@ def main(argv=None) -> int:
               "vocabulary.", file=sys.stderr)
         return 2
     try:
-        out = loaded.signatures["generate"](prompt=tf.constant(args.prompts),
+        out = loaded.signatures["generate"](prompt=tf.constant(prompts),
                                            max_new_tokens=tf.constant(args.max_new_tokens, tf.int32))
     except tf.errors.InvalidArgumentError as error:
-        # The signature's own message (which names the input), without TensorFlow's frame.
-        found = re.search(r"assertion failed: \[(.*?)\](?: \[|$)", error.message)
-        print(f"xlnet-tf generate: {found.group(1) if found else error.message.strip()}", file=sys.stderr)
+        print(f"xlnet-tf generate: {_refusal(error)}", file=sys.stderr)
         return 2
-    for prompt, text in zip(args.prompts, out["continuation"].numpy()):
+    for prompt, text in zip(prompts, out["continuation"].numpy()):
         text = text.decode("utf-8", "replace")
         print(json.dumps({"prompt": prompt, "continuation": text}, ensure_ascii=False) if args.jsonl else text)
     return 0

@@ -13,7 +13,7 @@ from xlnet_tf.formats.special_tokens import EOD_TOKEN_ID, EOP_TOKEN_ID
 from xlnet_tf.storage import preset_io
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer, tied_lm_logits
-from xlnet_tf.samplers.seeded_sampler import SEEDED, seeded_sampler
+from xlnet_tf.samplers.seeded_sampler import seeded_sampler
 from xlnet_tf.preprocessing.xlnet_causal_lm_preprocessor import XLNetCausalLMPreprocessor
 
 MODES = ("exact", "cached")
@@ -49,18 +49,23 @@ class XLNetCausalLM(CausalLM):
       path, which keeps layer inputs and projects them again every step), which
       it equals.
 
-    Prompts of different lengths are laid out left-padded inside the loop, and
-    padding is closed to every query, so each prompt gets the tokens it gets
-    alone (Hugging Face drops the attention mask, so its batches of unequal
-    prompts are wrong). XLNet's positions are relative: the padding changes
-    nothing but the work.
+    Prompts of different lengths are laid out from column 0 inside the loop
+    (keras-hub's layout) and padding is closed to every query, so each prompt
+    gets the tokens it gets alone (Hugging Face drops the attention mask, so
+    its batches of unequal prompts are wrong), and its own budget: up to
+    `max_length` tokens with its prompt, or `max_new_tokens` after it. The
+    loop starts at the shortest prompt's end; a longer prompt's row is given
+    its own tokens until its prompt ends (in `cached` mode its memory then
+    holds what its prompt pass computed, as alone). XLNet's positions are
+    relative: the padding changes nothing but the work.
 
     The whole loop is one `tf.function` (XLA when `causal_lm.jit_compile =
-    True`; Keras leaves it off on CPU) with a `tf.while_loop` over the static
-    `max_length`, no host round trip per token; it ends when every row has
-    produced a stop token (`<eod>`, `<eop>`, or the ids given), and each row's
-    output stops at its first one: what a row samples after its stop token is
-    discarded, so its output is fixed from then on. A row that stopped still
+    True`; Keras leaves it off on CPU), traced once per batch shape, with a
+    `tf.while_loop` over the static width, no host round trip per token; it
+    ends when every row has produced a stop token (`<eod>`, `<eop>`, or the
+    ids given) or reached its budget, and each row's output stops at its first
+    stop token: what a row samples after it is discarded, so its output is
+    fixed from then on. A row that stopped still
     runs with the others until the last one stops: every step's shapes are
     static, the batch axis included, so a finished row's share of each matmul
     is computed and thrown away. Skipping it would need a batch that shrinks
@@ -85,8 +90,8 @@ class XLNetCausalLM(CausalLM):
 
     Returns:
         `call`: the logits, float32 `[B, P, V]` (or `[B, L, V]`).
-        `generate(inputs, max_length=None, stop_token_ids="auto", strip_prompt=False, sampler=None, mode=None)`:
-        strings for strings; for ids (`{"token_ids", "padding_mask"}` `[B, T]`,
+        `generate(inputs, max_length=None, stop_token_ids="auto", strip_prompt=False, sampler=None, mode=None,
+        max_new_tokens=None)`: strings for strings; for ids (`{"token_ids", "padding_mask"}` `[B, T]`,
         the prompt being each row's tokens under `padding_mask`, on any side),
         the same dict with every row's prompt from column 0, its continuation
         after it, and `padding_mask` covering both (up to and with its first
@@ -137,30 +142,34 @@ class XLNetCausalLM(CausalLM):
         """The prompts laid out for the loop, and the loop's first cache.
 
         Each row's prompt (its tokens under `padding_mask`, in order, on either
-        side) is moved to end at column `P - 1`, P being the longest prompt of
-        the batch: the loop then writes column `P`, `P + 1`, ... for every row.
+        side) is moved to start at column 0, keras-hub's layout: row b's
+        continuation is then written from column `lengths[b]` on. The loop's
+        first column is the shortest prompt's length; a longer prompt's columns
+        are kept as they are until the loop reaches its end, so every row is
+        predicted from its own prompt alone, however long the others are.
 
         Args:
             token_ids: int `[B, T]`.
             padding_mask: int/bool `[B, T]`, 1 = a prompt token.
 
         Returns:
-            `(token_ids, cache, index)`: the left-padded `[B, T]` ids, the cache
+            `(token_ids, cache, index)`: the right-padded `[B, T]` ids, the cache
             that `call_with_cache` reads (a dict whose tensors all have the
-            batch first: `first` `[B]`; in `cached` mode also `memory_keys` and
-            `memory_values`, per layer `[B, num_heads, T, head_dim]`, and
-            `memory_mask` `[B, T]`), and `P`, the first column to generate
-            (int32 scalar).
+            batch first: `lengths` `[B]`, each row's prompt length; in `cached`
+            mode also `memory_keys` and `memory_values`, per layer
+            `[B, num_heads, T, head_dim]`, `memory_mask` `[B, T]`, and the
+            prompt pass's keys and values of every column, `prompt_keys` and
+            `prompt_values`, per layer `[B, num_heads, T, head_dim]`), and the
+            first column to generate (int32 scalar).
         """
         token_ids = ops.cast(token_ids, "int32")
         real = ops.cast(padding_mask, "int32")
         lengths = ops.sum(real, axis=1)  # [B]
-        start = ops.max(lengths)
-        first = start - lengths  # [B], each row's first prompt column
-        token_ids = _move_real_tokens(token_ids, real, first)  # [B, T]
-        cache = {"first": first}
+        start = ops.min(lengths)
+        token_ids = _move_real_tokens(token_ids, real)  # [B, T]
+        cache = {"lengths": lengths}
         if self.mode == "cached":
-            cache.update(self._prefill_memory(token_ids, first, start))
+            cache.update(self._prefill_memory(token_ids, lengths, start))
         return token_ids, cache, start
 
     def call_with_cache(self, token_ids, cache, index):
@@ -177,35 +186,38 @@ class XLNetCausalLM(CausalLM):
             and the cache for column `index + 1`.
         """
         if self.mode == "exact":
-            hidden = self._exact_step(token_ids, cache["first"], index)
+            hidden = self._exact_step(token_ids, index)
         else:
             hidden, cache = self._cached_step(token_ids, cache, index)
         return self._logits(hidden[:, None])[:, 0], hidden, cache
 
-    def _exact_step(self, token_ids, first, index):
-        length = ops.shape(token_ids)[1]
+    def _exact_step(self, token_ids, index):
+        batch, length = ops.shape(token_ids)[0], ops.shape(token_ids)[1]
         columns = ops.arange(length, dtype="int32")[None, :]  # [1, T]
         # The placeholder at `index` is padding: closed to every query, its own query stream included.
-        real = ops.logical_and(columns >= first[:, None], columns < index)  # [B, T]
-        target = ops.one_hot(ops.broadcast_to(index, ops.shape(first))[:, None], length,
+        real = ops.broadcast_to(columns < index, (batch, length))  # [B, T]
+        target = ops.one_hot(ops.full((batch, 1), index, "int32"), length,
                              dtype=self.backbone.compute_dtype)  # [B, 1, T]
         outputs = self.backbone({"token_ids": token_ids, "segment_ids": ops.zeros_like(token_ids),
                                  "padding_mask": ops.cast(real, "int32"), "target_mapping": target},
                                 training=False)
         return outputs["query_output"][:, 0]  # [B, H]
 
-    def _prefill_memory(self, token_ids, first, start):
-        """Each layer's keys and values of the columns before `start - window`, as the first step's memory.
+    def _prefill_memory(self, token_ids, lengths, start):
+        """Each layer's keys and values of the prompts: the first step's memory, and every prompt column.
 
-        One backbone pass over the prompt gives every layer's keys and values
+        One backbone pass over the prompts gives every layer's keys and values
         of every column. The memory is right-aligned in `T` slots: its last
-        slot holds the column just before the recompute window. The first step
-        then recomputes the window over this memory, which gives the states the
-        full prompt gives.
+        slot holds the column just before the first step's recompute window,
+        `start - window - 1`. The first step then recomputes the window over
+        this memory, which gives the states the full prompt gives. A row whose
+        prompt is longer than `start` takes the columns that leave the window
+        before its prompt ends from this pass (`prompt_keys`, `prompt_values`),
+        as it would alone.
         """
         length = token_ids.shape[1] or ops.shape(token_ids)[1]
         columns = ops.arange(length, dtype="int32")[None, :]
-        real = ops.logical_and(columns >= first[:, None], columns < start)  # [B, T]
+        real = columns < lengths[:, None]  # [B, T]
         batch = ops.shape(token_ids)[0]
         # Only the keys and values are kept: the last layer's output is not, so it runs at one column.
         outputs = self.backbone({"token_ids": token_ids, "segment_ids": ops.zeros_like(token_ids),
@@ -221,36 +233,44 @@ class XLNetCausalLM(CausalLM):
                                      axis=2)  # [B, N, 2T + w, D]
             return ops.slice(padded, (0, 0, start, 0), (batch, num_heads, length, head_dim))
 
-        memory_keys, memory_values = zip(*[(right_aligned(keys), right_aligned(values))
-                                           for keys, values in outputs["key_value_heads"]])
+        heads = outputs["key_value_heads"]
+        memory_keys, memory_values = zip(*[(right_aligned(keys), right_aligned(values)) for keys, values in heads])
         padded_real = ops.concatenate([ops.zeros((batch, pad), "int32"), ops.cast(real, "int32")], axis=1)
         memory_mask = ops.slice(padded_real, (0, start), (batch, length))  # [B, T]
-        return {"memory_keys": memory_keys, "memory_values": memory_values, "memory_mask": memory_mask}
+        return {"memory_keys": memory_keys, "memory_values": memory_values, "memory_mask": memory_mask,
+                "prompt_keys": tuple(keys for keys, _ in heads),
+                "prompt_values": tuple(values for _, values in heads)}
 
     def _cached_step(self, token_ids, cache, index):
         window = self.recompute_window
         columns = index - window + ops.arange(window + 1, dtype="int32")  # [w+1], the placeholder last
-        first = cache["first"]
-        real = ops.logical_and(columns[None] >= first[:, None], columns[None] < index)  # [B, w+1]
-        ids = ops.take(token_ids, ops.clip(columns, 0, ops.shape(token_ids)[1] - 1), axis=1)  # [B, w+1]
+        real = ops.logical_and(columns >= 0, columns < index)[None]  # [1, w+1]
+        length = ops.shape(token_ids)[1]
+        ids = ops.take(token_ids, ops.clip(columns, 0, length - 1), axis=1)  # [B, w+1]
         batch = ops.shape(token_ids)[0]
         target = ops.broadcast_to(ops.one_hot(window, window + 1, dtype=self.backbone.compute_dtype),
                                   (batch, 1, window + 1))  # [B, 1, w+1]
         outputs = self.backbone({"token_ids": ids, "segment_ids": ops.zeros_like(ids),
-                                 "padding_mask": ops.cast(real, "int32"), "target_mapping": target,
-                                 "memory_padding_mask": cache["memory_mask"]},
+                                 "padding_mask": ops.cast(ops.broadcast_to(real, ops.shape(ids)), "int32"),
+                                 "target_mapping": target, "memory_padding_mask": cache["memory_mask"]},
                                 training=False, memory_heads=tuple(zip(cache["memory_keys"], cache["memory_values"])),
                                 output_key_value_heads=True)
         # The window's first column leaves it now: its keys and values, projected this step from its layer
         # inputs as they would be as memory, join the memory for good. The attention read `[memory | window]`
-        # already joined: the next memory is one slice of it (one copy of the memory per step, not two).
+        # already joined: the next memory is one slice of it (one copy of the memory per step, not two). A row
+        # still inside its prompt takes the column from the prompt pass instead, as its memory alone holds it.
         cache = dict(cache)
-        length = cache["memory_mask"].shape[1] or ops.shape(cache["memory_mask"])[1]
-        for name, part in (("memory_keys", 0), ("memory_values", 1)):
-            cache[name] = tuple(heads[part][:, :, 1:length + 1]  # [B, N, T, D]
-                                for heads in outputs["key_value_heads"])
+        slots = cache["memory_mask"].shape[1] or ops.shape(cache["memory_mask"])[1]
+        in_prompt = (index < cache["lengths"])[:, None, None, None]  # [B, 1, 1, 1]
+        leaving = ops.reshape(ops.maximum(index - window, 0), (1,))  # [1], the column leaving the window
+        for name, prompt_name, part in (("memory_keys", "prompt_keys", 0), ("memory_values", "prompt_values", 1)):
+            cache[name] = tuple(
+                ops.concatenate([heads[part][:, :, 1:slots],
+                                 ops.where(in_prompt, ops.take(prompt, leaving, axis=2),
+                                           heads[part][:, :, slots:slots + 1])], axis=2)  # [B, N, T, D]
+                for heads, prompt in zip(outputs["key_value_heads"], cache[prompt_name]))
         cache["memory_mask"] = ops.concatenate(
-            [cache["memory_mask"][:, 1:], ops.cast(real[:, :1], "int32")], axis=1)
+            [cache["memory_mask"][:, 1:], ops.cast(ops.broadcast_to(real[:, :1], (batch, 1)), "int32")], axis=1)
         return outputs["query_output"][:, 0], cache
 
     def generate_step(self, inputs, stop_token_ids=None):
@@ -258,16 +278,18 @@ class XLNetCausalLM(CausalLM):
 
         Args:
             inputs: a dict with `token_ids` and `padding_mask` `[B, T]` (T, the
-                static `max_length`), and optionally `max_new_tokens` (int
-                scalar): columns after the prompt's `P + max_new_tokens` are not
-                generated.
-            stop_token_ids: ids that end a row, or None.
+                static number of columns: a row's prompt and continuation
+                together fill at most T), and optionally `max_new_tokens` (int
+                scalar or `[B]`): row b generates at most that many tokens after
+                its own prompt (default: up to column T).
+            stop_token_ids: ids that end a row, or None (an empty list too).
 
         Returns:
             A dict: `token_ids` `[B, T]`, each row's prompt from column 0 and its
             continuation after it; `padding_mask` `[B, T]` over both, up to
             and with its first stop token.
         """
+        stop_token_ids = tuple(int(i) for i in stop_token_ids or ()) or None
         # Every step's calls have the same shapes, so each layer's projected relative positions are the
         # same each step: projected once here, before the loop, rather than once per step (in `cached` mode
         # that projection of the window's distances over the whole memory was most of a step's work).
@@ -283,79 +305,196 @@ class XLNetCausalLM(CausalLM):
 
     def _generate_step(self, inputs, stop_token_ids):
         token_ids, cache, start = self.build_cache(inputs["token_ids"], inputs["padding_mask"])
+        lengths = cache["lengths"]
         length = ops.shape(token_ids)[1]
-        end = length
+        columns = ops.arange(length, dtype="int32")[None, :]
+        prompt_columns = columns < lengths[:, None]  # [B, T]
+        end = ops.broadcast_to(length, ops.shape(lengths))  # [B], each row's first column not generated
         limited = inputs.get("max_new_tokens") is not None
         if limited:
-            end = ops.minimum(start + ops.cast(inputs["max_new_tokens"], "int32"), length)
-        forced_stop = None if not stop_token_ids else int(stop_token_ids[0])
+            end = ops.minimum(lengths + ops.cast(inputs["max_new_tokens"], "int32"), length)
+        # In the cache, so that samplers that widen the batch (beams) widen it too.
+        cache = dict(cache, end=end)
+        # The columns not yet generated hold an id that is no stop token: the samplers' end test reads them.
+        token_ids = ops.where(prompt_columns, token_ids, _first_id_outside(stop_token_ids))
+        forced_stop = None if stop_token_ids is None or not limited else stop_token_ids[0]
 
         def next(prompt, cache, index):
             logits, hidden, cache = self.call_with_cache(prompt, cache, index)
-            if forced_stop is not None and limited:
-                # Past `max_new_tokens`: every row stops, so the loop ends after this step.
-                stop = ops.one_hot(ops.full((ops.shape(logits)[0],), forced_stop, "int32"),
-                                   ops.shape(logits)[1], dtype="float32") * 1e9 - 1e9
-                logits = ops.where(index >= end, stop, logits)
+            # A row still inside its prompt is given its own next prompt token, so samplers that score
+            # sequences (beams) see its prompt as it is, not what the model would have drawn.
+            in_prompt = (index < cache["lengths"])[:, None]  # [B, 1]
+            logits = ops.where(in_prompt, _forced(prompt[:, index], logits), logits)
+            if forced_stop is not None:
+                # Past its `max_new_tokens` a row stops, so the loop ends once every row is past.
+                past = (index >= cache["end"])[:, None]  # [B, 1]
+                logits = ops.where(past, _forced(ops.full(ops.shape(in_prompt)[:1], forced_stop, "int32"),
+                                                 logits), logits)
             return logits, hidden, cache
 
-        columns = ops.arange(length, dtype="int32")[None, :]
-        prompt_columns = ops.broadcast_to(columns < start, ops.shape(token_ids))
         token_ids = self.sampler(next=next, prompt=token_ids, cache=cache, index=start, mask=prompt_columns,
                                  stop_token_ids=stop_token_ids, model=self)
-        generated = ops.logical_and(columns >= start, columns < end)
-        keep = ops.logical_or(ops.logical_and(prompt_columns, columns >= cache["first"][:, None]), generated)
+        generated = ops.logical_and(ops.logical_not(prompt_columns), columns < end[:, None])
         if stop_token_ids is not None:
             is_stop = ops.logical_and(_any_equal(token_ids, stop_token_ids), generated)
             stops_before = ops.cumsum(ops.cast(is_stop, "int32"), axis=1) - ops.cast(is_stop, "int32")
-            keep = ops.logical_and(keep, stops_before == 0)
-        return _to_front(token_ids, keep, cache["first"])
+            generated = ops.logical_and(generated, stops_before == 0)
+        keep = ops.logical_or(prompt_columns, generated)
+        return {"token_ids": ops.where(keep, token_ids, 0), "padding_mask": keep}
 
     def make_generate_function(self):
-        """keras-hub's compiled loop, rebuilt when `jit_compile`, `run_eagerly` or the mode changed."""
-        key = (self.jit_compile, self.run_eagerly, self.mode)
+        """keras-hub's compiled loop, rebuilt when `jit_compile`, `run_eagerly`, the mode or the sampler changed."""
+        key = (self.jit_compile, self.run_eagerly, self.mode, id(self.sampler))
         if getattr(self, "_generate_function_key", None) != key:
             self.generate_function = None
             self._generate_function_key = key
         return super().make_generate_function()
 
     def generate(self, inputs, max_length=None, stop_token_ids="auto", strip_prompt=False, sampler=None,
-                 mode=None):
-        """Continues the prompts (keras-hub's `CausalLM.generate`, plus `sampler` and `mode`).
+                 mode=None, max_new_tokens=None):
+        """Continues the prompts (keras-hub's `CausalLM.generate`, plus `sampler`, `mode` and `max_new_tokens`).
+
+        Every prompt gets the tokens it gets alone, whatever else is in its
+        batch: the same continuation (greedy) and the same budget of new
+        tokens. Each batch (one for direct input, each element of a
+        `tf.data.Dataset`) is checked before it runs, and a prompt that cannot
+        be continued is refused naming its number (counted across the batches
+        of a dataset): an empty one, one that leaves no room under
+        `max_length` (a string prompt is never cut short silently), an id
+        outside the vocabulary.
 
         Args:
-            inputs: a string or strings (with a preprocessor), or a dict of
-                `token_ids` and `padding_mask` `[B, T]` (T is then the length).
-            max_length: prompt plus continuation, in tokens (default: the
-                preprocessor's `sequence_length`).
-            stop_token_ids: `"auto"` (`<eod>`, `<eop>`), ids, or None (always
-                run to `max_length`).
+            inputs: a string or strings (with a preprocessor), a dict of
+                `token_ids` and `padding_mask` `[B, T]` or `[T]` (the prompt
+                being each row's tokens under `padding_mask`, on any side; with
+                or without a preprocessor), or a `tf.data.Dataset` of either,
+                batched.
+            max_length: the most tokens of each row, its own prompt plus its
+                continuation (default: the preprocessor's `sequence_length` for
+                strings, T for ids). A prompt must be shorter.
+            stop_token_ids: `"auto"` (`<eod>`, `<eop>`), a list of ids in the
+                vocabulary, or None or `[]` (always run to the budget).
             strip_prompt: return the continuation only.
             sampler: a keras-hub sampler or its name (`"greedy"`, `"top_k"`,
                 `"top_p"`, `"random"`, `"beam"`, ...); default: the compiled one
                 (greedy). Top-k, top-p and random draw with `seeded_sampler`'s
                 samplers: a seed gives the same tokens with and without XLA.
             mode: `"exact"` or `"cached"` for this call and after (default: as built).
+            max_new_tokens: the most tokens generated after each prompt,
+                instead of `max_length`. String prompts may then have up to the
+                preprocessor's `sequence_length` tokens, and the loop runs over
+                the batch's longest prompt plus `max_new_tokens` columns (traced
+                once per such width); id prompts get `max_new_tokens` more
+                columns than `token_ids` has.
 
         Returns:
-            Strings for strings; a dict of numpy ids for ids.
+            Strings for strings; for ids, a dict of numpy `token_ids` and
+            `padding_mask` (`[B, max_length]`, or `[B, T + max_new_tokens]`):
+            every row's prompt from column 0, its continuation after it, and
+            `padding_mask` covering both, up to and with its first stop token.
         """
-        if sampler is not None:
-            self.sampler = seeded_sampler(sampler)
-            self.generate_function = None
-        elif type(self.sampler) in SEEDED:  # keras-hub's, from `compile(sampler=...)` or set by hand.
-            self.sampler = seeded_sampler(self.sampler)
-            self.generate_function = None
-        if mode is not None and _checked_mode(mode) != self.mode:
-            self.mode = mode
-            self.generate_function = None
-        if stop_token_ids == "auto":
-            stop_token_ids = DEFAULT_STOP_TOKEN_IDS
-        _check_prompts(self, inputs, max_length)
-        if isinstance(inputs, dict) and "padding_mask" in inputs:
-            inputs = _right_padded(inputs)
-        return super().generate(inputs, max_length=max_length, stop_token_ids=stop_token_ids,
-                                strip_prompt=strip_prompt)
+        max_length, max_new_tokens = _checked_budget(max_length, max_new_tokens)
+        stop_token_ids = self._checked_stop_token_ids(stop_token_ids)
+        self.sampler = seeded_sampler(self.sampler if sampler is None else sampler)
+        if mode is not None:
+            self.mode = _checked_mode(mode)
+        generate_function = self.make_generate_function()
+        batches, input_is_scalar = _prompt_batches(inputs)
+        outputs, first_row = [], 0
+        for batch in batches:
+            prompts, as_text = self._packed_prompts(batch, max_length, max_new_tokens, first_row)
+            lengths = prompts["padding_mask"].sum(axis=1)
+            out = generate_function(prompts, stop_token_ids=stop_token_ids)
+            out = {key: np.asarray(ops.convert_to_numpy(out[key])) for key in ("token_ids", "padding_mask")}
+            if strip_prompt:
+                out = _after_prompt(out, lengths)
+            outputs.append(self.preprocessor.generate_postprocess(out) if as_text else out)
+            first_row += len(lengths)
+        if not outputs:
+            raise ValueError("XLNetCausalLM.generate: the dataset holds no prompts.")
+        return self._normalize_generate_outputs(_one_width(outputs), input_is_scalar)
+
+    def _checked_stop_token_ids(self, stop_token_ids):
+        """`stop_token_ids` as a tuple of ids in the vocabulary, or None; `"auto"` is XLNet's end markers."""
+        if isinstance(stop_token_ids, str) and stop_token_ids == "auto":
+            return DEFAULT_STOP_TOKEN_IDS
+        if stop_token_ids is None:
+            return None
+        if isinstance(stop_token_ids, (str, bytes, dict)) or not hasattr(stop_token_ids, "__iter__"):
+            raise ValueError(f"XLNetCausalLM.generate: stop_token_ids must be 'auto', None or a list of ids, got "
+                             f"{stop_token_ids!r}; for one id, pass a list of it.")
+        vocabulary_size = self.backbone.config.vocabulary_size
+        for token in stop_token_ids:
+            if isinstance(token, (bool, np.bool_)) or not isinstance(token, (int, np.integer)):
+                raise ValueError(f"XLNetCausalLM.generate: stop_token_ids must be ids (ints), got {token!r} in "
+                                 f"{stop_token_ids!r}.")
+            if not 0 <= token < vocabulary_size:
+                raise ValueError(f"XLNetCausalLM.generate: stop token id {int(token)} is outside the vocabulary "
+                                 f"[0, {vocabulary_size}).")
+        return tuple(int(token) for token in stop_token_ids) or None
+
+    def _packed_prompts(self, batch, max_length, max_new_tokens, first_row):
+        """One batch of prompts as the loop's input, checked (`_check_prompts`); and whether they are text.
+
+        Returns the dict `generate_step` takes: right-padded int32 `token_ids`
+        and `padding_mask` at the loop's width (`max_new_tokens` included when
+        given).
+        """
+        as_text = not isinstance(batch, dict)
+        check = self._checked_texts if as_text else self._checked_ids
+        token_ids, padding_mask, width = check(batch, max_length, max_new_tokens, first_row)
+        token_ids, padding_mask = _right_padded(token_ids, padding_mask, width)
+        prompts = {"token_ids": token_ids, "padding_mask": padding_mask}
+        if max_new_tokens is not None:
+            prompts["max_new_tokens"] = np.array(max_new_tokens, np.int32)
+        return prompts, as_text
+
+    def _checked_ids(self, batch, max_length, max_new_tokens, first_row):
+        """An id prompt dict's `(token_ids, padding_mask, width)`, checked; width: `max_length`, T or T + new."""
+        token_ids, padding_mask = _id_prompts(batch)
+        columns = token_ids.shape[1]
+        if max_new_tokens is not None:
+            _check_prompts(token_ids, padding_mask, self.backbone.config.vocabulary_size, columns, "", first_row)
+            return token_ids, padding_mask, columns + max_new_tokens
+        width = max_length or columns
+        limit = f"max_length {width}" if max_length else f"the {width} columns of token_ids"
+        _check_prompts(token_ids, padding_mask, self.backbone.config.vocabulary_size, width - 1,
+                       f", which leaves no room to generate within {limit}; pass a larger max_length, or "
+                       "max_new_tokens.", first_row)
+        return token_ids, padding_mask, width
+
+    def _checked_texts(self, batch, max_length, max_new_tokens, first_row):
+        """String prompts packed by the preprocessor, `(token_ids, padding_mask, width)`, checked.
+
+        Each batch is packed one column wider than a prompt may be, so that a
+        prompt the packer cut short shows as one too long and is refused.
+        """
+        if self.preprocessor is None:
+            raise ValueError("XLNetCausalLM.generate: this model has no preprocessor, so prompts are ids: a dict "
+                             f"of 'token_ids' and 'padding_mask' [batch, length]; got {type(batch).__name__}. "
+                             "Attach an XLNetCausalLMPreprocessor for strings.")
+        texts = _text_prompts(batch, first_row)
+        window = self.preprocessor.sequence_length
+        if window is None and not max_length:
+            raise ValueError("XLNetCausalLM.generate: the preprocessor's sequence_length is None, so string prompts "
+                             "have no length limit to pack at; give it a sequence_length, or pass max_length.")
+        if max_new_tokens is None:
+            packed_width = max_length or window
+            source = "" if max_length else " (the preprocessor's sequence_length)"
+            too_long = (f", which leaves no room to generate within max_length {packed_width}{source}; pass a "
+                        "larger max_length, or max_new_tokens.")
+            longest = packed_width - 1
+        else:
+            packed_width, longest = window + 1, window
+            too_long = (f", more than the {window} that the preprocessor's sequence_length allows a prompt; "
+                        "shorten it or raise the preprocessor's sequence_length.")
+        packed = self.preprocessor.generate_preprocess(texts, sequence_length=packed_width)
+        token_ids = np.asarray(ops.convert_to_numpy(packed["token_ids"]))
+        padding_mask = np.asarray(ops.convert_to_numpy(packed["padding_mask"])).astype(bool)
+        lengths = _check_prompts(token_ids, padding_mask, self.backbone.config.vocabulary_size, longest, too_long,
+                                 first_row, packed_width=packed_width)
+        width = packed_width if max_new_tokens is None else int(lengths.max()) + max_new_tokens
+        return token_ids, padding_mask, width
 
     # ------------------------------------------------------------------ config and presets
     def get_config(self):
@@ -471,59 +610,167 @@ def _any_equal(token_ids, stop_token_ids):
     return ops.any(ops.stack([ops.equal(token_ids, int(i)) for i in stop_token_ids]), axis=0)
 
 
-def _move_real_tokens(token_ids, real, first):
-    """Row b's real tokens, in order, moved to the columns `first[b], first[b] + 1, ...`; zeros elsewhere."""
+def _move_real_tokens(token_ids, real):
+    """Each row's real tokens, in order, moved to the columns `0, 1, ...`; zeros elsewhere."""
     length = ops.shape(token_ids)[1]
     # A stable sort puts each row's real columns first, in order.
     order = tf.argsort(1 - real, axis=1, stable=True)  # [B, T]
-    rank = ops.arange(length, dtype="int32")[None, :] - first[:, None]  # [B, T]
-    valid = ops.logical_and(rank >= 0, rank < ops.sum(real, axis=1)[:, None])
-    source = ops.take_along_axis(order, ops.clip(rank, 0, length - 1), axis=1)
-    return ops.where(valid, ops.take_along_axis(token_ids, ops.cast(source, "int32"), axis=1), 0)
+    valid = ops.arange(length, dtype="int32")[None, :] < ops.sum(real, axis=1)[:, None]  # [B, T]
+    return ops.where(valid, ops.take_along_axis(token_ids, ops.cast(order, "int32"), axis=1), 0)
 
 
-def _to_front(token_ids, keep, first):
-    """Shifts each row left by `first` columns: its prompt then starts at column 0."""
-    length = ops.shape(token_ids)[1]
-    source = ops.arange(length, dtype="int32")[None, :] + first[:, None]  # [B, T]
-    inside = source < length
-    source = ops.minimum(source, length - 1)
-    keep = ops.logical_and(ops.take_along_axis(keep, source, axis=1), inside)
-    ids = ops.where(keep, ops.take_along_axis(token_ids, source, axis=1), 0)
-    return {"token_ids": ids, "padding_mask": keep}
+def _forced(token, logits):
+    """Logits `[B, V]` that every sampler turns into `token` `[B]`: 0 there, -1e9 elsewhere."""
+    return ops.one_hot(token, ops.shape(logits)[1], dtype=logits.dtype) * 1e9 - 1e9
 
 
-def _right_padded(inputs):
-    """Id prompts with each row's tokens from column 0 (keras-hub's layout, which `strip_prompt` assumes)."""
-    ids = np.asarray(keras.ops.convert_to_numpy(inputs["token_ids"]))
-    mask = np.asarray(keras.ops.convert_to_numpy(inputs["padding_mask"])).astype(bool)
-    ids, mask = np.atleast_2d(ids), np.atleast_2d(mask)
-    out_ids, out_mask = np.zeros_like(ids, dtype=np.int32), np.zeros_like(mask)
-    for row in range(ids.shape[0]):
-        tokens = ids[row][mask[row]]
-        out_ids[row, :len(tokens)] = tokens
-        out_mask[row, :len(tokens)] = True
-    return dict(inputs, token_ids=out_ids, padding_mask=out_mask)
+def _first_id_outside(stop_token_ids):
+    """The smallest id that is not a stop token."""
+    taken = set(stop_token_ids or ())
+    return next(i for i in range(len(taken) + 1) if i not in taken)
 
 
-def _check_prompts(model, inputs, max_length):
-    """Refuses empty prompts and prompts that leave no column to generate, naming the row."""
-    if isinstance(inputs, dict) and "padding_mask" in inputs:
-        mask = np.asarray(keras.ops.convert_to_numpy(inputs["padding_mask"]))
-        if mask.ndim == 1:
-            mask = mask[None]
-        lengths, total = mask.astype(bool).sum(axis=-1), mask.shape[-1]
-    elif model.preprocessor is not None and not hasattr(inputs, "element_spec"):
-        texts = [inputs] if isinstance(inputs, str) else list(np.asarray(inputs).reshape(-1))
-        texts = [t.decode("utf-8") if isinstance(t, bytes) else str(t) for t in texts]
-        lengths = np.array([len(model.preprocessor.tokenizer.tokenize(t)) for t in texts])
-        total = max_length or model.preprocessor.sequence_length
+def _checked_budget(max_length, max_new_tokens):
+    """`(max_length, max_new_tokens)` as ints >= 1 or None, at most one of them given."""
+    for name, value in (("max_length", max_length), ("max_new_tokens", max_new_tokens)):
+        if value is not None and (isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer))
+                                  or value < 1):
+            raise ValueError(f"XLNetCausalLM.generate: {name} must be an int >= 1 (or None), got {value!r}.")
+    if max_length is not None and max_new_tokens is not None:
+        raise ValueError(f"XLNetCausalLM.generate: give max_length ({max_length}, each prompt plus its "
+                         f"continuation) or max_new_tokens ({max_new_tokens}, the continuation alone), not both.")
+    return (None if max_length is None else int(max_length)), (None if max_new_tokens is None
+                                                                 else int(max_new_tokens))
+
+
+def _prompt_batches(inputs):
+    """`(batches, input_is_scalar)`: a dataset's elements, or the input as one batch (a lone string as a list)."""
+    if isinstance(inputs, tf.data.Dataset):
+        return inputs.as_numpy_iterator(), False
+    if isinstance(inputs, (str, bytes)):
+        return [[inputs]], True
+    if isinstance(inputs, tf.Tensor) and inputs.dtype == tf.string and inputs.shape.rank == 0:
+        return [[inputs.numpy()]], True
+    return [inputs], False
+
+
+def _array(value, what):
+    """`value` as a numpy array; a ragged nesting is refused naming `what`."""
+    try:
+        return np.asarray(value.numpy() if hasattr(value, "numpy") else value)
+    except ValueError as error:
+        raise ValueError(f"XLNetCausalLM.generate: {what} must be a [batch, length] array with rows of one "
+                         f"length: {error}") from None
+
+
+def _id_prompts(inputs):
+    """The `token_ids` (int64) and `padding_mask` (bool) `[B, T]` of an id prompt dict; its structure checked."""
+    expected = ("token_ids", "padding_mask")
+    for key in expected:
+        if key not in inputs:
+            raise ValueError(f"XLNetCausalLM.generate: an id prompt dict needs 'token_ids' and 'padding_mask' "
+                             f"[batch, length] (1 under each prompt token); {key!r} is missing (got keys "
+                             f"{sorted(inputs)}).")
+    extra = sorted(set(inputs) - set(expected))
+    if extra:
+        raise ValueError(f"XLNetCausalLM.generate: an id prompt dict has only 'token_ids' and 'padding_mask'; "
+                         f"got {extra[0]!r} too (generation sets the segments and positions itself).")
+    token_ids, padding_mask = _array(inputs["token_ids"], "token_ids"), _array(inputs["padding_mask"], "padding_mask")
+    if token_ids.ndim == 1:  # One prompt.
+        token_ids, padding_mask = token_ids[None], padding_mask[None]
+    if token_ids.ndim != 2 or padding_mask.shape != token_ids.shape:
+        raise ValueError(f"XLNetCausalLM.generate: token_ids and padding_mask must both be [batch, length], got "
+                         f"shapes {token_ids.shape} and {padding_mask.shape}.")
+    if token_ids.dtype.kind not in "iu":
+        raise ValueError(f"XLNetCausalLM.generate: token_ids must be integer ids, got dtype {token_ids.dtype}.")
+    if padding_mask.dtype.kind not in "biu" or not np.isin(padding_mask, (0, 1)).all():
+        raise ValueError(f"XLNetCausalLM.generate: padding_mask must hold 0 and 1 (or booleans), got dtype "
+                         f"{padding_mask.dtype} with values {np.unique(padding_mask)[:5].tolist()}.")
+    return token_ids.astype(np.int64), padding_mask.astype(bool)
+
+
+def _text_prompts(inputs, first_row):
+    """The prompts of a batch of strings as a list of `str`/`bytes`; anything else is refused naming the prompt."""
+    if isinstance(inputs, (list, tuple)):
+        texts = list(inputs)
     else:
-        return
-    for row, length in enumerate(lengths):
+        array = _array(inputs, "prompts")
+        if array.ndim > 1:
+            raise ValueError(f"XLNetCausalLM.generate: string prompts must be a string or a list of strings, got "
+                             f"shape {array.shape}.")
+        texts = array.reshape(-1).tolist()
+    if not texts:
+        raise ValueError("XLNetCausalLM.generate: no prompts (an empty batch).")
+    for row, text in enumerate(texts):
+        if not isinstance(text, (str, bytes)):
+            raise ValueError(f"XLNetCausalLM.generate: prompt {first_row + row} is of type {type(text).__name__} "
+                             f"({text!r:.60}), not a string; with a preprocessor, prompts are strings (ids go in a "
+                             "dict of 'token_ids' and 'padding_mask').")
+    return texts
+
+
+def _right_padded(token_ids, padding_mask, width):
+    """Each row's prompt tokens from column 0 (keras-hub's layout), int32 `[B, width]`; every prompt fits."""
+    out_ids = np.zeros((token_ids.shape[0], width), np.int32)
+    out_mask = np.zeros((token_ids.shape[0], width), np.int32)
+    for row in range(token_ids.shape[0]):
+        tokens = token_ids[row][padding_mask[row]]
+        out_ids[row, :len(tokens)] = tokens
+        out_mask[row, :len(tokens)] = 1
+    return out_ids, out_mask
+
+
+def _after_prompt(outputs, lengths):
+    """The outputs with each row's prompt removed: its continuation from column 0."""
+    width = outputs["token_ids"].shape[1]
+    source = np.arange(width)[None, :] + np.asarray(lengths)[:, None]  # [B, T]
+    inside = source < width
+    source = np.minimum(source, width - 1)
+    mask = np.take_along_axis(outputs["padding_mask"], source, axis=1) & inside
+    return {"token_ids": np.where(mask, np.take_along_axis(outputs["token_ids"], source, axis=1), 0),
+            "padding_mask": mask}
+
+
+def _one_width(outputs):
+    """Id outputs of several batches padded to the widest, so that they stack; strings as they are."""
+    if not isinstance(outputs[0], dict):
+        return outputs
+    width = max(out["token_ids"].shape[1] for out in outputs)
+    return [{key: np.pad(value, ((0, 0), (0, width - value.shape[1]))) for key, value in out.items()}
+            for out in outputs]
+
+
+def _check_prompts(token_ids, padding_mask, vocabulary_size, longest, too_long, first_row=0, packed_width=None):
+    """Refuses a batch of prompts that cannot be continued, naming the prompt; returns each one's length.
+
+    The one check of every prompt `generate` takes (strings once packed, ids,
+    each batch of a dataset): a prompt must have a token, at most `longest` of
+    them, and only ids in the vocabulary.
+
+    Args:
+        token_ids: int `[B, T]`.
+        padding_mask: bool `[B, T]`, True under each prompt token.
+        vocabulary_size: ids must be in `[0, vocabulary_size)`.
+        longest: the most tokens a prompt may have.
+        too_long: the end of the message for a longer prompt (what limits it, how to fix it).
+        first_row: the number of the batch's first prompt.
+        packed_width: the width strings were packed (cut) at: a prompt filling it may have had more tokens.
+
+    Returns:
+        int `[B]`, each prompt's number of tokens.
+    """
+    lengths = padding_mask.sum(axis=1)
+    for row, length in enumerate(lengths.tolist()):
         if length == 0:
-            raise ValueError(f"XLNetCausalLM.generate: prompt {row} is empty (no tokens); XLNet needs at "
-                             "least one token to condition on.")
-        if length >= total:
-            raise ValueError(f"XLNetCausalLM.generate: prompt {row} has {int(length)} tokens, which leaves no "
-                             f"room to generate within max_length {int(total)}; raise max_length.")
+            raise ValueError(f"XLNetCausalLM.generate: prompt {first_row + row} is empty (no tokens); XLNet needs "
+                             "at least one token to condition on.")
+        if length > longest:
+            count = f"at least {length}" if length == packed_width else str(length)
+            raise ValueError(f"XLNetCausalLM.generate: prompt {first_row + row} has {count} tokens{too_long}")
+    outside = padding_mask & ((token_ids < 0) | (token_ids >= vocabulary_size))
+    if outside.any():
+        row, column = (int(i[0]) for i in np.nonzero(outside))
+        raise ValueError(f"XLNetCausalLM.generate: prompt {first_row + row} has token id {int(token_ids[row, column])} "
+                         f"at column {column}, outside the model's vocabulary of {vocabulary_size} ids "
+                         f"[0, {vocabulary_size}).")
+    return lengths

@@ -123,7 +123,7 @@ def sentence_continuations(causal_lm, sentences, *, words=6, new_tokens=12):
         causal_lm: an `XLNetCausalLM` with its preprocessor.
         sentences: held-out sentences.
         words: words of each sentence given as its beginning.
-        new_tokens: tokens generated after the longest beginning.
+        new_tokens: the most tokens generated after each beginning.
 
     Returns:
         A list of `(beginning, continuation, the sentence's true rest)`.
@@ -134,9 +134,7 @@ def sentence_continuations(causal_lm, sentences, *, words=6, new_tokens=12):
     """
     beginnings = [" ".join(s.split()[:words]) for s in sentences]
     rests = [" ".join(s.split()[words:]) for s in sentences]
-    longest = max(len(causal_lm.preprocessor.tokenizer.tokenize(b)) for b in beginnings)
-    continuations = causal_lm.generate(beginnings, max_length=longest + new_tokens, strip_prompt=True,
-                                       sampler="greedy")
+    continuations = causal_lm.generate(beginnings, max_new_tokens=new_tokens, strip_prompt=True, sampler="greedy")
     return list(zip(beginnings, [str(c) for c in continuations], rests))
 
 

@@ -10,6 +10,8 @@ from xlnet_tf.samplers.seeded_top_p_sampler import SeededTopPSampler
 SEEDED = {keras_hub.samplers.TopKSampler: SeededTopKSampler,
           keras_hub.samplers.TopPSampler: SeededTopPSampler,
           keras_hub.samplers.RandomSampler: SeededRandomSampler}
+# keras-hub's sampler names.
+SAMPLER_NAMES = ("greedy", "beam", "contrastive", "random", "top_k", "top_p")
 
 
 def seeded_sampler(identifier):
@@ -27,13 +29,23 @@ def seeded_sampler(identifier):
     Returns:
         A `keras_hub.samplers.Sampler`.
 
+    Raises:
+        ValueError: `identifier` names no sampler (an unknown name, a class
+            rather than an instance, ...).
+
     Example:
     >>> type(seeded_sampler("top_k")).__name__
     'SeededTopKSampler'
     >>> type(seeded_sampler("greedy")).__name__
     'GreedySampler'
     """
-    sampler = keras_hub.samplers.get(identifier)
+    try:
+        sampler = keras_hub.samplers.get(identifier)
+    except (KeyError, ValueError) as error:
+        raise ValueError(f"{identifier!r} is not a sampler: {error}") from None
+    if not isinstance(sampler, keras_hub.samplers.Sampler):
+        raise ValueError(f"{identifier!r} is not a sampler: pass a keras_hub.samplers.Sampler, its config, or one of "
+                         f"the names {', '.join(SAMPLER_NAMES)}.")
     seeded = SEEDED.get(type(sampler))
     if seeded is None:
         return sampler

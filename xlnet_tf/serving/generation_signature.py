@@ -23,13 +23,15 @@ class GenerationModule(tf.Module):
     The loop runs at a static length, `prompt_length + max_new_tokens_limit`
     columns, and stops each row at `<eod>` / `<eop>` or after its
     `max_new_tokens`: the signature's outputs are those of
-    `XLNetCausalLM.generate(prompts, max_length=len(prompt) + max_new_tokens,
-    strip_prompt=True)` in the same mode, row by row.
+    `XLNetCausalLM.generate(prompts, max_new_tokens=max_new_tokens,
+    strip_prompt=True)` in the same mode, each row as alone.
 
-    Bad requests are refused with an `InvalidArgumentError` naming the input:
-    a `prompt` that is not a vector, an empty prompt (no tokens), a prompt of
-    more than `prompt_length` tokens, `max_new_tokens` not a scalar, below 1
-    or above `max_new_tokens_limit`.
+    Bad requests are refused with an `InvalidArgumentError` naming the input
+    (and the first bad row, counted from 0): a `prompt` that is not a vector,
+    an empty prompt (no tokens: an empty or blank string), a prompt of more
+    than `prompt_length` tokens, `max_new_tokens` not a scalar, below 1 or
+    above `max_new_tokens_limit`. Bytes that are not UTF-8 are replaced with
+    U+FFFD by the tokenizer, as on every path.
 
     Args:
         causal_lm: an `XLNetCausalLM` (its mode and sampler are exported).
@@ -69,29 +71,37 @@ class GenerationModule(tf.Module):
             ids = tf.RaggedTensor.from_tensor(ids)
         return tf.cast(ids, tf.int32)
 
+    def _prompt_checks(self, lengths):
+        """Refuses an empty prompt and one longer than the window, naming the first such row (from 0)."""
+        rows = tf.range(tf.size(lengths))
+
+        def first(bad):  # the first bad row (any number when none is bad), and its length
+            row = tf.cast(tf.reduce_min(tf.where(bad)[:, 0]), tf.int32)
+            return row, tf.reduce_sum(tf.where(tf.equal(rows, row), lengths, 0))
+
+        empty, _ = first(tf.equal(lengths, 0))
+        long, long_length = first(lengths > self.prompt_length)
+        return [
+            tf.debugging.Assert(tf.reduce_all(lengths > 0), [
+                "prompt must not be empty: prompt", empty, "has no tokens"]),
+            tf.debugging.Assert(tf.reduce_all(lengths <= self.prompt_length), [
+                f"prompt is longer than the window of {self.prompt_length} tokens: prompt", long, "has",
+                long_length, "tokens"]),
+        ]
+
     def _generate(self, prompt, max_new_tokens):
         limit = self.max_new_tokens_limit
         checks = [
             tf.debugging.assert_rank(prompt, 1, message="prompt must be a vector of strings [batch]"),
             tf.debugging.assert_rank(max_new_tokens, 0, message="max_new_tokens must be a scalar"),
-            tf.debugging.assert_greater_equal(max_new_tokens, 1, message=(
-                f"max_new_tokens must be in [1, {limit}] (the exported limit)")),
-            tf.debugging.assert_less_equal(max_new_tokens, limit, message=(
-                f"max_new_tokens must be in [1, {limit}] (the exported limit)")),
+            tf.debugging.Assert(tf.logical_and(max_new_tokens >= 1, max_new_tokens <= limit), [
+                f"max_new_tokens must be in [1, {limit}] (the exported limit), got", max_new_tokens]),
         ]
         with tf.control_dependencies(checks):
             ids = self._tokenize(prompt)
         lengths = tf.cast(ids.row_lengths(), tf.int32)  # [B]
-        checks = [
-            tf.debugging.assert_greater(lengths, 0, message=(
-                "prompt must not be empty: a row has no tokens (the row lengths follow)"),
-                summarize=8),
-            tf.debugging.assert_less_equal(lengths, self.prompt_length, message=(
-                f"prompt is longer than the window of {self.prompt_length} tokens (the row "
-                "lengths follow)"), summarize=8),
-        ]
-        total = self.prompt_length + self.max_new_tokens_limit
-        with tf.control_dependencies(checks):
+        with tf.control_dependencies(self._prompt_checks(lengths)):
+            total = self.prompt_length + self.max_new_tokens_limit
             token_ids = ids.to_tensor(default_value=PAD_TOKEN_ID, shape=[None, total])  # [B, T]
         padding_mask = tf.sequence_mask(lengths, total, dtype=tf.int32)
         out = self.causal_lm.generate_step(
