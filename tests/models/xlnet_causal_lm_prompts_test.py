@@ -122,8 +122,8 @@ def test_a_dataset_s_prompts_are_checked_as_direct_ones_naming_the_prompt_across
         model.generate(dataset(["a", "a", "a", long]), max_new_tokens=1)
     ids = id_batch(ID_PROMPTS, 6)
     ids["token_ids"][2, -1] = VOCABULARY
-    with pytest.raises(ValueError, match=r"prompt 2 has token id 200 at column 5, outside the model's vocabulary "
-                                         r"of 200 ids \[0, 200\)"):
+    with pytest.raises(ValueError, match=r"token_ids values must be in \[0, 200\) \(the vocabulary size\); got 200 at "
+                                         r"row 2, column 5\."):
         model.generate(tf.data.Dataset.from_tensor_slices(ids).batch(2), stop_token_ids=None)
 
 
@@ -166,8 +166,8 @@ def test_id_prompts_outside_the_vocabulary_are_refused_naming_row_and_column(mod
     ids = id_batch([[20, 21], [22, 23], [24]], 4)  # Row 1 is right-padded: its tokens are columns 0 and 1.
     ids["token_ids"] = ids["token_ids"].astype(np.int64)
     ids["token_ids"][1, column] = bad_id
-    with pytest.raises(ValueError, match=rf"prompt 1 has token id {bad_id} at column {column}, outside the model's "
-                                         r"vocabulary of 200 ids \[0, 200\)"):
+    with pytest.raises(ValueError, match=rf"token_ids values must be in \[0, 200\) \(the vocabulary size\); got "
+                                         rf"{bad_id} at row 1, column {column}\."):
         model.generate(ids, stop_token_ids=None)
     ids["token_ids"][1, 3] = bad_id  # Under padding: not a prompt token, never read.
     ids["token_ids"][1, column] = 30

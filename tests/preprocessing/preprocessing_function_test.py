@@ -1,11 +1,11 @@
-"""`preprocessing_function` and `contains_string_data`: raw Python inputs of the preprocessors, as in keras-hub."""
+"""`preprocessing_function`, `contains_string_data`, `describe_input`: raw Python inputs of the preprocessors."""
 
 import keras
 import numpy as np
 import tensorflow as tf
 
 from xlnet_tf.preprocessing.preprocessing_function import preprocessing_function
-from xlnet_tf.preprocessing.string_inputs import contains_string_data
+from xlnet_tf.preprocessing.string_inputs import contains_string_data, describe_input
 
 
 class _Echo(keras.layers.Layer):
@@ -41,3 +41,13 @@ def test_contains_string_data_finds_text_at_any_depth():
     assert contains_string_data(np.array(["x"], dtype=object))
     assert contains_string_data(tf.constant(["x"]))
     assert not contains_string_data({"token_ids": np.zeros((1, 4), "int32"), "mask": tf.ones((1, 4))})
+
+
+def test_describe_input_names_kind_size_dtype_and_shape():
+    assert describe_input(["New York", "Paris"]) == "a list of 2 str"
+    assert describe_input("New York") == "a single str 'New York'"
+    assert describe_input({"token_ids": 1, "mask": 2}) == "a dict with keys ['mask', 'token_ids']"
+    assert describe_input(np.zeros((2, 6), "int64")) == "an int64 array of shape (2, 6)"
+    assert describe_input(np.array(["a"])) == "a string array of shape (1,)"
+    assert describe_input(tf.ragged.constant([["a"], ["b", "c"]])) == "a string ragged tensor of shape (2, None)"
+    assert describe_input(tf.TensorSpec(None, tf.float32)) == "a float32 tensor of unknown shape"

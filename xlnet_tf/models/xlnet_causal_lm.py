@@ -12,6 +12,7 @@ from xlnet_tf.formats.preset_files import PREPROCESSING_FILE
 from xlnet_tf.formats.special_tokens import EOD_TOKEN_ID, EOP_TOKEN_ID
 from xlnet_tf.storage import preset_io
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+from xlnet_tf.models.token_id_checks import check_token_id_inputs
 from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer, tied_lm_logits
 from xlnet_tf.samplers.seeded_sampler import seeded_sampler
 from xlnet_tf.preprocessing.xlnet_causal_lm_preprocessor import XLNetCausalLMPreprocessor
@@ -20,6 +21,8 @@ MODES = ("exact", "cached")
 # XLNet's own end markers: end of document and end of paragraph.
 DEFAULT_STOP_TOKEN_IDS = (EOD_TOKEN_ID, EOP_TOKEN_ID)
 GENERATION_TASK_TYPE = "generation"
+# The inputs of an id prompt (generation sets segments and positions itself).
+PROMPT_INPUTS = ("token_ids", "padding_mask")
 # A generation preset's `preprocessing.json` keys (besides `task_type`); `max_new_tokens` is the
 # largest request of an exported `generate` signature.
 GENERATION_SETTINGS = ("mode", "recompute_window", "sequence_length", "max_new_tokens")
@@ -665,13 +668,12 @@ def _array(value, what):
 
 def _id_prompts(inputs):
     """The `token_ids` (int64) and `padding_mask` (bool) `[B, T]` of an id prompt dict; its structure checked."""
-    expected = ("token_ids", "padding_mask")
-    for key in expected:
+    for key in PROMPT_INPUTS:
         if key not in inputs:
             raise ValueError(f"XLNetCausalLM.generate: an id prompt dict needs 'token_ids' and 'padding_mask' "
                              f"[batch, length] (1 under each prompt token); {key!r} is missing (got keys "
                              f"{sorted(inputs)}).")
-    extra = sorted(set(inputs) - set(expected))
+    extra = sorted(set(inputs) - set(PROMPT_INPUTS))
     if extra:
         raise ValueError(f"XLNetCausalLM.generate: an id prompt dict has only 'token_ids' and 'padding_mask'; "
                          f"got {extra[0]!r} too (generation sets the segments and positions itself).")
@@ -767,10 +769,8 @@ def _check_prompts(token_ids, padding_mask, vocabulary_size, longest, too_long, 
         if length > longest:
             count = f"at least {length}" if length == packed_width else str(length)
             raise ValueError(f"XLNetCausalLM.generate: prompt {first_row + row} has {count} tokens{too_long}")
-    outside = padding_mask & ((token_ids < 0) | (token_ids >= vocabulary_size))
-    if outside.any():
-        row, column = (int(i[0]) for i in np.nonzero(outside))
-        raise ValueError(f"XLNetCausalLM.generate: prompt {first_row + row} has token id {int(token_ids[row, column])} "
-                         f"at column {column}, outside the model's vocabulary of {vocabulary_size} ids "
-                         f"[0, {vocabulary_size}).")
+    # Only prompt tokens are read: ids under padding are never looked up, whatever they hold.
+    check_token_id_inputs({"token_ids": np.where(padding_mask, token_ids, 0), "padding_mask": padding_mask},
+                          vocabulary_size=vocabulary_size, caller="XLNetCausalLM.generate", keys=PROMPT_INPUTS,
+                          first_row=first_row)
     return lengths

@@ -70,6 +70,8 @@ class XLNetClassifier(XLNetTask):
     """
 
     preprocessor_cls = XLNetClassifierPreprocessor
+    input_shapes = (("batch", "length"), ("batch", "segments", "length"))
+    text_inputs = "strings [batch], or a tuple (first texts, second texts) of two such lists"
 
     def __init__(self, backbone, num_classes=2, dropout=0.1, cls_token_id=CLS_TOKEN_ID, **kwargs):
         super().__init__(backbone, **kwargs)

@@ -50,6 +50,9 @@ class XLNetMultipleChoice(XLNetTask):
     """
 
     preprocessor_cls = XLNetMultipleChoicePreprocessor
+    input_shapes = (("batch", "choices", "length"), ("batch", "choices", "segments", "length"))
+    text_inputs = ('a dict {"context": strings [batch], "question": strings [batch], '
+                   '"choices": strings [batch, choices]}')
 
     def __init__(self, backbone, dropout=0.1, cls_token_id=CLS_TOKEN_ID, **kwargs):
         super().__init__(backbone, **kwargs)

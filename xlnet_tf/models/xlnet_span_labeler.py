@@ -68,6 +68,7 @@ class XLNetSpanLabeler(XLNetTask):
     """
 
     preprocessor_cls = XLNetSpanLabelerPreprocessor
+    text_inputs = 'a dict {"context": strings [batch], "question": strings [batch]}'
 
     def __init__(self, backbone, start_n_top=5, end_n_top=5, dropout=0.1,
                  cls_token_id=CLS_TOKEN_ID, sep_token_id=SEP_TOKEN_ID, **kwargs):

@@ -15,11 +15,14 @@ and `load_task_preset`) is in keras-hub's layout (see `xlnet_tf.storage.preset_i
 A backbone or pretraining preset (no `task.json`) gives the backbone's weights and a fresh head.
 """
 
+import math
 import os
 import re
 import warnings
 
 import keras
+import numpy as np
+import tensorflow as tf
 from keras import ops
 from keras_hub.models import Task
 
@@ -31,14 +34,79 @@ from xlnet_tf.formats.preset_files import TASK_WEIGHTS_FILE
 from xlnet_tf.formats.preset_files import WEIGHTS_FILE as BACKBONE_WEIGHTS_FILE
 from xlnet_tf.formats.special_tokens import CLS_TOKEN_ID
 from xlnet_tf.layers import seeded_dropout
-from xlnet_tf.models.xlnet_backbone import XLNetBackbone
+from xlnet_tf.models.xlnet_backbone import REQUIRED_INPUTS, XLNetBackbone
 from xlnet_tf.models.xlnet_config import read_backbone_config
-from xlnet_tf.preprocessing.string_inputs import contains_string_data
+from xlnet_tf.models.token_id_checks import check_token_id_inputs
+from xlnet_tf.preprocessing.string_inputs import contains_string_data, describe_input, dtype_name
+from xlnet_tf.preprocessing.xlnet_preprocessor import is_packed
 from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 from xlnet_tf.storage import preset_io
 from xlnet_tf.optimizers.build_optimizer import BUILD_OPTIMIZER_ARGUMENTS
 from xlnet_tf.optimizers.build_optimizer import build_optimizer
 from xlnet_tf.optimizers.build_optimizer import exclude_from_weight_decay
+
+
+_PACKED_IDS = "(token_ids, segment_ids, padding_mask, each int [batch, length])"
+
+
+def _is_array_data(x):
+    """Whether `x` is held in memory (arrays, tensors, lists, dicts and tuples of them), not a generator."""
+    return all(isinstance(leaf, (np.ndarray, np.generic, list, tuple, str, bytes, int, float, bool))
+               or hasattr(leaf, "shape") for leaf in _leaves(x))
+
+
+def _leaves(x):
+    """The inputs of `x` as `tf.data.Dataset.from_tensor_slices` reads them: a list is one input."""
+    if isinstance(x, dict):
+        return [leaf for value in x.values() for leaf in _leaves(value)]
+    if isinstance(x, tuple):
+        return [leaf for value in x for leaf in _leaves(value)]
+    return [x]
+
+
+def _row_count(x):
+    """Rows of the first input of `x`, or None when its shape does not say."""
+    leaves = _leaves(x)
+    if not leaves:
+        return None
+    first = leaves[0]
+    if isinstance(first, list):
+        return len(first)
+    if isinstance(first, tf.RaggedTensor):
+        return int(first.nrows())
+    shape = getattr(first, "shape", None)
+    if shape is None or getattr(shape, "rank", 1) is None or len(shape) == 0:
+        return None
+    return shape[0]
+
+
+def _split_rows(data, validation_split):
+    """`(train, validation)`: the first `floor(rows * (1 - validation_split))` rows of every input, and the rest."""
+    rows = _row_count(data[0])
+    at = int(math.floor(rows * (1.0 - validation_split)))
+    if at in (0, rows):
+        raise ValueError(f"validation_split={validation_split} of {rows} examples leaves no example for training "
+                         "or for validation; pass more examples or another validation_split.")
+
+    def rows_of(value, start, end):
+        if isinstance(value, dict):
+            return {key: rows_of(item, start, end) for key, item in value.items()}
+        if isinstance(value, tuple):
+            return tuple(rows_of(item, start, end) for item in value)
+        return None if value is None else value[start:end]
+
+    return rows_of(data, 0, at), rows_of(data, at, rows)
+
+
+def _holds_numbers(x):
+    """Whether some input of `x` holds numbers (ids), not text: a number, a numeric array or tensor."""
+    for leaf in keras.tree.flatten(x):
+        if isinstance(leaf, (bool, int, float, np.number)):
+            return True
+        dtype = getattr(leaf, "dtype", None)
+        if dtype is not None and dtype_name(dtype) not in ("string", "object"):
+            return True
+    return False
 
 
 def cls_positions(token_ids, padding_mask, cls_token_id=CLS_TOKEN_ID):
@@ -115,6 +183,13 @@ class XLNetTask(Task):
     preprocessor) or dicts of already packed ids. A model built without a
     preprocessor takes packed ids only and names the fix when given text.
 
+    Token-id inputs are checked by `xlnet_tf.models.token_id_checks.check_token_id_inputs`
+    (a dict of the three inputs, integer, agreeing shapes, ids inside the vocabulary):
+    in `model(x)`, before `fit`/`evaluate`/`predict` build their data set (every check
+    on concrete values; structure, dtypes and shapes on a `tf.data.Dataset`'s element
+    spec), and with `Assert`s on every batch of the preprocessing map, the ids a
+    preprocessor packs included. A batch without examples is refused too.
+
     Subclasses create their head layers in `__init__`, create their weights in
     `build_head(hidden_dim)` and end `__init__` with `self.build()`, so that a
     model is complete before any call (a `.keras` load then restores every
@@ -147,7 +222,12 @@ class XLNetTask(Task):
         self.preprocessor = preprocessor
         self._compile_when_built = bool(compile)
 
-    # ------------------------------------------------------------------ raw data
+    # ------------------------------------------------------------------ inputs
+    # The shapes of `token_ids` the model reads, axis names (subclasses with long documents add theirs).
+    input_shapes = (("batch", "length"),)
+    # The raw inputs of the task's preprocessor, as a user passes them (for the messages).
+    text_inputs = "raw text"
+
     def _no_preprocessor_message(self):
         name = type(self).__name__
         return (f"{name} was built without a preprocessor, so it takes dicts of packed ids "
@@ -155,16 +235,105 @@ class XLNetTask(Task):
                 f"preprocessor={getattr(self.preprocessor_cls, '__name__', 'a preprocessor')}(tokenizer, ...) when "
                 f"building it, or build it with {name}.from_preset(...), which attaches one.")
 
+    def _ids_hint(self):
+        """What else the model takes, added to the messages that refuse its token-id inputs."""
+        name = type(self).__name__
+        if self.preprocessor is None:
+            preprocessor = getattr(self.preprocessor_cls, "__name__", "a preprocessor")
+            return (f" {name} has no preprocessor, so it reads packed ids only: {preprocessor}(tokenizer, ...)(x) "
+                    f"packs raw text into them, and {name}(backbone, preprocessor=...) or {name}.from_preset(...) "
+                    "builds a model that takes the text itself.")
+        return (f" With its {type(self.preprocessor).__name__} it also takes raw text: {self.text_inputs}; "
+                "model.preprocessor(x) shows the dict it packs them into.")
+
+    def _checked_token_ids(self, inputs, assert_in_graph=False):
+        """`inputs` once `check_token_id_inputs` accepts them for this model (see that module)."""
+        return check_token_id_inputs(
+            inputs, vocabulary_size=self.backbone.config.vocabulary_size, caller=type(self).__name__,
+            shapes=self.input_shapes, hint=self._ids_hint(), assert_in_graph=assert_in_graph)
+
+    def _text_inputs(self, x):
+        """Raw inputs of the preprocessor (or a data set's element spec), refused when they hold numbers."""
+        if _holds_numbers(x):
+            raise ValueError(
+                f"{type(self).__name__} takes raw text through its {type(self.preprocessor).__name__}: "
+                f"{self.text_inputs}; or a dict of packed ids {_PACKED_IDS}; got {describe_input(x)}. "
+                "model.preprocessor(x) shows the dict it packs text into.")
+        return x
+
+    def _text_labels(self, y):
+        """Labels of raw text, as `fit`/`evaluate` take them (subclasses convert ragged lists)."""
+        return y
+
+    def _host_data(self, x, y, method):
+        """`x`, `y` of `fit`/`evaluate`/`predict`, checked before the data set is built from them.
+
+        Concrete inputs get every check of `check_token_id_inputs` (values included)
+        here, where a failure is a plain exception; a `tf.data.Dataset` gets the
+        structure, dtype and shape checks on its `element_spec`, and its values are
+        checked batch by batch in `preprocess_samples`. Other inputs (generators,
+        `PyDataset`s) pass unchanged to the same per-batch checks.
+        """
+        if isinstance(x, tf.data.Dataset):
+            spec = keras.utils.unpack_x_y_sample_weight(x.element_spec)[0]
+            if self.preprocessor is None and contains_string_data(spec):
+                raise ValueError(self._no_preprocessor_message())
+            if self.preprocessor is None or is_packed(spec):
+                self._checked_token_ids(spec)
+            else:
+                self._text_inputs(spec)
+            return x, y
+        if x is None or not _is_array_data(x):
+            return x, y
+        if self.preprocessor is None and contains_string_data(x):
+            raise ValueError(self._no_preprocessor_message())
+        if self.preprocessor is None or is_packed(x):
+            self._checked_token_ids(x)
+            return x, y
+        if _row_count(x) == 0:
+            raise ValueError(f"{type(self).__name__}.{method} got 0 examples ({describe_input(x)}); pass at least one.")
+        return self._text_inputs(x), self._text_labels(y)
+
     def __call__(self, *args, **kwargs):
         inputs = args[0] if args else kwargs.get("inputs")
-        if self.preprocessor is None and contains_string_data(inputs):
-            raise ValueError(self._no_preprocessor_message())
+        if contains_string_data(inputs):
+            if self.preprocessor is None:
+                raise ValueError(self._no_preprocessor_message())
+            return super().__call__(*args, **kwargs)  # keras-hub's message: text goes through predict/fit
+        self._checked_token_ids(inputs)
         return super().__call__(*args, **kwargs)
 
     def preprocess_samples(self, x, y=None, sample_weight=None):
         if self.preprocessor is None and contains_string_data(x):
             raise ValueError(self._no_preprocessor_message())
-        return super().preprocess_samples(x, y, sample_weight)
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(super().preprocess_samples(x, y, sample_weight))
+        # The ids as the model will read them, text packed by the preprocessor included (its tokenizer may
+        # know more pieces than the embedding): in a `tf.data` map, Asserts on each batch.
+        x = self._checked_token_ids(x, assert_in_graph=True)
+        return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)
+
+    def fit(self, x=None, y=None, batch_size=None, sample_weight=None, validation_data=None, **kwargs):
+        x, y = self._host_data(x, y, "fit")
+        split = kwargs.get("validation_split")
+        if split and validation_data is None and any(isinstance(leaf, tf.RaggedTensor) for leaf in _leaves((x, y))):
+            # keras-hub splits arrays only; word lists are ragged. The same rule: the last rows validate.
+            kwargs.pop("validation_split")
+            (x, y, sample_weight), validation_data = _split_rows((x, y, sample_weight), split)
+        elif validation_data is not None and not isinstance(validation_data, tf.data.Dataset):
+            vx, vy, vsw = keras.utils.unpack_x_y_sample_weight(validation_data)
+            vx, vy = self._host_data(vx, vy, "fit")
+            validation_data = keras.utils.pack_x_y_sample_weight(vx, vy, vsw)
+        return super().fit(x, y, batch_size=batch_size, sample_weight=sample_weight,
+                           validation_data=validation_data, **kwargs)
+
+    def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
+        if not kwargs.get("_use_cached_eval_dataset", False):
+            x, y = self._host_data(x, y, "evaluate")
+        return super().evaluate(x, y, batch_size=batch_size, sample_weight=sample_weight, **kwargs)
+
+    def predict(self, x=None, batch_size=None, **kwargs):
+        x, _ = self._host_data(x, None, "predict")
+        return super().predict(x, batch_size=batch_size, **kwargs)
 
     # ------------------------------------------------------------------ compile
     def compile_from_config(self, config):
@@ -241,16 +410,11 @@ class XLNetTask(Task):
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 
     def backbone_inputs(self, inputs):
-        """The three backbone inputs of a feature dict (other keys, e.g. labels, are dropped)."""
-        missing = [k for k in ("token_ids", "segment_ids", "padding_mask") if k not in inputs]
-        if missing:
-            raise ValueError(
-                f"{type(self).__name__} inputs are missing key(s) {missing}; got {sorted(inputs)}.")
-        return {
-            "token_ids": inputs["token_ids"],
-            "segment_ids": inputs["segment_ids"],
-            "padding_mask": inputs["padding_mask"],
-        }
+        """The three backbone inputs of a feature dict (other keys, e.g. labels, are dropped).
+
+        `__call__` has checked them (`check_token_id_inputs`) before `call` runs.
+        """
+        return {key: inputs[key] for key in REQUIRED_INPUTS}
 
     def backbone_sequence(self, features, training, output_positions=None):
         """The backbone's content stream for `features`, and the dropout seed of the head.

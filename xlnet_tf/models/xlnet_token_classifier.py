@@ -1,12 +1,14 @@
 """`XLNetTokenClassifier`: one label per token (NER-style) on an XLNet backbone."""
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from xlnet_tf.formats.finetuning_records import IGNORE_LABEL
 from xlnet_tf.layers import seeded_dropout
 from xlnet_tf.models.xlnet_task import XLNetTask
-from xlnet_tf.preprocessing.xlnet_token_classifier_preprocessor import XLNetTokenClassifierPreprocessor
+from xlnet_tf.preprocessing.xlnet_token_classifier_preprocessor import (WORD_LISTS, XLNetTokenClassifierPreprocessor,
+                                                                         word_lists)
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
@@ -22,6 +24,12 @@ class XLNetTokenClassifier(XLNetTask):
         num_classes: number of tags.
         dropout: dropout rate before the classifier.
         **kwargs: `name`, `dtype`, `trainable`.
+
+    With an `XLNetTokenClassifierPreprocessor`, `fit`/`evaluate`/`predict` take
+    word lists, one list per sentence, of any lengths (`[["New", "York"],
+    ["Paris"]]`), and word labels alike; each sentence is packed alone, so its
+    logits do not depend on the rest of the batch. Sentences as plain strings are
+    refused with how to split them.
 
     Call arguments:
         inputs: dict with `token_ids`, `segment_ids`, `padding_mask`, each int32 `[B, L]`.
@@ -40,6 +48,16 @@ class XLNetTokenClassifier(XLNetTask):
     """
 
     preprocessor_cls = XLNetTokenClassifierPreprocessor
+    text_inputs = WORD_LISTS
+
+    def _text_inputs(self, x):
+        # Ragged Python lists as a ragged tensor: keras-hub's data set cannot slice them as lists.
+        return word_lists(super()._text_inputs(x), type(self).__name__)
+
+    def _text_labels(self, y):
+        if isinstance(y, list) and all(isinstance(row, (list, tuple)) for row in y):
+            return tf.ragged.constant(y, dtype=tf.int32, ragged_rank=1)  # one label per word
+        return y
 
     def __init__(self, backbone, num_classes=2, dropout=0.1, **kwargs):
         super().__init__(backbone, **kwargs)
