@@ -168,7 +168,8 @@ def test_predict_cli_answers_multiple_choice(choice_export, tmp_path, capsys):
 
     model, path, loaded = choice_export
     options = [f"option {k}" for k in range(NUM_CHOICES)]
-    assert main(["--model", path, "the river flows north", *sum((["--choice", o] for o in options), [])]) == 0
+    assert main(["--model", path, "the river flows north", "--question", "",
+                 *sum((["--choice", o] for o in options), [])]) == 0
     record = json.loads(capsys.readouterr().out.strip().splitlines()[0])
     expected = loaded.signatures["serving_default"](
         context=tf.constant(["the river flows north"]),
@@ -178,6 +179,6 @@ def test_predict_cli_answers_multiple_choice(choice_export, tmp_path, capsys):
     assert record["label"] == int(expected["label"][0])
     np.testing.assert_allclose(record["probabilities"], expected["probabilities"][0].numpy(), atol=1e-6)
     rows = tmp_path / "rows.jsonl"
-    rows.write_text(json.dumps({"context": "a", "choices": options[:1]}) + "\n")
+    rows.write_text(json.dumps({"context": "a", "question": "", "choices": options[:1]}) + "\n")
     assert main(["--model", path, "--jsonl", str(rows)]) == 2
     assert f"exactly {NUM_CHOICES} choices" in capsys.readouterr().err

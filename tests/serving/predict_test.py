@@ -63,6 +63,15 @@ def test_predict_usage_errors(real_classifier_export, capsys, argv_tail, message
     assert message in capsys.readouterr().err
 
 
+def test_predict_question_is_for_multiple_choice(real_classifier_export, real_span_export, capsys):
+    # --question would be silently dropped by a model that has no question input.
+    for (_, path, _), hint in ((real_classifier_export, "."),
+                               (real_span_export, "; a question-answering model takes its question with --pair "
+                                                  "(or `question` in --jsonl rows).")):
+        assert main(["--model", path, "a cat", "--pair", "a dog", "--question", "who?"]) == 2
+        assert capsys.readouterr().err == f"xlnet-tf predict: --question is only for multiple-choice models{hint}\n"
+
+
 def test_predict_missing_model(tmp_path, capsys):
     assert main(["--model", str(tmp_path), "x"]) == 2
     assert "not a SavedModel directory" in capsys.readouterr().err

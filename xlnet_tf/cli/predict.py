@@ -5,6 +5,8 @@ Examples:
     xlnet-tf predict --model exports/sst2 "a fine film" "a dull film"
     xlnet-tf predict --model exports/mnli "A man plays." --pair "Someone makes music."
     xlnet-tf predict --model exports/squad "The fox jumps over the dog." --pair "Who jumps?"
+    xlnet-tf predict --model exports/race "Ann walked home in the rain." --question "How did Ann get home?" \
+        --choice "by bus" --choice "on foot" --choice "by car" --choice "by bike"
     xlnet-tf predict --model exports/sst2 --jsonl reviews.jsonl --output predictions.jsonl
 
 Only the SavedModel is used (its `serving_default` signature: tokenizer and
@@ -12,6 +14,15 @@ packer run inside the graph), so the output is what a TensorFlow Serving
 deployment of the same directory answers. The model is run by
 `xlnet_tf.serving.saved_model_predictor.SavedModelPredictor`; this module turns
 TEXT arguments and --jsonl lines into its rows and prints its records.
+
+Multiple choice: each row is a context, its question and the options, packed as
+fine-tuning packed them (`context <sep> question option <sep> <cls>`). A model
+fine-tuned with questions needs one on every row (`--question`, or `question` in
+each --jsonl row; "" says the row has none); one fine-tuned without questions
+(its signature has no `question` input) refuses them. Every row is checked by
+`SavedModelPredictor.checked_row`, so a missing context, choices that are not a
+list of the model's number of strings, or a question that is not a string is one
+line naming the file and line (or the TEXT argument).
 
 Invalid UTF-8 (in TEXT arguments or --jsonl lines): each undecodable byte
 sequence is replaced with U+FFFD before the model (what the SavedModel itself
@@ -47,11 +58,16 @@ def _parser():
     parser.add_argument("--pair", action="append", default=None, metavar="TEXT",
                         help="Second text (text_pair; the question for question answering). Give it once to use "
                              "it for every TEXT, or once per TEXT.")
-    parser.add_argument("--jsonl", help="JSON-lines file of inputs: objects with `text` (and `text_pair`), or "
-                                        "`context` and `question` for question answering.")
+    parser.add_argument("--jsonl", help="JSON-lines file of inputs: objects with `text` (and `text_pair`), "
+                                        "`context` and `question` for question answering, or `context`, "
+                                        "`question` and a `choices` list for multiple choice.")
     parser.add_argument("--choice", action="append", default=None, metavar="TEXT",
                         help="Multiple-choice models: one answer option (give it once per option, the same "
-                             "options for every TEXT); --jsonl rows carry `context` and a `choices` list.")
+                             "options for every TEXT); --jsonl rows carry `context`, `question` and a "
+                             "`choices` list.")
+    parser.add_argument("--question", action="append", default=None, metavar="TEXT",
+                        help="Multiple-choice models: the question the options answer. Give it once to use it "
+                             "for every TEXT, or once per TEXT ('' for none).")
     parser.add_argument("--output", help="Write JSON lines here instead of stdout.")
     parser.add_argument("--batch-size", type=int, default=32, help="Inputs per call (default 32).")
     parser.add_argument("--top-k", type=int, default=0,
@@ -104,27 +120,58 @@ def _read_jsonl(path, first, second, warnings):
     return rows
 
 
-def _choice_inputs(args, num_choices, warnings):
-    """(context, [choices]) rows of a multiple-choice model, from --jsonl and TEXT + --choice."""
+def _per_text(values, texts, flag):
+    """`values` of a flag given once (for every TEXT) or once per TEXT, one per TEXT."""
+    if len(values) not in (1, len(texts)):
+        raise ValueError(f"{flag} was given {len(values)} times for {len(texts)} texts; "
+                         "give it once or once per text.")
+    return values * len(texts) if len(values) == 1 else values
+
+
+def _choice_flags(args, predictor):
+    """The TEXT-argument rows of a multiple-choice model, as dicts; a flag it cannot use is an error."""
+    if args.pair:
+        raise ValueError("--pair is not used by multiple-choice models; give the question with --question and "
+                         "each option with --choice.")
+    if not args.texts:
+        if args.choice or args.question:
+            raise ValueError("--choice and --question go with TEXT arguments (the contexts); --jsonl rows carry "
+                             "their own `question` and `choices`.")
+        return []
+    if not args.choice:
+        raise ValueError(f"give each option with --choice (this model takes exactly {predictor.num_choices}).")
+    questions = _per_text(args.question, args.texts, "--question") if args.question else [None] * len(args.texts)
+    if predictor.takes_question and not args.question:
+        raise ValueError("this multiple-choice model was fine-tuned with a question before each choice: give "
+                         "--question TEXT (once for every TEXT, or once per TEXT; --question '' for none).")
+    if not predictor.takes_question and any(questions):
+        raise ValueError("--question: this multiple-choice model was fine-tuned without questions (its signature "
+                         "takes `context` and `choices` only); leave --question out.")
+    return [{"context": text, "question": question, "choices": list(args.choice)}
+            for text, question in zip(args.texts, questions)]
+
+
+def _cleaned_choice_row(row, where, warnings):
+    """A checked multiple-choice row with every string valid Unicode (`_clean`)."""
+    return tuple([_clean(c, where, warnings) for c in field] if isinstance(field, list)
+                 else _clean(field, where, warnings) for field in row)
+
+
+def _choice_inputs(args, predictor, warnings):
+    """Checked `(context, [question,] [choices])` rows of a multiple-choice model, from --jsonl and TEXT."""
     rows = []
     if args.jsonl:
         for number, record in _jsonl_records(args.jsonl, warnings):
-            if not isinstance(record, dict) or "context" not in record or not isinstance(
-                    record.get("choices"), list):
-                raise ValueError(f"{args.jsonl}:{number}: expected an object with `context` and a "
-                                 "`choices` list.")
             where = f"{args.jsonl}:{number}"
-            rows.append((_clean(str(record["context"]), where, warnings),
-                         [_clean(str(c), where, warnings) for c in record["choices"]]))
-    for index, text in enumerate(args.texts, 1):
-        rows.append((_clean(text, f"TEXT argument {index}", warnings),
-                     [_clean(c, "a --choice argument", warnings) for c in args.choice or []]))
+            if not isinstance(record, dict):
+                raise ValueError(f"{where}: expected an object with `context`, `question` and a `choices` list, "
+                                 f"got {type(record).__name__}.")
+            rows.append(_cleaned_choice_row(predictor.checked_row(record, where), where, warnings))
+    for index, record in enumerate(_choice_flags(args, predictor), 1):
+        where = f"TEXT argument {index}"
+        rows.append(_cleaned_choice_row(predictor.checked_row(record, where), where, warnings))
     if not rows:
-        raise ValueError("no input: give TEXT arguments with --choice, or --jsonl FILE.")
-    for context, choices in rows:
-        if len(choices) != num_choices:
-            raise ValueError(f"this model takes exactly {num_choices} choices per input, got {len(choices)} "
-                             f"for {context[:40]!r}.")
+        raise ValueError("no input: give TEXT arguments with --question and --choice, or --jsonl FILE.")
     return rows
 
 
@@ -132,12 +179,8 @@ def _inputs(args, first, second, has_pair, warnings):
     rows = []
     if args.jsonl:
         rows.extend(_read_jsonl(args.jsonl, first, second, warnings))
-    pairs = args.pair or []
-    if pairs and len(pairs) not in (1, len(args.texts)):
-        raise ValueError(f"--pair was given {len(pairs)} times for {len(args.texts)} texts; "
-                         "give it once or once per text.")
-    for i, text in enumerate(args.texts):
-        pair = (pairs[0] if len(pairs) == 1 else pairs[i]) if pairs else None
+    pairs = _per_text(args.pair, args.texts, "--pair") if args.pair else [None] * len(args.texts)
+    for i, (text, pair) in enumerate(zip(args.texts, pairs)):
         rows.append((_clean(text, f"TEXT argument {i + 1}", warnings),
                      None if pair is None else _clean(pair, "a --pair argument", warnings)))
     if not rows:
@@ -177,11 +220,17 @@ def main(argv=None):
     warnings = []
     try:
         if predictor.takes_choices:
-            rows = _choice_inputs(args, predictor.num_choices, warnings)
+            rows = _choice_inputs(args, predictor, warnings)
         elif args.choice:
             raise ValueError("--choice is only for multiple-choice models.")
+        elif args.question:
+            raise ValueError("--question is only for multiple-choice models" + (
+                "; a question-answering model takes its question with --pair (or `question` in --jsonl rows)."
+                if predictor.input_names[1] == "question" else "."))
         else:
             rows = _inputs(args, first, second, predictor.has_pair, warnings)
+        # The rows are checked first: a mistake in them is told without waiting for the model.
+        predictor.load()
     except (ValueError, OSError) as e:
         print(f"xlnet-tf predict: {e}", file=sys.stderr)
         return 2

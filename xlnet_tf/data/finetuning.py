@@ -510,3 +510,23 @@ def has_text_pair(task):
         return False
     return tf.io.gfile.exists(path) and any(
         isinstance(row, dict) and row.get(fields[1]) is not None for _, row in example_rows.rows(path))
+
+
+def has_question(task):
+    """Whether a multiple-choice run's examples carry questions; None when only its records say (they do not).
+
+    A local file's rows are read as `canonical_choices` reads them (a missing or null
+    `question` is the empty one); RACE (`task.dataset`) always has questions. A model
+    fine-tuned without any packed each choice alone after the context, so its serving
+    signature takes no question (`preprocessing.json`'s `has_question`).
+    """
+    if task_type(task.task_type).layout != tasks.CHOICES:
+        return None
+    if task.records_dir and not (task.train_file or task.dataset):
+        return None
+    if task.dataset and not task.train_file:
+        return True
+    if not task.train_file or not tf.io.gfile.exists(task.train_file):
+        return None
+    return any(isinstance(row, dict) and str(row.get("question") or "") != ""
+               for _, row in example_rows.rows(task.train_file))

@@ -317,7 +317,7 @@ def preprocessing_info(task):
                      "text_fields": ["context", "question"]})
     if entry.layout == tasks.CHOICES:
         info.update({"second_max_length": task.max_qa_length, "truncate": entry.truncate,
-                     "text_fields": ["context", "question", "options"]})
+                     "text_fields": ["context", "question", "options"], "has_question": data.has_question(task)})
     return info
 
 

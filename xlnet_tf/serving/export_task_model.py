@@ -118,8 +118,9 @@ def export_task_model(model, output, *, metadata=None, overwrite=False, verify=T
     """Writes `model` as a SavedModel with `serving_default` and `serve_token_ids`.
 
     `serving_default` takes raw strings (`text`, plus `text_pair` for pair tasks;
-    `context` and `question` for span tasks; `context` `[B]` and `choices`
-    `[B, C]` for multiple choice) when a `preprocessor` is given; without one, the export is ids-in only and
+    `context` and `question` for span tasks; `context` `[B]`, `question` `[B]`
+    (unless `takes_question=False`) and `choices` `[B, C]` for multiple choice)
+    when a `preprocessor` is given; without one, the export is ids-in only and
     `serving_default` is the same function as `serve_token_ids` (then the
     SavedModel contains core TensorFlow ops only). A `xlnet_tf_serving.json` file
     next to `saved_model.pb` records the task, signatures, label names (for
@@ -147,7 +148,9 @@ def export_task_model(model, output, *, metadata=None, overwrite=False, verify=T
             `SpanAnswerDecoder`), `vocabulary` (list of pieces, for `pieces` /
             answer text outputs), `has_text_pair`, `label_names`, `output_key`
             (default `"logits"`), `num_choices` (multiple choice: the ids
-            signature takes `[B, C, L]`), `vocabulary_size` and `max_segments`
+            signature takes `[B, C, L]`), `takes_question` (multiple choice:
+            False drops the `question` input, for a model fine-tuned without
+            questions), `vocabulary_size` and `max_segments`
             (fine-tuning's segments per document: above 1, a model with
             recurrence memory gets signatures that take any length).
 

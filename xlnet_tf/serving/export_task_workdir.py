@@ -66,6 +66,19 @@ def _layout_preprocessing(preset, task_config):
     return info
 
 
+def _takes_question(preprocessing, preprocessing_file):
+    """Whether a multiple-choice signature takes `question`: unless fine-tuning saw no question at all.
+
+    `has_question` (written by `xlnet-tf finetune`) false: every training example had an
+    empty question, so the signature has no `question` input. Absent or null (records,
+    older runs): the signature takes one, and a client says `""` for none.
+    """
+    has_question = preprocessing.get("has_question")
+    if has_question is not None and not isinstance(has_question, bool):
+        raise ValueError(f"{preprocessing_file}: has_question must be true, false or null, got {has_question!r}.")
+    return has_question is not False
+
+
 def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True, sequence_length=None,
                         dtype="float32", jit_compile=False, trim_padding=None):
     """Exports the fine-tuned model of `workdir` as a two-signature SavedModel.
@@ -74,7 +87,8 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
     weights, the vocabulary and the packing: `preprocessing.json` as
     `xlnet-tf finetune` writes it, else what `preprocessor.json` and the task
     class say; multiple choice also needs `num_choices` or `num_classes` in
-    `preprocessing.json`; `max_segments` there, above 1 for a model with
+    `preprocessing.json`, and its `has_question` false (a run whose examples had no
+    questions) gives a strings-in signature without `question`; `max_segments` there, above 1 for a model with
     recurrence memory, exports signatures that take documents of any length),
     rebuilds the task model
     in float32 with the same packing as fine-tuning, and writes `output` with
@@ -136,12 +150,14 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
         raise ValueError(f"{preprocessing_file}: sequence_length must be an int >= 4, got {length}.")
     text_fields = preprocessing.get("text_fields") or ["text"]
     num_choices = None
+    choice_options = {}
     if entry.layout == tasks.CHOICES:
         # Fine-tuning records the number of choices as the number of classes.
         num_choices = preprocessing.get("num_choices") or preprocessing.get("num_classes")
         if not isinstance(num_choices, int) or isinstance(num_choices, bool) or num_choices < 1:
             raise ValueError(f"{preprocessing_file}: a multiple_choice export needs num_choices "
                              f"(or num_classes), an int >= 1, got {num_choices!r}.")
+        choice_options["takes_question"] = _takes_question(preprocessing, preprocessing_file)
     # Segments per document at fine-tuning; with recurrence memory in the model, above 1
     # makes both signatures take documents of any length.
     max_segments = preprocessing.get("max_segments", 1)
@@ -198,4 +214,5 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
         dtype=dtype,
         jit_compile=jit_compile,
         trim_padding=trim_padding,
+        **choice_options,
     )

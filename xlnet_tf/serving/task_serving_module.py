@@ -76,10 +76,11 @@ class TaskServingModule(tf.Module):
     segments and read in a `tf.while_loop` with memory, so cost grows linearly with length. Multiple choice
     takes `[B, C, L]` ids, or the fields of training as strings: `context` `[B]`, `question` `[B]` and
     `choices` `[B, C]`, each choice packed as fine-tuning packs it (a cloze question gets the choice in its
-    blank). Token classification splits `text` on whitespace into words, each tokenized on its own as in
-    training. `trim_padding` cuts the columns
-    that are padding in every row of a request before the model (same answers; XLNet's positions are
-    relative), and `jit_compile` compiles the model call with XLA (then padding is not cut).
+    blank); a model fine-tuned without questions (`takes_question=False`) has no `question` input, so a
+    client cannot send one it never saw. Token classification splits `text` on whitespace into words, each
+    tokenized on its own as in training. `trim_padding` cuts the columns that are padding in every row of a
+    request before the model (same answers; XLNet's positions are relative), and `jit_compile` compiles the
+    model call with XLA (then padding is not cut).
 
     Args:
         model: the task `keras.Model`; called with a dict of `token_ids`, `segment_ids`, `padding_mask`
@@ -97,6 +98,8 @@ class TaskServingModule(tf.Module):
             `SpanAnswerDecoder` instead; the strings-in signature then takes `context` and `question`.
         output_key: which key of a dict-returning model holds the logits.
         num_choices: int, the static number of choices `C`; required for `task="multiple_choice"`.
+        takes_question: multiple choice: whether the strings-in signature takes `question` (default True);
+            False for a model fine-tuned without questions (each choice packed alone after the context).
         vocabulary_size: int, the exclusive upper bound of `token_ids`; by default read from the model,
             else `len(vocabulary)`.
         max_segments: int >= 1, the segments per document at fine-tuning (`task.max_segments`); above 1,
@@ -135,6 +138,7 @@ class TaskServingModule(tf.Module):
         max_segments=1,
         jit_compile=False,
         trim_padding=None,
+        takes_question=True,
         name=None,
     ):
         super().__init__(name=name)
@@ -147,6 +151,10 @@ class TaskServingModule(tf.Module):
             not isinstance(num_choices, int) or isinstance(num_choices, bool) or num_choices < 1
         ):
             raise ValueError(f"task={task!r} needs num_choices, an int >= 1, got {num_choices!r}.")
+        if not isinstance(takes_question, bool) or (not takes_question and entry.layout != tasks.CHOICES):
+            raise ValueError(f"takes_question must be a bool, False only for a multiple-choice model; got "
+                             f"{takes_question!r} for task={task!r}.")
+        self.takes_question = takes_question if entry.layout == tasks.CHOICES else None
         if entry.layout == tasks.WINDOWS and preprocessor is not None and not hasattr(preprocessor, "answer"):
             raise ValueError(f"task={task!r} needs a SpanAnswerDecoder as its preprocessor.")
         if not isinstance(max_segments, int) or isinstance(max_segments, bool) or max_segments < 1:
@@ -210,15 +218,15 @@ class TaskServingModule(tf.Module):
             input_signature=[tf.TensorSpec(ids_shape, tf.int32, name=k) for k in TOKEN_INPUTS],
         )
         if preprocessor is not None and entry.layout == tasks.CHOICES:
-            # The fields of training: context, question, choices.
-            self.serve_text = tf.function(
-                self._serve_choices,
-                input_signature=[
-                    tf.TensorSpec([None], tf.string, name="context"),
-                    tf.TensorSpec([None], tf.string, name="question"),
-                    tf.TensorSpec([None, self.num_choices], tf.string, name="choices"),
-                ],
-            )
+            # The fields of training: context, question (when it had one), choices.
+            context_spec = tf.TensorSpec([None], tf.string, name="context")
+            choices_spec = tf.TensorSpec([None, self.num_choices], tf.string, name="choices")
+            if self.takes_question:
+                self.serve_text = tf.function(self._serve_choices, input_signature=[
+                    context_spec, tf.TensorSpec([None], tf.string, name="question"), choices_spec])
+            else:
+                self.serve_text = tf.function(self._serve_choices_alone,
+                                              input_signature=[context_spec, choices_spec])
         elif preprocessor is not None and entry.layout == tasks.WINDOWS:
             self.serve_text = tf.function(
                 self._serve_span,
@@ -326,6 +334,10 @@ class TaskServingModule(tf.Module):
         outputs = self._predict(features)
         outputs.update(self._text_extras(features, text))
         return outputs
+
+    def _serve_choices_alone(self, context, choices):
+        # Fine-tuning read an empty question for every example: each choice alone is its B segment.
+        return self._serve_choices(context, tf.fill(tf.shape(context), ""), choices)
 
     def _serve_choices(self, context, question, choices):
         batch = tf.shape(context)[0]
