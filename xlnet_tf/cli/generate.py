@@ -24,7 +24,7 @@ import re
 import sys
 
 from xlnet_tf.cli.command_parser import CommandParser
-from xlnet_tf.text_normalization import replace_undecodable
+from xlnet_tf.cli.undecodable_text import valid_text, warn_undecodable
 
 # The signature's `max_new_tokens` is an int32; whether a value is allowed is the signature's to say.
 INT32_RANGE = (-2 ** 31, 2 ** 31 - 1)
@@ -49,18 +49,6 @@ def saved_model_dir(path):
     return nested if tf.io.gfile.isdir(nested) else path
 
 
-def _valid_prompts(prompts):
-    """The prompts as valid Unicode (`replace_undecodable`), and a warning line for each that was not."""
-    clean, warnings = [], []
-    for number, prompt in enumerate(prompts, start=1):
-        text, positions = replace_undecodable(prompt)
-        clean.append(text)
-        if positions:
-            warnings.append(f"xlnet-tf generate: warning: PROMPT argument {number} is not valid UTF-8; each "
-                            "undecodable byte sequence was replaced with U+FFFD before the model.")
-    return clean, warnings
-
-
 def _refusal(error):
     """The signature's own message of a refused request (its assertion's parts joined), without TensorFlow's frame."""
     for line in error.message.splitlines():
@@ -80,9 +68,10 @@ def main(argv=None) -> int:
     import tensorflow as tf  # import time: `--help` and argument errors answer without TensorFlow
     import tensorflow_text  # noqa: F401  import time: loaded with the model (its SentencePiece ops)
 
-    prompts, warnings = _valid_prompts(args.prompts)
-    for warning in warnings:
-        print(warning, file=sys.stderr)
+    warnings = []
+    prompts = [valid_text(prompt, f"PROMPT argument {number}", warnings)
+               for number, prompt in enumerate(args.prompts, start=1)]
+    warn_undecodable("generate", warnings)
     path = saved_model_dir(args.model)
     if not tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
         print(f"xlnet-tf generate: {args.model} holds no SavedModel (saved_model.pb); pass the output "

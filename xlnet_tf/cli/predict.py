@@ -35,17 +35,9 @@ import json
 import sys
 
 from xlnet_tf.cli.command_parser import CommandParser
-from xlnet_tf.text_normalization import replace_undecodable
+from xlnet_tf.cli.undecodable_text import valid_text, warn_undecodable
 from xlnet_tf.storage.output_directory import check_output_file
 from xlnet_tf.storage.atomic_files import write_text
-
-
-def _clean(text, where, warnings):
-    """`text` as valid Unicode (`replace_undecodable`); `where` is noted in `warnings` when it was not."""
-    text, positions = replace_undecodable(text)
-    if positions:
-        warnings.append(where)
-    return text
 
 
 def _parser():
@@ -115,8 +107,8 @@ def _read_jsonl(path, first, second, warnings):
         if not isinstance(record, dict) or first not in record:
             raise ValueError(f"{path}:{number}: expected an object with a {first!r} field.")
         where = f"{path}:{number}"
-        rows.append((_clean(str(record[first]), where, warnings),
-                     None if record.get(second) is None else _clean(str(record[second]), where, warnings)))
+        rows.append((valid_text(str(record[first]), where, warnings),
+                     None if record.get(second) is None else valid_text(str(record[second]), where, warnings)))
     return rows
 
 
@@ -153,8 +145,8 @@ def _choice_flags(args, predictor):
 
 def _cleaned_choice_row(row, where, warnings):
     """A checked multiple-choice row with every string valid Unicode (`_clean`)."""
-    return tuple([_clean(c, where, warnings) for c in field] if isinstance(field, list)
-                 else _clean(field, where, warnings) for field in row)
+    return tuple([valid_text(c, where, warnings) for c in field] if isinstance(field, list)
+                 else valid_text(field, where, warnings) for field in row)
 
 
 def _choice_inputs(args, predictor, warnings):
@@ -181,8 +173,8 @@ def _inputs(args, first, second, has_pair, warnings):
         rows.extend(_read_jsonl(args.jsonl, first, second, warnings))
     pairs = _per_text(args.pair, args.texts, "--pair") if args.pair else [None] * len(args.texts)
     for i, (text, pair) in enumerate(zip(args.texts, pairs)):
-        rows.append((_clean(text, f"TEXT argument {i + 1}", warnings),
-                     None if pair is None else _clean(pair, "a --pair argument", warnings)))
+        rows.append((valid_text(text, f"TEXT argument {i + 1}", warnings),
+                     None if pair is None else valid_text(pair, "a --pair argument", warnings)))
     if not rows:
         raise ValueError("no input: give TEXT arguments or --jsonl FILE.")
     if has_pair and any(p is None for _, p in rows):
@@ -234,9 +226,7 @@ def main(argv=None):
     except (ValueError, OSError) as e:
         print(f"xlnet-tf predict: {e}", file=sys.stderr)
         return 2
-    for where in dict.fromkeys(warnings):
-        print(f"xlnet-tf predict: warning: {where} is not valid UTF-8; each undecodable byte sequence "
-              "was replaced with U+FFFD before the model.", file=sys.stderr)
+    warn_undecodable("predict", warnings)
 
     lines = []
     for record in predictor.predict(rows, batch_size=args.batch_size, top_k=args.top_k):
