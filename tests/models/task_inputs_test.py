@@ -167,3 +167,21 @@ def test_a_strings_model_given_ids_says_it_reads_text_and_which_dict_passes(clas
     words = [["hello", "world"]]
     np.testing.assert_allclose(model.predict(preprocessor(words), verbose=0), model.predict(words, verbose=0),
                                atol=1e-6)
+
+
+@pytest.mark.parametrize("bad_id", [40, -3])
+def test_backbone_and_pretrainer_refuse_ids_outside_the_vocabulary(bad_id):
+    from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
+
+    backbone = XLNetBackbone(CONFIG)
+    pretrainer = XLNetPretrainer(backbone)
+    good = features()
+    expected = backbone(good)["sequence_output"]
+    ids = good["token_ids"].copy()
+    ids[1, 2] = bad_id
+    message = re.escape(f"{VOCABULARY} {bad_id} at row 1, column 2.")
+    for call in (backbone, backbone.predict, pretrainer.predict):
+        with pytest.raises(ValueError, match=message):
+            call(features(token_ids=ids))
+    # The check passes valid ids through unchanged.
+    np.testing.assert_array_equal(backbone.predict(good, verbose=0)["sequence_output"], expected)

@@ -30,10 +30,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf.models.xlnet_backbone import REQUIRED_INPUTS
 from xlnet_tf.preprocessing.string_inputs import describe_input, dtype_name
 from xlnet_tf.preprocessing.xlnet_packer import SEGMENT_PAD
 
+# The token-id inputs every XLNet model reads (the backbone's required inputs).
+REQUIRED_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 # What each input is, said when it is missing.
 _MEANINGS = {
     "token_ids": "the ids of the pieces",

@@ -8,6 +8,7 @@ import tensorflow as tf
 from keras import ops
 from keras_hub.models import Backbone
 
+from xlnet_tf.models.token_id_checks import REQUIRED_INPUTS, check_token_id_inputs
 from xlnet_tf.models.xlnet_config import XLNetConfig
 from xlnet_tf.layers import seeded_dropout
 from xlnet_tf.layers.attention_masks import xlnet_attention_masks
@@ -16,7 +17,6 @@ from xlnet_tf.layers.xlnet_block import XLNetBlock
 from xlnet_tf.storage import preset_io
 from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
-REQUIRED_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 # Module-level so tests can swap it for the identity and compare against one forward run.
 _recompute_grad = tf.recompute_grad
 OPTIONAL_INPUTS = ("perm_mask", "target_mapping", "mems", "memory_padding_mask")
@@ -190,6 +190,10 @@ class XLNetBackbone(Backbone):
             raise ValueError(f"XLNetBackbone: unknown input key(s) {unknown}; allowed: "
                              f"{list(REQUIRED_INPUTS + OPTIONAL_INPUTS)}.")
         tensors = {k: ops.convert_to_tensor(v) for k, v in inputs.items() if v is not None}
+        # Eager values are checked here (an id outside the table would be read as another row or fail
+        # inside the lookup); `predict` checks its host data before tracing.
+        check_token_id_inputs({k: tensors[k] for k in REQUIRED_INPUTS}, vocabulary_size=self.config.vocabulary_size,
+                              caller="XLNetBackbone")
         expected_rank = {"token_ids": 2, "segment_ids": 2, "padding_mask": 2, "perm_mask": 3,
                          "target_mapping": 3, "mems": 4, "memory_padding_mask": 2}
         for key, tensor in tensors.items():
@@ -299,7 +303,8 @@ class XLNetBackbone(Backbone):
         """Sets `precomputed_position_heads` inside the `with` block (None: leaves it as it is).
 
         Example:
-        >>> from xlnet_tf.models.xlnet_config import XLNetConfig
+        >>> from xlnet_tf.models.token_id_checks import REQUIRED_INPUTS, check_token_id_inputs
+from xlnet_tf.models.xlnet_config import XLNetConfig
         >>> backbone = XLNetBackbone(XLNetConfig(vocabulary_size=20, num_layers=1, num_heads=1, head_dim=2,
         ...                                      hidden_dim=2, intermediate_dim=4))
         >>> with backbone.lend_position_heads(backbone.project_positions(8)):
@@ -332,6 +337,16 @@ class XLNetBackbone(Backbone):
         return [ops.slice(heads, (0, 0, start, 0),
                           (1, heads.shape[1], key_length + query_length, heads.shape[3]))  # [1, N, M + 2L, D]
                 for heads in cache]
+
+    def predict(self, x=None, batch_size=None, **kwargs):
+        """Keras' `predict`; a dict of arrays is checked first (`check_token_id_inputs`), values included.
+
+        Inside the traced step only structure and shapes can be checked, so ids
+        outside the vocabulary are refused here, before tracing, by name.
+        """
+        if isinstance(x, dict):
+            check_token_id_inputs(x, vocabulary_size=self.config.vocabulary_size, caller="XLNetBackbone")
+        return super().predict(x, batch_size=batch_size, **kwargs)
 
     def call(self, inputs, training=None, output_hidden_states=False, dropout_seed=None,
              output_positions=None, memory_heads=None, output_key_value_heads=False):

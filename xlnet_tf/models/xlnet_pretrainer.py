@@ -12,6 +12,7 @@ from xlnet_tf.layers.seeded_dropout import training_dropout_seed
 from xlnet_tf.storage import preset_io
 from xlnet_tf.models.xlnet_backbone import OPTIONAL_INPUTS, REQUIRED_INPUTS, XLNetBackbone
 from xlnet_tf.models.recurrence_memory import RecurrenceMemory
+from xlnet_tf.models.token_id_checks import check_token_id_inputs
 
 BACKBONE_INPUTS = REQUIRED_INPUTS + OPTIONAL_INPUTS
 TARGET_KEYS = ("target_ids", "target_mask")
@@ -91,6 +92,16 @@ class XLNetPretrainer(keras.Model):
         self.lm_bias = self.add_weight(
             name="lm_bias", shape=(self.backbone.config.vocabulary_size,), initializer="zeros")
         self.built = True
+
+    def predict(self, x=None, batch_size=None, **kwargs):
+        """Keras' `predict`; a dict of arrays is checked first (`check_token_id_inputs`), values included.
+
+        Inside the traced step only structure and shapes can be checked, so ids
+        outside the vocabulary are refused here, before tracing, by name.
+        """
+        if isinstance(x, dict):
+            check_token_id_inputs(x, vocabulary_size=self.backbone.config.vocabulary_size, caller="XLNetPretrainer")
+        return super().predict(x, batch_size=batch_size, **kwargs)
 
     def call(self, inputs, training=None, output_hidden_states=False, dropout_seed=None):
         if not isinstance(inputs, dict):
