@@ -90,6 +90,19 @@ def test_missing_input_is_named(tmp_path):
         train_vocabulary(str(tmp_path / "nowhere" / "*.txt"), 40, tmp_path / "m.model")
 
 
+def test_one_file_given_twice_is_refused_naming_both_spellings(tmp_path, monkeypatch, capsys):
+    # The Beam jobs' rule: `a.txt` and `./a.txt` are one file, whose sentences would count twice.
+    monkeypatch.chdir(tmp_path)
+    _write_corpus(tmp_path / "a.txt")
+    code = vocab.main(["--input", "a.txt", "./a.txt", "--vocab-size", "40", "--output", "m.model"])
+    assert code == 2
+    assert ("Input file 'a.txt' and './a.txt' are the same file, so its contents would be read twice"
+            in capsys.readouterr().err)
+    with pytest.raises(VocabularyTrainingError, match=r"'\./a\.txt' \(matched by '\./\*\.txt'\) are the same"):
+        train_vocabulary(["a.txt", "./*.txt"], 40, "m.model")
+    assert not os.path.exists("m.model")
+
+
 def test_no_text_is_a_clear_error(tmp_path):
     (tmp_path / "blank.txt").write_text("\n\n  \n", encoding="utf-8")
     with pytest.raises(VocabularyTrainingError, match="No text to train on"):
@@ -118,7 +131,7 @@ def test_cli_main(tmp_path, capsys):
     code = vocab.main(["--input", str(tmp_path / "missing.txt"), "--vocab-size", "40",
                                     "--output", str(output)])
     assert code == 2
-    assert "missing.txt' matches no file" in capsys.readouterr().err
+    assert "missing.txt' does not exist." in capsys.readouterr().err
     assert os.path.exists(output)
 
 

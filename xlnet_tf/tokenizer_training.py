@@ -20,13 +20,14 @@ pieces seen at encode time. Lines longer than `max_sentence_chars` are split
 at spaces (as the Beam job does) instead of being dropped by SentencePiece.
 """
 
-import glob as _glob
 import io
 import os
 import sys
 import sentencepiece as spm
 
 from xlnet_tf.formats.special_tokens import BOS_TOKEN_ID
+from xlnet_tf.pipelines.job_files import expand_input_files
+from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
 from xlnet_tf.formats.special_tokens import CONTROL_SYMBOLS
 from xlnet_tf.formats.special_tokens import EOS_TOKEN_ID
 from xlnet_tf.formats.special_tokens import SPECIAL_PIECES
@@ -48,32 +49,27 @@ def _has_scheme(path):
 
 
 def expand_input_patterns(patterns):
-    """Expands files/globs (local or any `tf.io.gfile` scheme such as gs://).
+    """Files/globs (local or any `tf.io.gfile` scheme such as gs://) -> the files to read, each checked.
+
+    The Beam jobs' expansion (`job_files.expand_input_files`): a missing path, a glob matching no
+    file, a directory, a file that is not UTF-8 text or cannot be read, and one file reached twice
+    (`a.txt` and `./a.txt`, a glob overlapping a path) are refused by name.
 
     Args:
         patterns: a `str` or a list of `str` paths or glob patterns.
 
     Returns:
-        The sorted, de-duplicated list of matched files.
+        The files, in the order of `patterns` (a glob's matches sorted).
 
     Raises:
-        VocabularyTrainingError: naming the first pattern that matches nothing.
+        VocabularyTrainingError: naming the first pattern or file that cannot be read.
     """
     if isinstance(patterns, (str, os.PathLike)):
         patterns = [patterns]
-    files = []
-    for pattern in patterns:
-        pattern = os.fspath(pattern)
-        if _has_scheme(pattern):
-            import tensorflow as tf  # import time: `xlnet-tf vocab` on local files never loads TensorFlow
-
-            matched = tf.io.gfile.glob(pattern)
-        else:
-            matched = [p for p in _glob.glob(os.path.expanduser(pattern)) if os.path.isfile(p)]
-        if not matched:
-            raise VocabularyTrainingError(f"Input {pattern!r} matches no file.")
-        files.extend(matched)
-    return sorted(set(files))
+    try:
+        return expand_input_files([os.path.expanduser(os.fspath(pattern)) for pattern in patterns])
+    except PipelineInputError as e:
+        raise VocabularyTrainingError(str(e)) from None
 
 
 def _open_binary(path):

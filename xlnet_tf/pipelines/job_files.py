@@ -14,6 +14,7 @@ it for `reading`.
 """
 
 import contextlib
+import glob
 import gzip
 import hashlib
 import os
@@ -110,6 +111,17 @@ def _isdir(path):
     return _tensorflow().io.gfile.isdir(path)
 
 
+def _glob(pattern):
+    """The paths a glob matches; a local one without TensorFlow (dot files included, as `tf.io.gfile.glob`)."""
+    if atomic_files.is_local(pattern):
+        return glob.glob(pattern, include_hidden=True)
+    tf = _tensorflow()
+    try:
+        return tf.io.gfile.glob(pattern)
+    except tf.errors.OpError as e:
+        raise PipelineInputError(f"Input {pattern!r} cannot be listed: {error_reason(e)}.") from e
+
+
 def _matches(pattern):
     """The paths `pattern` names, directories matched by a glob left out."""
     if not pattern:
@@ -121,11 +133,7 @@ def _matches(pattern):
         return [pattern]
     if not any(c in pattern for c in _GLOB_CHARACTERS):
         raise PipelineInputError(f"Input {pattern!r} does not exist.")
-    tf = _tensorflow()
-    try:
-        matched = sorted(tf.io.gfile.glob(pattern))
-    except tf.errors.OpError as e:
-        raise PipelineInputError(f"Input {pattern!r} cannot be listed: {error_reason(e)}.") from e
+    matched = sorted(_glob(pattern))
     files = [path for path in matched if not _isdir(path)]
     if matched and not files:
         raise PipelineInputError(f"Input {pattern!r} matches only directories ({matched[0]!r}"
