@@ -111,6 +111,7 @@ def test_captured_native_output_is_shown_when_the_block_fails(capfd):
     assert "native notice" not in err and "why the library failed" in err
 
 
+@pytest.mark.large
 @pytest.mark.subprocess
 def test_prepare_pretraining_prints_no_startup_line(tmp_path):
     args = ["prepare-pretraining", "--input", os.path.join(TESTDATA, "tiny_corpus.txt"),

@@ -184,6 +184,7 @@ def test_preprocessors_map_over_tf_data_and_pass_packed_ids_through(preset):
     assert again is packed or all(np.array_equal(again[k], packed[k]) for k in packed)
 
 
+@pytest.mark.large
 @pytest.mark.subprocess
 def test_every_task_with_its_preprocessor_round_trips_through_keras_file_in_a_fresh_process(
         preset, tmp_path):

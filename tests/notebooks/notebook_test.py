@@ -45,6 +45,7 @@ def _stream_text(cell):
                    if output.get("output_type") == "stream")
 
 
+@pytest.mark.large
 @pytest.mark.subprocess
 def test_notebook_runs_top_to_bottom_with_smoke(tmp_path):
     notebook = _read()

@@ -37,6 +37,7 @@ def test_a_non_empty_output_is_refused_in_one_line(source, backbone_export, tmp_
     assert _files(output) == before
 
 
+@pytest.mark.large
 @pytest.mark.slow
 @pytest.mark.subprocess  # the fine-tuning run of `finetuned_workdir`
 def test_overwrite_replaces_a_task_export_whole(finetuned_workdir, tmp_path, capsys):

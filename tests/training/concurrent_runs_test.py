@@ -16,6 +16,7 @@ STEPS = [f"training.train_steps={TRAIN_STEPS}", "training.steps_per_epoch=2",
          "training.log_every_steps=1"]
 
 
+@pytest.mark.large
 @pytest.mark.subprocess
 @pytest.mark.slow
 def test_second_run_on_a_busy_workdir_is_refused_with_the_holder_named(tmp_path, capsys):

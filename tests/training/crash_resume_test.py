@@ -96,6 +96,7 @@ def _damage(workdir, kind):
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["backup weights", "backup metadata", "checkpoint", "memory state",
                                   "config.yaml", "metrics.jsonl"])
+@pytest.mark.large
 def test_rerun_after_sigkill_with_a_half_written_file_resumes(killed_run, tmp_path, capsys, kind):
     killed_dir, records = killed_run
     workdir = str(tmp_path / "run")

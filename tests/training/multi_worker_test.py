@@ -16,6 +16,7 @@ from tests.training.subprocess_runs import (REPO, assert_same_weights, environme
                                             free_ports, metrics, pretrain_command, tf_config)
 
 
+@pytest.mark.large
 @pytest.mark.subprocess
 @pytest.mark.slow
 def test_two_workers_match_one_device(tmp_path):

@@ -172,6 +172,7 @@ def _muon_pretrainer():
     return compiled_for_batches_of_two(XLNetPretrainer(XLNetBackbone(tiny_config())), algorithm="muon")
 
 
+@pytest.mark.large
 def test_a_run_resumed_from_its_backup_ends_with_the_uninterrupted_weights(tmp_path):
     batches = synthetic_batches(6, 2, seed=5)
     reference = _muon_pretrainer()

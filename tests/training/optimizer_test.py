@@ -110,6 +110,7 @@ def test_fused_fit_matches_keras_update_with_accumulation():
                  _train(False, accumulation_steps=2, batch_size=2))
 
 
+@pytest.mark.large
 @pytest.mark.parametrize("algorithm", ["adamw", "muon"])
 def test_fused_fit_on_two_replicas_matches_one_device(two_cpu_devices, algorithm):
     strategy = tf.distribute.MirroredStrategy(two_cpu_devices)

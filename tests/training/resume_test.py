@@ -24,6 +24,7 @@ STEPS = ["training.train_steps=24", "training.steps_per_epoch=2", "training.log_
          "model.dropout=0.1", "model.attention_dropout=0.1"]
 
 
+@pytest.mark.large
 @pytest.mark.subprocess
 @pytest.mark.slow
 def test_sigkill_then_same_command_resumes_at_the_same_data_position(tmp_path):

@@ -100,6 +100,7 @@ def _accumulating(model):
     return compiled_for_batches_of_two(model, gradient_accumulation_steps=2)
 
 
+@pytest.mark.large
 def test_resumed_pretraining_with_accumulation_equals_uninterrupted(tmp_path):
     batches = synthetic_batches(8, 2, seed=5)
     reference = _accumulating(_pretrainer())

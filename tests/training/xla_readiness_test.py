@@ -90,6 +90,7 @@ def _assert_step_holds_the_whole_update(report, model, unused=()):
     assert not report.captures(tf.Variable(0.0)), "captures() must not match unrelated variables"
 
 
+@pytest.mark.large
 @pytest.mark.parametrize("name", ["base", "large"])
 def test_pretraining_step_is_one_xla_computation_at_the_config_sequence_settings(name, records):
     config = _tiny_run_config(name)
@@ -108,6 +109,7 @@ def test_pretraining_step_is_one_xla_computation_at_the_config_sequence_settings
     assert "bf16[" in report.hlo
 
 
+@pytest.mark.large
 def test_pretraining_xla_step_runs_and_updates_weights_optimizer_and_memory(records):
     # Executing means LLVM-compiling the whole step, about a minute at seq 512 on a busy
     # 2-core CPU; the lowering above is checked at 512, the run here at the configs'

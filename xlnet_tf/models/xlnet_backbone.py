@@ -303,8 +303,7 @@ class XLNetBackbone(Backbone):
         """Sets `precomputed_position_heads` inside the `with` block (None: leaves it as it is).
 
         Example:
-        >>> from xlnet_tf.models.token_id_checks import REQUIRED_INPUTS, check_token_id_inputs
-from xlnet_tf.models.xlnet_config import XLNetConfig
+        >>> from xlnet_tf.models.xlnet_config import XLNetConfig
         >>> backbone = XLNetBackbone(XLNetConfig(vocabulary_size=20, num_layers=1, num_heads=1, head_dim=2,
         ...                                      hidden_dim=2, intermediate_dim=4))
         >>> with backbone.lend_position_heads(backbone.project_positions(8)):
