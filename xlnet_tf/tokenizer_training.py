@@ -51,9 +51,10 @@ def _has_scheme(path):
 def expand_input_patterns(patterns):
     """Files/globs (local or any `tf.io.gfile` scheme such as gs://) -> the files to read, each checked.
 
-    The Beam jobs' expansion (`job_files.expand_input_files`): a missing path, a glob matching no
-    file, a directory, a file that is not UTF-8 text or cannot be read, and one file reached twice
-    (`a.txt` and `./a.txt`, a glob overlapping a path) are refused by name.
+    The Beam jobs' expansion (`job_files.expand_input_files`, which lists globs with
+    `tf.io.gfile`; plain local paths need no TensorFlow): a missing path, a glob matching
+    no file, a directory, a file that is not UTF-8 text or cannot be read, and one file
+    reached twice (`a.txt` and `./a.txt`, a glob overlapping a path) are refused by name.
 
     Args:
         patterns: a `str` or a list of `str` paths or glob patterns.

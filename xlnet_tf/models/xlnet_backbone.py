@@ -190,10 +190,6 @@ class XLNetBackbone(Backbone):
             raise ValueError(f"XLNetBackbone: unknown input key(s) {unknown}; allowed: "
                              f"{list(REQUIRED_INPUTS + OPTIONAL_INPUTS)}.")
         tensors = {k: ops.convert_to_tensor(v) for k, v in inputs.items() if v is not None}
-        # Eager values are checked here (an id outside the table would be read as another row or fail
-        # inside the lookup); `predict` checks its host data before tracing.
-        check_token_id_inputs({k: tensors[k] for k in REQUIRED_INPUTS}, vocabulary_size=self.config.vocabulary_size,
-                              caller="XLNetBackbone")
         expected_rank = {"token_ids": 2, "segment_ids": 2, "padding_mask": 2, "perm_mask": 3,
                          "target_mapping": 3, "mems": 4, "memory_padding_mask": 2}
         for key, tensor in tensors.items():
@@ -232,6 +228,10 @@ class XLNetBackbone(Backbone):
         if self.config.bi_data and batch is not None and batch % 2:
             raise ValueError(
                 f"XLNetBackbone: bi_data needs an even (per-replica) batch, got batch size {batch}.")
+        # The values, when eager (an id outside the table would be read as another row or fail inside the
+        # lookup); `predict` checks its host data before tracing.
+        check_token_id_inputs({k: tensors[k] for k in REQUIRED_INPUTS}, vocabulary_size=self.config.vocabulary_size,
+                              caller="XLNetBackbone")
         return tensors, memory_length
 
     def _check_memory_heads(self, memory_heads, batch, has_mems):

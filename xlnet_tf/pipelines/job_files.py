@@ -14,7 +14,6 @@ it for `reading`.
 """
 
 import contextlib
-import glob
 import gzip
 import hashlib
 import os
@@ -112,9 +111,7 @@ def _isdir(path):
 
 
 def _glob(pattern):
-    """The paths a glob matches; a local one without TensorFlow (dot files included, as `tf.io.gfile.glob`)."""
-    if atomic_files.is_local(pattern):
-        return glob.glob(pattern, include_hidden=True)
+    """The paths a glob matches, as `tf.io.gfile.glob` spells them (local and remote alike)."""
     tf = _tensorflow()
     try:
         return tf.io.gfile.glob(pattern)
