@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from xlnet_tf.finetuning.finetuning_config import TaskSection
+from xlnet_tf.tasks.task_spec import TaskSpec
 from xlnet_tf.finetuning.finetuning_run import preprocessing_info
 from xlnet_tf.finetuning.finetuning_run import tuned_task
 
@@ -57,10 +57,10 @@ def test_finetune_writes_the_best_f1_threshold_into_the_final_preset(preset, tmp
 
 def test_tuned_task_only_changes_squad_v2_with_the_option_on():
     results = {"best_f1_thresh": -1.25, "best_f1": 70.0}
-    v2 = TaskSection(task_type="span", version_2=True, null_score_threshold=0.0)
+    v2 = TaskSpec(task_type="span", version_2=True, null_score_threshold=0.0)
     assert preprocessing_info(tuned_task(v2, results))["null_score_threshold"] == -1.25
     off = dataclasses.replace(v2, tune_null_threshold=False)
     assert tuned_task(off, results).null_score_threshold == 0.0
-    v1 = TaskSection(task_type="span", version_2=False)
+    v1 = TaskSpec(task_type="span", version_2=False)
     assert tuned_task(v1, results).null_score_threshold is None
     assert tuned_task(v2, {"f1": 50.0}).null_score_threshold == 0.0  # no search ran

@@ -27,7 +27,8 @@ from tests.serving.conftest import SPIECE, export_task
 from xlnet_tf.cli import prepare_finetuning
 from xlnet_tf.data.finetuning import finetuning_dataset
 from xlnet_tf.data.finetuning_record_dataset import finetuning_record_dataset
-from xlnet_tf.finetuning.finetuning_config import TaskSection, resolve_task
+from xlnet_tf.finetuning.finetuning_config import resolve_task
+from xlnet_tf.tasks.task_spec import TaskSpec
 from xlnet_tf.finetuning.finetuning_run import preprocessing_info
 from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
@@ -111,7 +112,7 @@ def _tokenizer():
 def _case(tmp, task_type, rows, model, beam_args=(), **task_fields):
     """Reader ids, Beam ids, the model and its export for one task type (the shared fixture body)."""
     path = _write_jsonl(tmp / "train.jsonl", rows)
-    task = resolve_task(TaskSection(task_type=task_type, train_file=path, sequence_length=L, **task_fields))
+    task = resolve_task(TaskSpec(task_type=task_type, train_file=path, sequence_length=L, **task_fields))
     reader, labels = _reader(task, len(rows))
     manifest, records_dir = _beam(tmp, task_type, path, *beam_args)
     records, record_labels = _records(records_dir)
@@ -285,7 +286,7 @@ def squad(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("squad")
     (tmp / "train.json").write_text(json.dumps(SQUAD))
-    task = resolve_task(TaskSection(task_type="span", train_file=str(tmp / "train.json"), sequence_length=24,
+    task = resolve_task(TaskSpec(task_type="span", train_file=str(tmp / "train.json"), sequence_length=24,
                                     max_query_length=6, doc_stride=6))
     windows = list(finetuning_dataset(task, _tokenizer(), "train", 64, training=False))
     (features, labels), = windows
@@ -330,7 +331,7 @@ def test_squad_windows_agree(squad):
 
 def test_malformed_line_is_named_by_the_reader_and_counted_by_the_job(tmp_path):
     path = _write_jsonl(tmp_path / "train.jsonl", TEXTS, bad_line=2)
-    task = resolve_task(TaskSection(task_type="classification", train_file=path, sequence_length=L,
+    task = resolve_task(TaskSpec(task_type="classification", train_file=path, sequence_length=L,
                                     num_classes=2, text_fields=["text"]))
     with pytest.raises(ValueError, match=rf"{tmp_path / 'train.jsonl'}:3: not valid JSON"):
         _reader(task, 4)

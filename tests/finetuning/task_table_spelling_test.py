@@ -1,5 +1,5 @@
-"""Task types are spelled once: no task-type string literal in code outside the task table
-(`xlnet_tf/tasks/__init__.py`).
+"""Task types are spelled once: no task-type string literal in code outside the names of the
+task types (`xlnet_tf/tasks/task_kinds.py`).
 
 Paths look a task type up in the table and read its entry (layout, evaluation, labels, model class);
 comparing names would let one path learn a new task while another still refuses it. Docstrings may
@@ -12,7 +12,7 @@ import pathlib
 from xlnet_tf import tasks
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-TABLE = ROOT / "xlnet_tf" / "tasks" / "__init__.py"
+TABLE = ROOT / "xlnet_tf" / "tasks" / "task_kinds.py"
 
 
 def _docstring_nodes(tree):

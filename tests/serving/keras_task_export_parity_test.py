@@ -20,7 +20,7 @@ from xlnet_tf import (XLNetClassifier, XLNetClassifierPreprocessor, XLNetMultipl
                       XLNetMultipleChoicePreprocessor, XLNetSpanLabeler, XLNetSpanLabelerPreprocessor,
                       XLNetTokenClassifier, XLNetTokenClassifierPreprocessor, XLNetTokenizer)
 from xlnet_tf.models.xlnet_config import XLNetConfig
-from xlnet_tf.finetuning.finetuning_config import TaskSection
+from xlnet_tf.tasks.task_spec import TaskSpec
 from xlnet_tf.finetuning.finetuning_run import preprocessing_info
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.serving.export_task_workdir import export_task_workdir
@@ -48,7 +48,7 @@ def backbone():
 def export(model, tmp_path, length=LENGTH, **task):
     """`final/` as `xlnet-tf finetune` writes it, then `export_task_workdir`; the loaded SavedModel."""
     workdir = tmp_path / "workdir"
-    info = preprocessing_info(TaskSection(sequence_length=length, **task))
+    info = preprocessing_info(TaskSpec(sequence_length=length, **task))
     model.save_to_preset(str(workdir / "final"), vocabulary_file=SPIECE, preprocessing=info)
     assert json.load(open(workdir / "final" / "task.json"))["registered_name"] == (
         f"xlnet_tf>{type(model).__name__}")

@@ -70,10 +70,10 @@ def _save_and_export(root, model, training_rows):
     Only the task preset is written (no `config.yaml`), so `--workdir` names `final/` itself.
     """
     from xlnet_tf.cli.main import main as xlnet_tf
-    from xlnet_tf.finetuning.finetuning_config import TaskSection
+    from xlnet_tf.tasks.task_spec import TaskSpec
     from xlnet_tf.finetuning.finetuning_run import preprocessing_info
 
-    task = TaskSection(task_type="multiple_choice", train_file=_jsonl(root / "train.jsonl", training_rows),
+    task = TaskSpec(task_type="multiple_choice", train_file=_jsonl(root / "train.jsonl", training_rows),
                        sequence_length=LENGTH, max_qa_length=SECOND_MAX_LENGTH, num_classes=2)
     info = preprocessing_info(task)
     model.save_to_preset(str(root / "run" / "final"), vocabulary_file=SPIECE, preprocessing=info)

@@ -98,7 +98,7 @@ def check_local_files(task):
     epoch. Also refuses a task with no training data at all.
 
     Args:
-        task: a resolved `TaskSection` (label names already inferred).
+        task: a resolved `TaskSpec` (label names already inferred).
 
     Raises:
         ValueError: naming the key (`task.train_file` / `task.eval_file`), the
@@ -225,7 +225,7 @@ def raw_dataset(task, role, shuffle_files=False, data_dir=None):
     """Unbatched canonical examples of the training (`role="train"`) or evaluation set.
 
     Args:
-        task: a resolved `xlnet_tf.finetuning.finetuning_config.TaskSection`.
+        task: a resolved `xlnet_tf.tasks.task_spec.TaskSpec`.
         role: "train" or "eval".
         shuffle_files: let TFDS shuffle its files (training).
         data_dir: TFDS data directory (None = default).
@@ -362,7 +362,7 @@ def finetuning_dataset(task, tokenizer, role, batch_size, training=None, seed=0,
     """Batched `(features, labels)` for training or evaluation.
 
     Args:
-        task: a resolved `TaskSection` (`xlnet_tf.finetuning.finetuning_config.resolve_task`).
+        task: a resolved `TaskSpec` (`xlnet_tf.finetuning.finetuning_config.resolve_task`).
         tokenizer: an `xlnet_tf.preprocessing.xlnet_tokenizer.XLNetTokenizer`.
         role: "train" or "eval" (which file / split to read).
         batch_size: examples (windows for span tasks) per batch.
@@ -435,7 +435,7 @@ def sample_batch(task, tokenizer, batch_size, data_dir=None):
     shuffle order `fit` sees (see `finetuning_dataset`).
 
     Args:
-        task: a resolved `TaskSection`.
+        task: a resolved `TaskSpec`.
         tokenizer: an `xlnet_tf.preprocessing.xlnet_tokenizer.XLNetTokenizer`.
         batch_size: examples (windows for span tasks) in the batch (fewer when the data is smaller).
         data_dir: TFDS data directory.

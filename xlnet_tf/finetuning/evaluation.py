@@ -69,7 +69,7 @@ def evaluate(model, task, tokenizer, batch_size, data_dir=None, collapse_warning
 
     Args:
         model: a task model matching `task.task_type`.
-        task: a resolved `TaskSection`.
+        task: a resolved `TaskSpec`.
         tokenizer: the run's `XLNetTokenizer`.
         batch_size: evaluation batch size.
         data_dir: TFDS data directory.

@@ -22,63 +22,12 @@ from typing import Any
 
 from xlnet_tf.config_schema import ConfigError, build_section, check_sections
 from xlnet_tf import tasks
+from xlnet_tf.tasks.task_spec import TaskSpec
 from xlnet_tf.data.finetuning_tasks import DATASETS, METRICS, dataset_spec
 from xlnet_tf.training.config_sources import merge_config_sources
 from xlnet_tf.training.run_sections import (DistributionSection, OptimizerSection, RunConfigFile,
                                             TrainingSection, validate_training,
                                             without_run_records)
-
-
-@dataclasses.dataclass(frozen=True)
-class TaskSection:
-    """What the model learns and where the examples come from.
-
-    Data: `dataset` (a TFDS name from `xlnet_tf.data.finetuning_tasks.DATASETS`),
-    local files `train_file` / `eval_file` (JSONL, CSV/TSV, SQuAD JSON), or
-    `records_dir`, the TFRecords of `xlnet-tf prepare-finetuning` (used for
-    training, and for evaluation when no eval file/dataset is set; its
-    manifest fixes the task type and sequence length).
-    Fields left empty/0/null are filled from the dataset's spec by `resolve_task`.
-
-    `max_segments` (classification, regression, multiple choice): a document is
-    packed like one window but at `max_segments * sequence_length` pieces and
-    fed as `max_segments` segments of `sequence_length`, the earlier ones through
-    the backbone's recurrence memory (`model.memory_length`); longer documents
-    keep their first pieces (the packer's truncation), and the evaluation counts
-    them (`truncated_examples`). 1 is the single-window layout.
-    """
-
-    task_type: str = ""
-    dataset: str = ""
-    train_file: str = ""
-    eval_file: str = ""
-    records_dir: str = ""
-    train_split: str = ""
-    eval_split: str = ""
-    data_dir: str = ""
-    text_fields: list[str] | None = None
-    label_field: str = ""
-    label_names: list[str] | None = None
-    num_classes: int = 0
-    sequence_length: int = 128
-    truncate: str = "longest_first"
-    lowercase: bool = False
-    max_qa_length: int = 128
-    max_query_length: int = 64
-    doc_stride: int = 128
-    max_answer_length: int = 64
-    null_score_threshold: float | None = None
-    version_2: bool = False
-    # SQuAD 2.0 span tasks: the final evaluation's best-F1 threshold replaces
-    # null_score_threshold in the final preset's preprocessing.json.
-    tune_null_threshold: bool = True
-    start_n_top: int = 5
-    end_n_top: int = 5
-    head_dropout: float = 0.1
-    metrics: list[str] | None = None
-    max_train_examples: int = 0
-    max_eval_examples: int = 0
-    max_segments: int = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,7 +72,7 @@ class EvaluationSection:
 
 @dataclasses.dataclass(frozen=True)
 class FinetuneConfig(RunConfigFile):
-    task: TaskSection = dataclasses.field(default_factory=TaskSection)
+    task: TaskSpec = dataclasses.field(default_factory=TaskSpec)
     model: ModelSection = dataclasses.field(default_factory=ModelSection)
     optimizer: FinetuneOptimizerSection = dataclasses.field(default_factory=FinetuneOptimizerSection)
     training: TrainingSection = dataclasses.field(default_factory=TrainingSection)
@@ -134,7 +83,7 @@ class FinetuneConfig(RunConfigFile):
 # Task types whose examples may span several segments (`task.max_segments` > 1).
 LONG_DOCUMENT_TASK_TYPES = tasks.LONG_DOCUMENT_TASK_TYPES
 
-_SECTIONS = {"task": TaskSection, "model": ModelSection, "optimizer": FinetuneOptimizerSection,
+_SECTIONS = {"task": TaskSpec, "model": ModelSection, "optimizer": FinetuneOptimizerSection,
              "training": TrainingSection, "distribution": DistributionSection,
              "evaluation": EvaluationSection}
 
@@ -159,7 +108,7 @@ def finetune_config_from_dict(values: Mapping[str, Any]) -> FinetuneConfig:
     return _validate(dataclasses.replace(config, task=resolve_task(config.task)))
 
 
-def resolve_task(task: TaskSection) -> TaskSection:
+def resolve_task(task: TaskSpec) -> TaskSpec:
     """Fills a task section's empty fields from its TFDS dataset spec and checks it."""
     changes = {}
     if task.dataset:
@@ -249,11 +198,11 @@ def memory_off_warning(task, memory_length):
     """The one-line warning of a long-document task without recurrence memory, or None.
 
     Args:
-        task: a resolved `TaskSection`.
+        task: a resolved `TaskSpec`.
         memory_length: the task model's backbone `memory_length`.
 
     Example:
-    >>> memory_off_warning(TaskSection(task_type="classification", train_file="t.jsonl"), 0) is None
+    >>> memory_off_warning(TaskSpec(task_type="classification", train_file="t.jsonl"), 0) is None
     True
     """
     if task.max_segments > 1 and not memory_length:

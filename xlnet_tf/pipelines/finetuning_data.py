@@ -84,7 +84,7 @@ from xlnet_tf.pipelines.runner_options import run_pipeline
 from xlnet_tf.pipelines.tfds_sub_splits import tfds_sub_splits
 from xlnet_tf.storage import atomic_files
 from xlnet_tf.data.finetuning import raw_dataset
-from xlnet_tf.finetuning.finetuning_config import TaskSection
+from xlnet_tf.tasks.task_spec import TaskSpec
 from xlnet_tf.preprocessing.segment_layout import packed_length, truncated_rows
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
@@ -165,7 +165,7 @@ def read_units(sources, settings):
             continue
         for path in location:
             whole = None
-            if task_type(settings["task_type"]).read_row is None:
+            if not task_type(settings["task_type"]).reads_rows:
                 whole = "SQuAD JSON is one JSON document"
             elif example_rows.is_csv(path):
                 whole = "CSV/TSV fields may hold quoted newlines: no byte offset is a safe cut"
@@ -234,7 +234,7 @@ class ReadSource(beam.DoFn):
             return
         path, start, end = location
         entry = task_type(settings["task_type"])
-        if entry.read_row is None:
+        if not entry.reads_rows:
             yield from _squad_examples(path, settings)
             return
         # A file that fails now (cut short, removed, unreadable here) stops the job with one line naming it.
@@ -248,7 +248,7 @@ def _tfds_examples(location, settings):
     """Canonical examples of a TFDS split, through the fine-tuning reader's column mapping."""
     name, split = location
     entry = task_type(settings["task_type"])
-    task = TaskSection(task_type=entry.name, dataset=name, train_split=split,
+    task = TaskSpec(task_type=entry.name, dataset=name, train_split=split,
                        text_fields=settings["tfds_text_fields"], label_field=settings["tfds_label_field"] or "",
                        data_dir=settings["tfds_data_dir"] or "")
 
