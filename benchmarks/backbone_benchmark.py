@@ -36,19 +36,15 @@ Usage:
 import argparse
 import json
 import os
-import resource
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks import measurement, results_table  # noqa: E402
 from benchmarks.interleaved_steps import pair_summary, run_in_both_orders, serve, spawn  # noqa: E402
-from benchmarks import results_table  # noqa: E402
 from benchmarks.two_stream_batch import two_stream_batch  # noqa: E402
 
-BASE = dict(vocabulary_size=32000, num_layers=12, num_heads=12, head_dim=64, hidden_dim=768,
-            intermediate_dim=3072)
+BASE = measurement.XLNET_BASE
 IMPLEMENTATIONS = ("torch", "keras", "keras_xla", "keras_bf16", "keras_bf16_xla")
 DEFAULT_IMPLEMENTATIONS = ("torch", "keras", "keras_xla", "keras_bf16")
 LABELS = {"torch": "HF PyTorch (eager)", "keras": "ours tf.function", "keras_xla": "ours tf.function+XLA",
@@ -74,31 +70,20 @@ def _rss_mib():
 
 
 def _peak_rss_mib():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB.
+    return measurement.peak_rss_bytes() / 2**20
 
 
 def _time(step, steps):
     step()  # Warm-up: graph tracing / XLA compilation / allocator growth.
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return min(times)
+    return min(measurement.time_calls(step, steps))
 
 
 def worker_torch(mode, batch, length, threads):
-    import torch
     import transformers
 
-    torch.set_num_threads(threads)
-    torch.set_num_interop_threads(1)
-    torch.manual_seed(0)
+    torch = measurement.limit_torch_threads(threads)
     data = make_inputs(batch, length)
-    config = transformers.XLNetConfig(
-        vocab_size=BASE["vocabulary_size"], d_model=BASE["hidden_dim"], n_layer=BASE["num_layers"],
-        n_head=BASE["num_heads"], d_inner=BASE["intermediate_dim"], ff_activation="gelu",
-        mem_len=None, dropout=0.1)
+    config = measurement.hugging_face_config(BASE, mem_len=None, dropout=0.1)
     ids = torch.tensor(data["token_ids"], dtype=torch.long)
     segments = torch.tensor(data["segment_ids"], dtype=torch.long)
     mask = torch.tensor(data["padding_mask"], dtype=torch.float32)
@@ -124,10 +109,7 @@ def worker_torch(mode, batch, length, threads):
 
 def worker_keras(mode, batch, length, threads, jit_compile, bfloat16=False):
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-    import tensorflow as tf
-
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
+    tf = measurement.limit_tensorflow_threads(threads)
     import keras
 
     from xlnet_tf.models.xlnet_config import XLNetConfig
@@ -185,32 +167,19 @@ def run_worker(args):
         return
     rss_built = _rss_mib()
     seconds = _time(step, args.steps)
-    result = dict(seconds=seconds, rss_built=rss_built, version=version, peak_rss=_peak_rss_mib(),
-                  tokens_per_s=args.batch * length / seconds)
-    print("RESULT " + json.dumps(result), flush=True)
+    measurement.report(dict(seconds=seconds, rss_built=rss_built, version=version, peak_rss=_peak_rss_mib(),
+                            tokens_per_s=args.batch * length / seconds))
 
 
 def _command_and_env(impl, mode, length, args):
     command = [sys.executable, os.path.abspath(__file__), "--worker", impl, mode, str(length),
                "--batch", str(args.batch), "--steps", str(args.steps), "--threads", str(args.threads)]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="",
-               PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                           os.environ.get("PYTHONPATH", "")]))
-    if impl == "torch" and args.torch_omp_wait_policy:
-        env["OMP_WAIT_POLICY"] = args.torch_omp_wait_policy
-    return command, env
+    wait_policy = args.torch_omp_wait_policy if impl == "torch" else ""
+    return command, measurement.child_env(**({"OMP_WAIT_POLICY": wait_policy} if wait_policy else {}))
 
 
 def measure(impl, mode, length, args):
-    command, env = _command_and_env(impl, mode, length, args)
-    try:
-        proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=args.timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timeout after {args.timeout}s"}
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
-    return {"error": (proc.stderr.strip().splitlines() or ["no output"])[-1]}
+    return measurement.measure_in_child(*_command_and_env(impl, mode, length, args), args.timeout)
 
 
 def paired_table(args):
@@ -224,9 +193,7 @@ def paired_table(args):
     """
     print(f"XLNet-Base, batch {args.batch}, {args.threads} threads, interleaved steps, {args.rounds} rounds per "
           f"start order; ratio: geometric mean over the two orders of the median per-round ratio\n")
-    # "Time-numerator side": the worker whose step time is on top (PyTorch for ours / PyTorch's speed).
-    print("| mode | seq | ratio | balanced | by order (time-numerator side started first / other first) | "
-          "median step s (time-numerator side / other side) |")
+    print(f"| mode | seq | {measurement.PAIR_COLUMNS} |")
     print("|---|---|---|---|---|---|")
     for mode in args.modes:
         for length in args.seqs:
@@ -243,10 +210,7 @@ def paired_table(args):
                     errors = "; ".join(f"{LABELS[i]}: {r.get('error', '')[-200:]}" for i, r in failed.items())
                     print(f"| {mode} | {length} | {label} | failed: {errors or 'a worker died'} | | |", flush=True)
                     continue
-                by_order, medians = row["by_order"], row["medians"]
-                print(f"| {mode} | {length} | {label} | **{row['ratio']:.2f}x** | "
-                      f"{by_order[0]:.2f}x / {by_order[1]:.2f}x | "
-                      f"{medians[0]:.3f} / {medians[1]:.3f} |", flush=True)
+                print(f"| {mode} | {length} | {label} | {measurement.pair_cells(row, digits=3)} |", flush=True)
     print(f"\nload average {os.getloadavg()[0]:.1f} at end")
 
 

@@ -38,11 +38,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import interleaved_steps  # noqa: E402
+import measurement  # noqa: E402
 import results_table  # noqa: E402
 
 PROMPT, NEW_TOKENS = 128, 32
-BASE = dict(vocabulary_size=32000, num_layers=12, num_heads=12, head_dim=64, hidden_dim=768,
-            intermediate_dim=3072)
+BASE = measurement.XLNET_BASE
 
 
 def prompts(batch):
@@ -80,8 +80,7 @@ def hugging_face_step(use_mems, batch, dtype):
     import transformers
 
     torch.manual_seed(0)
-    config = transformers.XLNetConfig(vocab_size=BASE["vocabulary_size"], d_model=768, n_layer=12, n_head=12,
-                                      d_inner=3072, dropout=0.0, mem_len=None)
+    config = measurement.hugging_face_config(BASE, dropout=0.0, mem_len=None)
     model = transformers.XLNetLMHeadModel(config).eval().to(getattr(torch, dtype))
     ids = torch.tensor(prompts(batch), dtype=torch.long)
 
@@ -109,7 +108,7 @@ def worker(args):
         for _ in range(2 if args.side == "ours" else 1):  # Ours: tracing / compiling, then one warm call.
             step()
     except Exception as error:  # The driver prints it in the table.
-        print("RESULT " + json.dumps({"error": f"{type(error).__name__}: {error}"}), flush=True)
+        measurement.report_error(error)
         return 1
     interleaved_steps.serve(step)
     return 0
@@ -120,7 +119,7 @@ def start_worker(side, mode, batch, dtype, xla):
                "--dtype", dtype]
     if xla:
         command.append("--xla")
-    return interleaved_steps.spawn(command, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    return interleaved_steps.spawn(command, env=measurement.child_env(repository=False))
 
 
 def main(argv=None):
@@ -180,9 +179,7 @@ def result_rows(section):
     if "mode (HF)" not in section.header:
         return []
     rows = []
-    for cells in section.rows:
-        if not results_table.is_number(cells[section.header[-1]]):
-            continue  # a failed row
+    for cells in results_table.measured(section, section.header[-1]):
         mode, batch, dtype = cells["mode (HF)"].split()[0], cells["batch"], cells["dtype"]
         # A run of one row per command names each command; the row's own is the one with its flags.
         flags = (f"--batch {batch} ", f"--dtype {dtype.split()[0]} ", f"--mode {mode}")

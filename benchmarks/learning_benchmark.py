@@ -592,7 +592,7 @@ def score_hf(model, windows, mask_id, batch=64):
 # ---------------------------------------------------------------- training
 
 def run_config(records, vocabulary, vocab_size, steps, overrides):
-    from xlnet_tf.cli.run_arguments import resolve_config
+    from xlnet_tf.training.shipped_configs import resolve_config
     from xlnet_tf.pretraining.pretraining_config import load_run_config
 
     return load_run_config([resolve_config("tiny", "pretrain")], [
@@ -1146,7 +1146,7 @@ def tiny_train_steps():
     """The tiny config's `training.train_steps`: the quick start's budget in steps."""
     import yaml
 
-    from xlnet_tf.cli.run_arguments import resolve_config
+    from xlnet_tf.training.shipped_configs import resolve_config
 
     with open(resolve_config("tiny", "pretrain")) as f:
         return int(yaml.safe_load(f)["training"]["train_steps"])

@@ -48,22 +48,18 @@ whole pipeline (about half a minute on quiet cores; its speed figures mean nothi
 """
 
 import argparse
-import json
 import os
-import resource
-import subprocess
 import sys
 import time
 
 if __package__:  # imported as benchmarks.NAME, as the tests do
-    from benchmarks import results_table
+    from benchmarks import measurement, results_table
 else:  # run as a script: its own folder is on sys.path
+    import measurement
     import results_table
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIZES = {
-    "base": dict(vocabulary_size=32000, num_layers=12, num_heads=12, head_dim=64, hidden_dim=768,
-                 intermediate_dim=3072),
+    "base": measurement.XLNET_BASE,
     "tiny": dict(vocabulary_size=1000, num_layers=2, num_heads=2, head_dim=32, hidden_dim=64,
                  intermediate_dim=128),
 }
@@ -86,35 +82,22 @@ def document(num_segments, segment_length, vocabulary_size, seed=0):
 
 
 def _peak_rss_mib():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB.
+    return measurement.peak_rss_bytes() / 2**20
 
 
 def _timed_passes(run, warmup_features, features, repeats):
     """(first-call seconds, timed pass seconds): one warm-up call, then `repeats` timed ones."""
-    start = time.perf_counter()
-    run(warmup_features)
-    first = time.perf_counter() - start
-    passes = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run(features)
-        passes.append(time.perf_counter() - start)
-    return first, passes
+    [first] = measurement.time_calls(lambda: run(warmup_features), 1)
+    return first, measurement.time_calls(lambda: run(features), repeats)
 
 
 def worker_torch(spec):
-    import torch
     import transformers
 
     import_rss = _peak_rss_mib()
-    torch.set_num_threads(spec["threads"])
-    torch.set_num_interop_threads(1)
-    torch.manual_seed(0)
-    size = SIZES[spec["size"]]
-    config = transformers.XLNetConfig(
-        vocab_size=size["vocabulary_size"], d_model=size["hidden_dim"], n_layer=size["num_layers"],
-        n_head=size["num_heads"], d_inner=size["intermediate_dim"], ff_activation="gelu",
-        mem_len=spec["memory_length"], reuse_len=None, attn_type="bi", dropout=0.0)
+    torch = measurement.limit_torch_threads(spec["threads"])
+    config = measurement.hugging_face_config(SIZES[spec["size"]], mem_len=spec["memory_length"], reuse_len=None,
+                                         attn_type="bi", dropout=0.0)
     model = transformers.XLNetModel(config).eval()
 
     def run(features):
@@ -128,7 +111,7 @@ def worker_torch(spec):
                 mems = out.mems
         return out.last_hidden_state  # [1, L, H]
 
-    features = document(spec["segments"], spec["segment_length"], size["vocabulary_size"])
+    features = document(spec["segments"], spec["segment_length"], config.vocab_size)
     warmup = {k: v[:, :WARMUP_SEGMENTS] for k, v in features.items()}  # [1, 2, L]
     first, passes = _timed_passes(run, warmup, features, spec["repeats"])
     return dict(first_s=first, passes=passes, import_rss=import_rss,
@@ -137,10 +120,7 @@ def worker_torch(spec):
 
 def worker_ours(spec):
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-    import tensorflow as tf
-
-    tf.config.threading.set_intra_op_parallelism_threads(spec["threads"])
-    tf.config.threading.set_inter_op_parallelism_threads(1)
+    tf = measurement.limit_tensorflow_threads(spec["threads"])
     import keras
 
     from xlnet_tf.models.segment_recurrence import last_segment_output
@@ -175,33 +155,21 @@ def worker_ours(spec):
 def child(spec):
     result = worker_torch(spec) if spec["impl"] == "torch" else worker_ours(spec)
     result["peak_rss"] = _peak_rss_mib()
-    print("RESULT " + json.dumps(result), flush=True)
+    measurement.report(result)
 
 
 def measure(spec, timeout):
     """Runs one (implementation, length) in a fresh process; its figures, or {"error": ...}."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", KERAS_BACKEND="tensorflow",
-               OMP_NUM_THREADS=str(spec["threads"]),
-               PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH", "")) if p))
-    if spec["impl"] == "torch":
-        # OpenMP's spinning barriers slow PyTorch down on a shared machine; see backbone_benchmark.py.
-        env["OMP_WAIT_POLICY"] = "PASSIVE"
-    try:
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)],
-                              capture_output=True, text=True, env=env, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timeout after {timeout}s"}
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            result = json.loads(line[len("RESULT "):])
-            tokens = spec["segments"] * spec["segment_length"]
-            result.update(seconds=min(result["passes"]), tokens=tokens, segments=spec["segments"])
-            result.update(tokens_per_s=tokens / result["seconds"],
-                          segment_s=result["seconds"] / spec["segments"],
-                          run_rss=result["peak_rss"] - result["import_rss"])
-            return result
-    lines = (proc.stderr or proc.stdout).strip().splitlines()
-    return {"error": f"exit {proc.returncode}: {lines[-1] if lines else 'no output'}"}
+    env = measurement.child_env(spec["threads"], KERAS_BACKEND="tensorflow",
+                            **(measurement.PASSIVE_WAIT if spec["impl"] == "torch" else {}))
+    result = measurement.measure_in_child(measurement.child_command(__file__, spec), env, timeout)
+    if "error" in result:
+        return result
+    tokens = spec["segments"] * spec["segment_length"]
+    result.update(seconds=min(result["passes"]), tokens=tokens, segments=spec["segments"])
+    result.update(tokens_per_s=tokens / result["seconds"], segment_s=result["seconds"] / spec["segments"],
+                  run_rss=result["peak_rss"] - result["import_rss"])
+    return result
 
 
 def best_of(first, second):
@@ -340,7 +308,7 @@ def main(argv=None):
     emit(f"{'; '.join(versions)}; load average {os.getloadavg()[0]:.1f} at end; "
          f"{(time.perf_counter() - started) / 60:.1f} min in all")
     if args.output:
-        sys.path.insert(0, ROOT)
+        sys.path.insert(0, measurement.REPO)
         from xlnet_tf.storage.atomic_files import write_text
 
         # The file's title names the run's date and command, as RESULTS.md rows built from it do.
@@ -348,7 +316,7 @@ def main(argv=None):
         title = f"# {time.strftime('%Y-%m-%d')}: {command}"
         write_text(args.output, title + "\n" + "\n".join(lines) + "\n")
     if args.json:
-        sys.path.insert(0, ROOT)
+        sys.path.insert(0, measurement.REPO)
         from xlnet_tf.storage.atomic_files import write_json
 
         write_json(args.json, {"rows": results,

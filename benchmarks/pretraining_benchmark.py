@@ -45,25 +45,23 @@ rows, ours bfloat16 / ours float32 at the same length; the load average is print
 """
 
 import argparse
-import json
 import os
-import resource
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks import measurement, results_table  # noqa: E402
 from benchmarks.interleaved_steps import (StepServer, pair_summary, run_in_both_orders,  # noqa: E402
                                           serve, spawn)
-from benchmarks import results_table  # noqa: E402
 from benchmarks.two_stream_batch import two_stream_batch  # noqa: E402
 
+VOCAB = measurement.XLNET_BASE["vocabulary_size"]
 SIZES = {
-    "base": dict(num_layers=12, num_heads=12, head_dim=64, hidden_dim=768, intermediate_dim=3072),
-    "large": dict(num_layers=24, num_heads=16, head_dim=64, hidden_dim=1024, intermediate_dim=4096),
+    "base": measurement.XLNET_BASE,
+    "large": dict(vocabulary_size=VOCAB, num_layers=24, num_heads=16, head_dim=64, hidden_dim=1024,
+                  intermediate_dim=4096),
 }
-VOCAB = 32000
 
 
 def make_batch(batch, length, seed=0):
@@ -77,7 +75,7 @@ def make_batch(batch, length, seed=0):
 
 
 def _peak_rss_gb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # KiB -> GB
+    return measurement.peak_rss_bytes() / 1e9
 
 
 def run_keras(spec):
@@ -89,10 +87,8 @@ def run_keras(spec):
             tf.config.list_physical_devices("CPU")[0],
             [tf.config.LogicalDeviceConfiguration() for _ in range(spec["replicas"])])
     import keras
-    import tensorflow as tf
 
-    tf.config.threading.set_intra_op_parallelism_threads(spec["threads"])
-    tf.config.threading.set_inter_op_parallelism_threads(1)
+    tf = measurement.limit_tensorflow_threads(spec["threads"])
     from xlnet_tf.models.xlnet_config import XLNetConfig
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
@@ -100,8 +96,7 @@ def run_keras(spec):
 
     import_rss_gb = _peak_rss_gb()
     length, batch = spec["seq"], spec["batch"]
-    config = XLNetConfig(vocabulary_size=VOCAB, **SIZES[spec["size"]], memory_length=3 * length // 4,
-                         reuse_length=length // 2)
+    config = XLNetConfig(**SIZES[spec["size"]], memory_length=3 * length // 4, reuse_length=length // 2)
     if spec["replicas"] > 1:
         strategy = tf.distribute.MirroredStrategy(
             [d.name for d in tf.config.list_logical_devices("CPU")])
@@ -146,19 +141,13 @@ def run_keras(spec):
 
 def run_torch(spec):
     """Timed training steps; returns (step seconds, peak RSS GB right after the imports)."""
-    import torch
-    from transformers import XLNetConfig, XLNetLMHeadModel
+    from transformers import XLNetLMHeadModel
 
     import_rss_gb = _peak_rss_gb()
-    torch.set_num_threads(spec["threads"])
-    torch.set_num_interop_threads(1)
-    torch.manual_seed(0)
-    size = SIZES[spec["size"]]
+    torch = measurement.limit_torch_threads(spec["threads"])
     length, batch = spec["seq"], spec["batch"]
-    config = XLNetConfig(vocab_size=VOCAB, d_model=size["hidden_dim"], n_layer=size["num_layers"],
-                         n_head=size["num_heads"], d_inner=size["intermediate_dim"],
-                         ff_activation="gelu", mem_len=3 * length // 4, reuse_len=length // 2,
-                         attn_type="bi", dropout=0.1, use_mems_train=True)
+    config = measurement.hugging_face_config(SIZES[spec["size"]], mem_len=3 * length // 4, reuse_len=length // 2,
+                                         attn_type="bi", dropout=0.1, use_mems_train=True)
     model = XLNetLMHeadModel(config).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, eps=1e-6, weight_decay=0.01)
     data = {k: torch.from_numpy(v) for k, v in make_batch(batch, length).items()}
@@ -183,12 +172,7 @@ def run_torch(spec):
     if spec.get("serve"):
         serve(step)
         return [], import_rss_gb
-    times = []
-    for _ in range(spec["steps"]):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return times, import_rss_gb
+    return measurement.time_calls(step, spec["steps"]), import_rss_gb
 
 
 def child(spec):
@@ -196,31 +180,24 @@ def child(spec):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     steps, import_rss_gb = run_torch(spec) if spec["impl"] == "torch" else run_keras(spec)
     # The fastest timed step: load from other jobs only ever slows a step down.
-    print("RESULT " + json.dumps({"step_s": min(steps) if steps else None, "steps": steps,
-                                  "peak_rss_gb": _peak_rss_gb(),
-                                  "import_rss_gb": import_rss_gb}))
+    measurement.report({"step_s": min(steps) if steps else None, "steps": steps, "peak_rss_gb": _peak_rss_gb(),
+                    "import_rss_gb": import_rss_gb})
 
 
 def _child_env(spec):
-    return dict(os.environ, OMP_NUM_THREADS=str(spec["threads"]), OMP_WAIT_POLICY="PASSIVE",
-                CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="2",
-                PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return measurement.child_env(spec["threads"], **measurement.PASSIVE_WAIT)
 
 
 def measure(spec, timeout=1800):
-    proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)],
-                          capture_output=True, text=True, env=_child_env(spec), timeout=timeout)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            result = json.loads(line[len("RESULT "):])
-            if result["step_s"]:
-                result["tokens_per_s"] = spec["batch"] * spec["seq"] / result["step_s"]
-            if result.get("import_rss_gb"):
-                # What the model and its training step add to the framework's own runtime.
-                result["step_rss_gb"] = result["peak_rss_gb"] - result["import_rss_gb"]
-            return result
-    tail = (proc.stderr or proc.stdout)[-600:]
-    return {"error": f"exit {proc.returncode}: {tail.strip().splitlines()[-1] if tail.strip() else ''}"}
+    result = measurement.measure_in_child(measurement.child_command(__file__, spec), _child_env(spec), timeout)
+    if "error" in result:
+        return result
+    if result["step_s"]:
+        result["tokens_per_s"] = spec["batch"] * spec["seq"] / result["step_s"]
+    if result.get("import_rss_gb"):
+        # What the model and its training step add to the framework's own runtime.
+        result["step_rss_gb"] = result["peak_rss_gb"] - result["import_rss_gb"]
+    return result
 
 
 def _best_of(first, second):
@@ -295,9 +272,7 @@ def _paired_table(common, rounds, seqs=(128, 512), ratios=None):
     order's figure is printed beside it.
     """
     print(f"\n## 1c. Interleaved steps, {rounds} rounds per start order: balanced median of per-round ratios\n")
-    # "Time-numerator side": the worker whose step time is on top (PyTorch for ours / PyTorch's speed).
-    print("| seq | batch | ratio | balanced | by order (time-numerator side started first / other first) | "
-          "median step s (time-numerator side / other side) |")
+    print(f"| seq | batch | {measurement.PAIR_COLUMNS} |")
     print("|---|---|---|---|---|---|")
     for seq, batch, members in PAIRED_GROUPS:
         labels = [(label, top, bottom) for key, (label, top, bottom) in PAIRED_RATIOS.items()
@@ -308,7 +283,7 @@ def _paired_table(common, rounds, seqs=(128, 512), ratios=None):
         def start(member, seq=seq, batch=batch):
             impl, dtype, xla = member
             spec = dict(common, impl=impl, seq=seq, batch=batch, dtype=dtype, xla=xla, serve=True)
-            return spawn([sys.executable, __file__, "--child", json.dumps(spec)], env=_child_env(spec))
+            return spawn(measurement.child_command(__file__, spec), env=_child_env(spec))
 
         passes, failed = run_in_both_orders(start, members, rounds, rewarm=1)
         for member, result in failed.items():
@@ -317,9 +292,7 @@ def _paired_table(common, rounds, seqs=(128, 512), ratios=None):
             row = pair_summary(passes, top, bottom)
             if row is None:
                 continue
-            by_order, medians = row["by_order"], row["medians"]
-            print(f"| {seq} | {batch} | {label} | **{row['ratio']:.2f}x** | {by_order[0]:.2f}x / {by_order[1]:.2f}x | "
-                  f"{medians[0]:.2f} / {medians[1]:.2f} |", flush=True)
+            print(f"| {seq} | {batch} | {label} | {measurement.pair_cells(row)} |", flush=True)
 
 
 def main(argv=None):

@@ -29,6 +29,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
+import measurement  # noqa: E402
 import results_table  # noqa: E402
 
 SETTINGS = {
@@ -91,8 +92,7 @@ def measure_step(model, batch_value, steps=3, step_batch=None):
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 
     if model == "base":
-        config = XLNetConfig(vocabulary_size=32000, num_layers=12, num_heads=12, head_dim=64, hidden_dim=768,
-                             intermediate_dim=3072, activation="gelu_approximate", memory_length=384,
+        config = XLNetConfig(**measurement.XLNET_BASE, activation="gelu_approximate", memory_length=384,
                              reuse_length=256, bi_data=True)
     else:
         config = XLNetConfig(vocabulary_size=4000, num_layers=4, num_heads=4, head_dim=32, hidden_dim=128,
@@ -122,10 +122,7 @@ def measure_step(model, batch_value, steps=3, step_batch=None):
         return loss
 
     step()  # trace and warm up
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step().numpy()
-    return (time.perf_counter() - t0) / steps
+    return sum(measurement.time_calls(lambda: step().numpy(), steps)) / steps
 
 
 def main(argv=None):
@@ -185,9 +182,7 @@ def result_rows(section):
     if "supply / demand" not in section.header:
         return []
     rows = []
-    for cells in section.rows:
-        if not results_table.is_number(cells["supply / demand"]):
-            continue  # --skip-step: no demand to compare with
+    for cells in results_table.measured(section, "supply / demand"):  # --skip-step: no demand to compare with
         seconds, batch = cells["train step s (batch)"].rstrip(")").split(" (")
         rows.append(results_table.Row(
             f"pretraining reader, {cells['setting']}: examples/s / one replica's demand at batch {batch}, "

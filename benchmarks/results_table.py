@@ -124,6 +124,11 @@ def is_number(cell):
     return bool(re.match(r"^\**-?\d", cell.strip()))
 
 
+def measured(section, column):
+    """The rows of `section` whose `column` holds a figure: not a failed or skipped measurement."""
+    return [cells for cells in section.rows if is_number(cells[column])]
+
+
 def number(cell):
     """The first number of a table cell: `'**1.45x**'` -> 1.45."""
     match = re.search(r"-?\d+(?:,\d{3})*(?:\.\d+)?", cell)

@@ -51,33 +51,31 @@ import time
 
 # The script's own folder, not the repository: the serving workers must not find xlnet_tf.
 from interleaved_steps import pair_summary, read_until, run_in_both_orders, serve, spawn
+import measurement
 import results_table
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BASE = dict(vocabulary_size=32000, num_layers=12, num_heads=12, head_dim=64, hidden_dim=768,
-            intermediate_dim=3072, dropout=0.0, attention_dropout=0.0)
+ROOT = measurement.REPO
+BASE = measurement.XLNET_BASE
 LENGTH = 128
 BATCHES = (1, 32)
 SHORT_WORDS = 16
 EXPORTS = {"savedmodel": ("", {}), "savedmodel-bf16": ("_bf16", {"dtype": "bfloat16"}),
            "savedmodel-xla": ("_xla", {"jit_compile": True})}
+
+
+def export_pairs(export, prefix, kinds):
+    """An export's pairs, `{name: (numerator worker, denominator worker)}`, the numerator ours: each input
+    kind against PyTorch's (`ids`, `bf16 ids`, ...), and its strings-in signature against its ids-in one."""
+    pairs = {f"{prefix}{kind}": (f"{export} {kind}", f"pytorch {kind}") for kind in kinds}
+    pairs[f"{prefix}strings/ids"] = (f"{export} strings", f"{export} ids")
+    return pairs
+
+
 # Each ratio is timed as its own pair of workers, in both start orders (`run_in_both_orders`):
 # on this VM the worker started first ran 5-30% slow for as long as it lived.
-# {name: (numerator worker, denominator worker)}; the numerator is ours.
-PAIRS = {
-    "ids": ("savedmodel ids", "pytorch ids"),
-    "strings": ("savedmodel strings", "pytorch strings"),
-    "short": ("savedmodel short", "pytorch short"),
-    "strings/ids": ("savedmodel strings", "savedmodel ids"),
-    "bf16 ids": ("savedmodel-bf16 ids", "pytorch ids"),
-    "bf16 strings": ("savedmodel-bf16 strings", "pytorch strings"),
-    "bf16 strings/ids": ("savedmodel-bf16 strings", "savedmodel-bf16 ids"),
-}
-XLA_PAIRS = {
-    "xla ids": ("savedmodel-xla ids", "pytorch ids"),
-    "xla strings": ("savedmodel-xla strings", "pytorch strings"),
-    "xla strings/ids": ("savedmodel-xla strings", "savedmodel-xla ids"),
-}
+PAIRS = {**export_pairs("savedmodel", "", ("ids", "strings", "short")),
+         **export_pairs("savedmodel-bf16", "bf16 ", ("ids", "strings"))}
+XLA_PAIRS = export_pairs("savedmodel-xla", "xla ", ("ids", "strings"))
 
 
 def _texts(batch, num_words=None):
@@ -109,7 +107,7 @@ def worker_export(args):
     from xlnet_tf.preprocessing.text_preprocessor import TextPreprocessor
     from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
-    model = XLNetClassifier(XLNetBackbone(XLNetConfig(**BASE)), num_classes=2)
+    model = XLNetClassifier(XLNetBackbone(XLNetConfig(**BASE, dropout=0.0, attention_dropout=0.0)), num_classes=2)
     model.build_with_dummy_inputs()
     tokenizer = XLNetTokenizer(args.spiece)
     start = time.perf_counter()
@@ -124,11 +122,9 @@ def worker_export(args):
 
 
 def worker_savedmodel(args, kind):
-    import tensorflow as tf
     import tensorflow_text  # noqa: F401  (SentencePiece ops of the strings-in signature)
 
-    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
+    tf = measurement.limit_tensorflow_threads(args.threads)
     loaded = tf.saved_model.load(args.model_dir + EXPORTS[args.worker.split()[0]][0])
     if kind in ("strings", "short"):
         signature = loaded.signatures["serving_default"]
@@ -142,16 +138,10 @@ def worker_savedmodel(args, kind):
 
 
 def worker_torch(args, kind):
-    import torch
     import transformers
 
-    torch.set_num_threads(args.threads)
-    torch.set_num_interop_threads(1)
-    torch.manual_seed(0)
-    config = transformers.XLNetConfig(
-        vocab_size=BASE["vocabulary_size"], d_model=BASE["hidden_dim"], n_layer=BASE["num_layers"],
-        n_head=BASE["num_heads"], d_inner=BASE["intermediate_dim"], ff_activation="gelu", dropout=0.0,
-        num_labels=2)
+    torch = measurement.limit_torch_threads(args.threads)
+    config = measurement.hugging_face_config(BASE, dropout=0.0, num_labels=2)
     model = transformers.XLNetForSequenceClassification(config).eval()
     if kind in ("strings", "short"):
         tokenizer = transformers.XLNetTokenizer(vocab_file=args.spiece)
@@ -177,7 +167,7 @@ def run_worker(args):
     """Export once, or serve timed calls: one line "call" on stdin -> one "TIME seconds" line."""
     try:
         if args.worker == "export":
-            print("RESULT " + json.dumps(worker_export(args)), flush=True)
+            measurement.report(worker_export(args))
             return
         kind = args.worker.split()[1]
         if args.worker.startswith("savedmodel"):
@@ -187,7 +177,7 @@ def run_worker(args):
         for _ in range(args.warmup):
             call()
     except Exception as e:  # reported in the table, not fatal to the other rows
-        print("RESULT " + json.dumps({"error": f"{type(e).__name__}: {e}"[:300]}), flush=True)
+        measurement.report_error(e)
         return
     serve(call)
 
@@ -258,9 +248,9 @@ def main():
     workdir = tempfile.mkdtemp(prefix="xlnet_serving_bench_")
     args.model_dir = args.keep or os.path.join(workdir, "model")
     export = _spawn("export", args)
-    line = read_until(export, ("RESULT ",))
+    line = read_until(export, (measurement.RESULT,))
     export.wait()
-    exported = json.loads(line[len("RESULT "):])
+    exported = json.loads(line[len(measurement.RESULT):])
     if "error" in exported:
         print(f"export failed: {exported['error']}")
         return 1

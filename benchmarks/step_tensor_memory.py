@@ -26,12 +26,11 @@ Usage:
 """
 
 import argparse
-import json
 import os
 import re
-import subprocess
 import sys
 
+import measurement
 import results_table
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -45,10 +44,9 @@ def child(spec):
     import keras
     import tensorflow as tf
 
-    from benchmarks.pretraining_benchmark import SIZES, VOCAB, make_batch
+    from benchmarks.pretraining_benchmark import SIZES, make_batch
 
-    tf.config.threading.set_intra_op_parallelism_threads(2)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
+    measurement.limit_tensorflow_threads(2)
     try:  # the layout since 2026-11-25
         from xlnet_tf.models.xlnet_config import XLNetConfig
         try:
@@ -62,8 +60,7 @@ def child(spec):
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 
     length, batch = spec["seq"], spec["batch"]
-    config = XLNetConfig(vocabulary_size=VOCAB, **SIZES["base"], memory_length=3 * length // 4,
-                         reuse_length=length // 2)
+    config = XLNetConfig(**SIZES["base"], memory_length=3 * length // 4, reuse_length=length // 2)
     dtype = "mixed_bfloat16" if spec["dtype"] == "bfloat16" else None
     model = XLNetPretrainer(XLNetBackbone(config, dtype=dtype))
     model.compile(optimizer=build_optimizer(model, learning_rate=1e-4, warmup_steps=1, train_steps=1000))
@@ -80,19 +77,14 @@ def child(spec):
 
     model.fit(dataset, steps_per_epoch=spec["steps"] + 1, epochs=1, verbose=0,
               callbacks=[keras.callbacks.LambdaCallback(on_train_batch_end=after_step)])
-    print("RESULT " + json.dumps({"peak_gb": max(peaks), "resident_gb": min(resident)}))
+    measurement.report({"peak_gb": max(peaks), "resident_gb": min(resident)})
 
 
 def measure(spec, timeout=1800):
-    env = dict(os.environ, TF_CPU_ALLOCATOR_USE_BFC="true", TF_CPP_MIN_LOG_LEVEL="3",
-               KERAS_BACKEND="tensorflow", CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="2")
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)],
-                          capture_output=True, text=True, env=env, timeout=timeout, cwd=spec["code"])
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
-    lines = (proc.stderr or proc.stdout).strip().splitlines()
-    return {"error": f"exit {proc.returncode}: {lines[-1] if lines else ''}"}
+    # The process finds the measured checkout's `xlnet_tf` (its working directory), not this one's.
+    env = measurement.child_env(2, repository=False, TF_CPU_ALLOCATOR_USE_BFC="true", TF_CPP_MIN_LOG_LEVEL="3",
+                            KERAS_BACKEND="tensorflow")
+    return measurement.measure_in_child(measurement.child_command(__file__, spec), env, timeout, cwd=spec["code"])
 
 
 def parse_configs(text):
@@ -144,7 +136,7 @@ def result_rows(section):
     return [results_table.Row(f"pretraining fit step peak tensor memory, XLNet-Base, seq {cells['seq']}, "
                               f"batch {cells['batch']}, {cells['dtype']}", "",
                               results_table.number(cells["step peak GB"]), "GB", command=command)
-            for cells in section.rows if results_table.is_number(cells["step peak GB"])]
+            for cells in results_table.measured(section, "step peak GB")]
 
 
 if __name__ == "__main__":

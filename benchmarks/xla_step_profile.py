@@ -32,6 +32,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import measurement  # noqa: E402
 import results_table  # noqa: E402
 
 PIECES = ("matmul", "content", "two_stream", "fwd_bwd", "optimizer", "memory", "step")
@@ -39,10 +40,9 @@ PIECES = ("matmul", "content", "two_stream", "fwd_bwd", "optimizer", "memory", "
 
 def build(args):
     import keras
-    import numpy as np
     import tensorflow as tf
 
-    from benchmarks.two_stream_batch import two_stream_batch
+    from benchmarks.pretraining_benchmark import make_batch
     from xlnet_tf.models.xlnet_backbone import XLNetBackbone
     from xlnet_tf.models.xlnet_config import XLNetConfig
     from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
@@ -50,18 +50,14 @@ def build(args):
 
     keras.utils.set_random_seed(0)
     length, batch = args.seq, args.batch
-    config = XLNetConfig(vocabulary_size=32000, num_layers=args.layers, num_heads=12, head_dim=64,
-                         hidden_dim=768, intermediate_dim=3072, dropout=0.1, attention_dropout=0.1,
+    config = XLNetConfig(**dict(measurement.XLNET_BASE, num_layers=args.layers), dropout=0.1, attention_dropout=0.1,
                          memory_length=3 * length // 4, reuse_length=length // 2)
     dtype = "mixed_bfloat16" if args.dtype == "bfloat16" else None
     model = XLNetPretrainer(XLNetBackbone(config, dtype=dtype))
     model.compile(optimizer=build_optimizer(model, learning_rate=1e-4, warmup_steps=1, train_steps=1000))
     model.optimizer.build(model.trainable_variables)
     model.enable_recurrence_memory(batch)
-    data = two_stream_batch(batch, length, 32000)
-    data["target_ids"] = data.pop("targets")
-    data["target_mask"] = np.ones(data["target_ids"].shape, np.float32)
-    data = {k: tf.constant(v) for k, v in data.items()}
+    data = {k: tf.constant(v) for k, v in make_batch(batch, length).items()}
     return model, data
 
 
@@ -137,10 +133,7 @@ def main():
     if unknown:
         parser.error(f"unknown piece(s) {unknown}; choose from {PIECES}")
 
-    import tensorflow as tf
-
-    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
+    tf = measurement.limit_tensorflow_threads(args.threads)
     model, data = build(args)
     bodies = make_pieces(model, data, args)
     functions = {(p, xla): tf.function(bodies[p], jit_compile=xla) for p in pieces for xla in (False, True)}

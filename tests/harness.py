@@ -336,6 +336,30 @@ def run_preset_test(cls, preset_dir, input_data, *, model, expected_files=None, 
     return restored
 
 
+def serialize_stream(token_ids, sentence_ids, chunk_length):
+    """One token stream's v1 records (`xlnet_tf/formats/README.md`) through the format's one writer.
+
+    Args:
+        token_ids: ids `[N]` in [0, 2**32).
+        sentence_ids: ids `[N]` in [0, 2**32).
+        chunk_length: tokens per record; the last record may be shorter.
+
+    Returns:
+        A list of serialized records (bytes).
+
+    Example:
+    >>> len(serialize_stream([10, 11, 12, 7], [0, 0, 1, 0], chunk_length=3))  # 3 tokens + 1 token
+    2
+    """
+    from xlnet_tf.formats import pretraining_records
+
+    token_bytes, token_offsets = pretraining_records.packed_varints(token_ids)
+    sentence_bytes, sentence_offsets = pretraining_records.packed_varints(sentence_ids)
+    cuts = pretraining_records.record_cuts(len(token_offsets) - 1, chunk_length)  # [R+1]
+    return pretraining_records.serialize_packed_records(token_bytes, token_offsets[cuts],
+                                                        sentence_bytes, sentence_offsets[cuts])
+
+
 def write_pretraining_records(directory, shard_streams, chunk_length=32, *, vocabulary_size=100,
                               vocabulary=None, manifest=True):
     """Writes v1 pretraining records (`xlnet_tf/formats/README.md`) with the format's own serializer.
@@ -367,8 +391,7 @@ def write_pretraining_records(directory, shard_streams, chunk_length=32, *, voca
     entries, paths = [], []
     for shard, (tokens, sentences) in enumerate(shard_streams):
         name = pretraining_records.shard_file_name(shard, len(shard_streams))
-        records = pretraining_records.serialize_records(
-            np.asarray(tokens, np.int64), np.asarray(sentences, np.int64), chunk_length)
+        records = serialize_stream(np.asarray(tokens, np.int64), np.asarray(sentences, np.int64), chunk_length)
         with tf.io.TFRecordWriter(os.path.join(directory, name)) as writer:
             for record in records:
                 writer.write(record)

@@ -159,7 +159,7 @@ def test_wheel_ships_the_configs_and_names_work_after_a_normal_install(tmp_path)
     elsewhere.mkdir()
     # The quick start's config is the shipped `tiny`, found from the installed package.
     script = ("import sys; sys.path.insert(0, sys.argv[1]); from xlnet_tf.cli import main as c; "
-              "from xlnet_tf.cli.run_arguments import resolve_config; "
+              "from xlnet_tf.training.shipped_configs import resolve_config; "
               "print(c.__file__); print(resolve_config('tiny', 'pretrain')); sys.exit(c.main(['configs']))")
     result = subprocess.run([sys.executable, "-c", script, str(target)], cwd=elsewhere,
                             capture_output=True, text=True, timeout=120,

@@ -14,19 +14,20 @@ Example:
 
 Names are imported on first use, so that light modules (for example the text normalization
 that Beam workers import) do not pay for loading Keras and the models. Importing the package
-still makes `keras.saving.load_model` find every XLNet class with no `custom_objects`: see
-`xlnet_tf/_keras_registration.py`.
+still makes `keras.saving.load_model` find every XLNet class with no `custom_objects` (see
+`xlnet_tf/_keras_registration.py`), and hands the preset reader below the models
+(`xlnet_tf.storage.preset_io`) the resolver of the named presets, which sit above them.
 """
 
 import os as _os
 
 from xlnet_tf import _keras_registration
 from xlnet_tf._lazy_exports import lazy_exports as _lazy_exports
+from xlnet_tf._version import __version__
+from xlnet_tf.storage import preset_names as _preset_names
 
 # Keras 3 on TensorFlow; never tf_keras.
 _os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-
-__version__ = "0.1.0"
 
 # Public name -> defining module. The Keras classes are those of the registration
 # table, less the building blocks (layers) and the optimizers, which are
@@ -42,7 +43,7 @@ _EXPORTS = {
     "per_replica_batch_size": "xlnet_tf.training.strategy",
     "train_vocabulary": "xlnet_tf.tokenizer_training",
     "write_builtin_corpus": "xlnet_tf.builtin_corpus",
-    "resolve_config": "xlnet_tf.cli.run_arguments",
+    "resolve_config": "xlnet_tf.training.shipped_configs",
     "run_config_from_dict": "xlnet_tf.pretraining.pretraining_config",
     "run_pretraining": "xlnet_tf.pretraining.pretraining_run",
     "finetune_config_from_dict": "xlnet_tf.finetuning.finetuning_config",
@@ -56,4 +57,13 @@ _EXPORTS = {
 __all__, __getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS, extra=["__version__"])
 
 
+def _resolve_preset(name_or_path):
+    """The named presets' resolver, for the preset reader below the models (which never imports them)."""
+    # import time: the named presets load on the first `from_preset`, not with every `import xlnet_tf`
+    from xlnet_tf.presets.preset_resolver import resolve_preset
+
+    return resolve_preset(name_or_path)
+
+
+_preset_names.set_named_preset_resolver(_resolve_preset)
 _keras_registration.install()

@@ -4,9 +4,9 @@ Every Keras class of the package is registered by its
 `@keras.saving.register_keras_serializable(package="xlnet_tf")` decorator, which
 only runs when its module is imported; Keras itself auto-imports modules of its
 own packages only. Importing those modules from `xlnet_tf/__init__.py` would
-make every `xlnet_tf.*` import load TensorFlow, Keras and keras-hub (about 3 s
-and 700 MB), also `xlnet_tf.text_normalization`, which Beam workers import
-(0.05 s and 11 MB on its own).
+make every `xlnet_tf.*` import load TensorFlow, Keras and keras-hub (seconds of
+start-up and a large share of a process's memory), also
+`xlnet_tf.text_normalization`, which Beam workers import and which is light on its own.
 
 Instead, as soon as Keras is loaded (right away when it already is, otherwise
 at the end of its own import), Keras' registry gets one stand-in per class
@@ -45,7 +45,7 @@ KERAS_CLASSES = {
     "XLNetTokenClassifierPreprocessor": "xlnet_tf.preprocessing.xlnet_token_classifier_preprocessor",
     "XLNetCausalLMPreprocessor": "xlnet_tf.preprocessing.xlnet_causal_lm_preprocessor",
     # Optimizer and schedule, met in the compile config of a compiled model.
-    "FusedAdamW": "xlnet_tf.optimizers.fused_adamw",
+    "FusedAdamWMuon": "xlnet_tf.optimizers.fused_adamw_muon",
     "AllReducedAdamW": "xlnet_tf.optimizers.all_reduced_adamw",
     "WarmupDecaySchedule": "xlnet_tf.optimizers.warmup_decay_schedule",
     "LayerwiseAdamW": "xlnet_tf.optimizers.layerwise_adamw",

@@ -8,8 +8,8 @@ import yaml
 from xlnet_tf.cli import main as cli
 from xlnet_tf.cli import finetune as finetune_cli
 from xlnet_tf.cli import pretrain as pretrain_cli
-from xlnet_tf.cli.run_arguments import (UnknownConfigError, config_description, config_names,
-                                    resolve_config, shipped_config_dir)
+from xlnet_tf.training.shipped_configs import (UnknownConfigError, config_description, config_names,
+                                               resolve_config, shipped_config_dir)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -16,6 +16,7 @@ from xlnet_tf.finetuning.finetuning_config import finetune_config_from_dict
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_classifier import XLNetClassifier
 from xlnet_tf.models.xlnet_task import finetuning_adjustments
+from xlnet_tf.storage import preset_io
 
 VOCABULARY = "tests/testdata/tiny_spiece.model"
 # The quick start's config (`--config tiny`, bi_data true, memory on), shrunk; bi_data is left to it.
@@ -40,7 +41,7 @@ def pretraining_preset(tmp_path_factory):
             *_sets(SHRINK + [f"data.train_files={records}"])]
     assert pretrain_cli.main(argv) == 0
     preset = os.path.join(workdir, "export", "preset")
-    config = XLNetConfig.from_json(os.path.join(preset, "config.json"))
+    config = XLNetConfig.from_dict(preset_io.read_backbone_config(preset))
     assert config.bi_data and config.memory_length == 8  # what the quick start exports
     return preset
 
@@ -73,7 +74,7 @@ def test_finetune_cli_on_the_quick_start_preset_trains_and_records_the_changes(
     losses = [line["loss"] for line in map(json.loads, open(os.path.join(workdir, "metrics.jsonl")))
               if "loss" in line]
     assert losses and all(math.isfinite(loss) for loss in losses)
-    final = XLNetConfig.from_json(os.path.join(workdir, "final", "config.json"))
+    final = XLNetConfig.from_dict(preset_io.read_backbone_config(os.path.join(workdir, "final")))
     assert (final.bi_data, final.memory_length, final.reuse_length) == (False, 0, 0)
     assert final.attention_type == "bi" and final.dropout == 0.0
 

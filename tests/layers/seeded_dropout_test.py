@@ -5,12 +5,20 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from xlnet_tf.layers.seeded_dropout import stateless_dropout
+from xlnet_tf.layers.seeded_dropout import apply_dropout
+
+# Built here, outside the traced functions below.
+_LAYERS = {rate: keras.layers.Dropout(rate) for rate in (0.1, 0.3, 0.5)}
+
+
+def seeded_dropout(inputs, rate, seed):
+    """A seeded dropout site in training: `apply_dropout` of a Dropout layer of `rate`."""
+    return apply_dropout(_LAYERS[rate], inputs, True, seed)
 
 
 def test_rate_and_scale():
     x = tf.ones((64, 1000))
-    y = stateless_dropout(x, 0.1, tf.constant([5, 6], tf.int64)).numpy()
+    y = seeded_dropout(x, 0.1, tf.constant([5, 6], tf.int64)).numpy()
     dropped = np.mean(y == 0)
     assert abs(dropped - 0.1) < 0.01
     np.testing.assert_allclose(y[y != 0], 1.0 / 0.9, rtol=1e-6)
@@ -18,9 +26,9 @@ def test_rate_and_scale():
 
 def test_mask_is_a_pure_function_of_the_seed():
     x = tf.ones((8, 300))
-    a = stateless_dropout(x, 0.5, tf.constant([1, 2], tf.int64)).numpy()
-    b = stateless_dropout(x, 0.5, tf.constant([1, 2], tf.int64)).numpy()
-    c = stateless_dropout(x, 0.5, tf.constant([1, 3], tf.int64)).numpy()
+    a = seeded_dropout(x, 0.5, tf.constant([1, 2], tf.int64)).numpy()
+    b = seeded_dropout(x, 0.5, tf.constant([1, 2], tf.int64)).numpy()
+    c = seeded_dropout(x, 0.5, tf.constant([1, 3], tf.int64)).numpy()
     np.testing.assert_array_equal(a, b)
     assert np.mean(a != c) > 0.3
 
@@ -31,8 +39,8 @@ def test_xla_draws_the_same_mask(dtype):
     # jit_compile drops exactly the units the plain step drops.
     x = tf.cast(tf.random.stateless_normal((2, 3, 16, 40), seed=[0, 1]), dtype)
     seed = tf.constant([9, 4], tf.int64)
-    plain = stateless_dropout(x, 0.1, seed)
-    compiled = tf.function(lambda x, s: stateless_dropout(x, 0.1, s), jit_compile=True)(x, seed)
+    plain = seeded_dropout(x, 0.1, seed)
+    compiled = tf.function(lambda x, s: seeded_dropout(x, 0.1, s), jit_compile=True)(x, seed)
     np.testing.assert_array_equal(plain.numpy().astype("float32"),
                                   compiled.numpy().astype("float32"))
 
@@ -42,7 +50,7 @@ def test_gradient_is_the_mask_times_the_scale():
     seed = tf.constant([3, 3], tf.int64)
     with tf.GradientTape() as tape:
         tape.watch(x)
-        y = stateless_dropout(x, 0.3, seed)
+        y = seeded_dropout(x, 0.3, seed)
         total = tf.reduce_sum(y)
     gradient = tape.gradient(total, x).numpy()
     kept = y.numpy() != 0
@@ -55,20 +63,20 @@ def test_odd_last_axis_keeps_rate_and_xla_mask(shape):
     # Each 32-bit draw decides two units; an odd last axis drops the spare half.
     x = tf.ones(shape)
     seed = tf.constant([7, 8], tf.int64)
-    plain = stateless_dropout(x, 0.5, seed).numpy()
-    compiled = tf.function(lambda x, s: stateless_dropout(x, 0.5, s), jit_compile=True)(x, seed).numpy()
+    plain = seeded_dropout(x, 0.5, seed).numpy()
+    compiled = tf.function(lambda x, s: seeded_dropout(x, 0.5, s), jit_compile=True)(x, seed).numpy()
     assert plain.shape == shape
     np.testing.assert_array_equal(plain, compiled)
-    big = stateless_dropout(tf.ones((400,) + shape), 0.5, seed).numpy()
+    big = seeded_dropout(tf.ones((400,) + shape), 0.5, seed).numpy()
     assert abs(np.mean(big == 0) - 0.5) < 0.02
 
 
 def test_unknown_last_axis_draws_the_eager_mask():
     x = tf.random.stateless_normal((3, 5), seed=[1, 1])
     seed = tf.constant([2, 9], tf.int64)
-    traced = tf.function(lambda x, s: stateless_dropout(x, 0.3, s),
+    traced = tf.function(lambda x, s: seeded_dropout(x, 0.3, s),
                          input_signature=[tf.TensorSpec([None, None]), tf.TensorSpec([2], tf.int64)])
-    np.testing.assert_array_equal(traced(x, seed).numpy(), stateless_dropout(x, 0.3, seed).numpy())
+    np.testing.assert_array_equal(traced(x, seed).numpy(), seeded_dropout(x, 0.3, seed).numpy())
 
 
 def test_unscaled_dropout_times_its_scale_is_the_dropout():

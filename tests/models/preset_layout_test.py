@@ -24,6 +24,7 @@ from xlnet_tf.models.xlnet_config import XLNetConfig
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 from xlnet_tf.models.xlnet_task import load_task_preset
+from xlnet_tf.storage import preset_io
 
 SPIECE = os.path.join(os.path.dirname(__file__), "..", "testdata", "tiny_spiece.model")
 CONFIG = tiny_config(vocabulary_size=200)
@@ -79,7 +80,7 @@ def test_pretrainer_preset_is_keras_hubs_layout(pretrainer_preset):
     assert json.load(open(os.path.join(path, "metadata.json")))["parameter_count"] == (
         pretrainer.backbone.count_params())
     # Code that reads config.json directly.
-    assert XLNetConfig.from_json(os.path.join(path, "config.json")) == pretrainer.backbone.config
+    assert XLNetConfig.from_dict(preset_io.read_backbone_config(path)) == pretrainer.backbone.config
 
 
 def test_every_reader_takes_the_pretrainer_preset(pretrainer_preset):

@@ -12,6 +12,8 @@ from xlnet_tf.formats import finetuning_records
 from xlnet_tf.cli import prepare_finetuning
 from xlnet_tf.cli.prepare_finetuning import main
 from xlnet_tf.pipelines import finetuning_data
+from xlnet_tf.pipelines.finetuning_job_settings import FinetuningJobSettings
+from xlnet_tf.tasks.task_spec import TaskSpec
 from xlnet_tf.data.finetuning_record_dataset import finetuning_record_dataset, read_finetuning_manifest
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 from xlnet_tf.preprocessing.xlnet_squad_preprocessor import XLNetSquadPreprocessor
@@ -212,7 +214,10 @@ def test_tfds_sub_splits_give_the_same_ids_and_records(monkeypatch, tmp_path):
     parts = run(argv + ["--output-dir", str(tmp_path / "parts"), "--tfds-read-shards", "4"])
     assert whole["examples"]["read"] == parts["examples"]["read"] == 23 - 3
     assert parts["settings"]["tfds_read_shards"] == 4
-    units, _ = finetuning_data.read_units([("train", "tfds", ("tiny_reviews", "train"))], parts["settings"])
+    job = FinetuningJobSettings(output_dir=str(tmp_path / "parts"),
+                                tfds_read_shards=parts["settings"]["tfds_read_shards"])
+    units, _ = finetuning_data.read_units([("train", "tfds", ("tiny_reviews", "train"))],
+                                          TaskSpec(task_type="classification"), job)
     assert [unit[:3] for unit in units] == [("train", order, "tfds") for order in range(4)]
     assert _shard_files(tmp_path / "parts") == _shard_files(tmp_path / "whole")
     ids = sorted(features[finetuning_records.EXAMPLE_ID_KEY] for features, _ in _records(str(tmp_path / "parts"),

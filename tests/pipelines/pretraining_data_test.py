@@ -13,6 +13,7 @@ import pytest
 import sentencepiece as spm
 import tensorflow as tf
 
+from tests.harness import serialize_stream
 from tests.pipelines.no_metrics import NoMetrics
 from xlnet_tf.formats import pretraining_records
 from xlnet_tf.cli import prepare_pretraining
@@ -350,10 +351,10 @@ def test_unknown_arguments_go_to_beam_unchanged():
     assert args.input == ["a.txt"] and rest == ["--num_workers", "3", "--in", "x"]
 
 
-def test_serialize_records_parse_as_tf_examples():
+def test_serialized_records_parse_as_tf_examples():
     values = np.array([0, 1, 127, 128, 255, 300, 16383, 16384, 2**21 - 1, 2**21, 2**28, 2**32 - 1, 31999])
     bits = np.arange(values.size) % 2
-    records = pretraining_records.serialize_records(values, bits, 5)
+    records = serialize_stream(values, bits, 5)
     assert len(records) == 3
     for i, record in enumerate(records):
         feature = tf.train.Example.FromString(record).features.feature
@@ -370,9 +371,9 @@ def test_serialize_records_parse_as_tf_examples():
         encoded, pretraining_records.varint_offsets(encoded, every=5), bits.astype(np.uint8), cuts) == records
     with pytest.raises(ValueError, match="token_cuts has 4 cuts and sentence_cuts 3"):
         pretraining_records.serialize_packed_records(encoded, cuts, bits.astype(np.uint8), cuts[:3])
-    assert pretraining_records.serialize_records(np.zeros([0], np.int64), np.zeros([0], np.int64), 4) == []
+    assert serialize_stream(np.zeros([0], np.int64), np.zeros([0], np.int64), 4) == []
     with pytest.raises(ValueError, match=r"ids must be in \[0, 2\*\*32\)"):
-        pretraining_records.serialize_records(np.array([-1]), np.array([0]), 4)
+        serialize_stream(np.array([-1]), np.array([0]), 4)
 
 
 def _pack(documents):
@@ -399,7 +400,7 @@ def test_write_step_sorts_packed_documents_by_key_bytes():
     assert pretraining_records.serialize_packed_records(
         token_bytes, pretraining_records.varint_offsets(token_bytes, every=3),
         sentence_bits, pretraining_records.record_cuts(sentence_bits.size, 3),
-    ) == pretraining_records.serialize_records(expected_tokens, expected_bits, 3)
+    ) == serialize_stream(expected_tokens, expected_bits, 3)
     # No documents: an empty stream (an empty shard file).
     token_bytes, sentence_bits, count = pretraining_data._WriteShard._sorted_stream([])
     assert (token_bytes.size, sentence_bits.size, count) == (0, 0, 0)

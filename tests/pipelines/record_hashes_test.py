@@ -59,10 +59,14 @@ def _inputs(root):
     }
 
 
-def _record_hashes(directory):
-    """`{file name: sha256}` of the record files (the manifest holds this machine's paths)."""
-    return {name: hashlib.sha256((directory / name).read_bytes()).hexdigest()
-            for name in sorted(os.listdir(directory)) if not name.endswith(".json")}
+def _records_sha256(directory):
+    """One sha256 over the job's record files, name and bytes in name order (the manifest holds this
+    machine's paths, so it is compared by its entries instead)."""
+    digest = hashlib.sha256()
+    for name in sorted(os.listdir(directory)):
+        if not name.endswith(".json"):
+            digest.update(name.encode("utf-8") + b"\0" + (directory / name).read_bytes())
+    return digest.hexdigest()
 
 
 def test_records_are_unchanged(tmp_path):
@@ -72,150 +76,35 @@ def test_records_are_unchanged(tmp_path):
         length = "24" if name in ("span", "long_documents") else "16"
         manifest = prepare_finetuning.run(argv + ["--vocab", SPIECE, "--sequence-length", length,
                                                   "--output-dir", str(out), "--runner=FnApiRunner"])
-        found[name] = {**_record_hashes(out), "task": manifest["task"], "examples": manifest["examples"]}
+        assert not any(manifest["examples"]["skipped"].values()), name
+        found[name] = (_records_sha256(out), manifest["examples"]["written"], manifest["task"])
     out = tmp_path / "out_pretraining"
     prepare_pretraining.run(["--input", CORPUS, "--vocab", SPIECE, "--output-dir", str(out), "--num-shards", "2",
                              "--chunk-length", "64", "--seed", "7", "--runner=FnApiRunner"])
-    found["pretraining"] = _record_hashes(out)
+    found["pretraining"] = _records_sha256(out)
     assert found == EXPECTED
 
 
-# Recorded on the shipped tiny vocabulary and the inputs above.
+# Recorded on the shipped tiny vocabulary and the inputs above: (records sha256, records written, the
+# manifest's task entry) per job.
 EXPECTED = {
-    "classification": {
-        "examples": {
-            "read": 12,
-            "skipped": {
-                "bad_label": 0,
-                "empty": 0,
-                "missing_field": 0,
-                "undecodable": 0
-            },
-            "written": 12
-        },
-        "task": {
-            "has_text_pair": True,
-            "label_names": [
-                "neg",
-                "pos"
-            ],
-            "num_classes": 2,
-            "task_type": "classification"
-        },
-        "train-00000-of-00003.tfrecord": "c9686dfdbe42488eba2bce4d7f3d2296c62c5a4ff26bb8900d55873098c2d2d2",
-        "train-00001-of-00003.tfrecord": "fc78a413ba866cfc5c81b1054721ce7b5079b3f2f60356793adc6ac45a228663",
-        "train-00002-of-00003.tfrecord": "600f4fe8b07fc0feb1bc23a7b00686c7b19b5f991b2cb64be7dc6e7dd6d29f96"
-    },
-    "long_documents": {
-        "examples": {
-            "read": 6,
-            "skipped": {
-                "bad_label": 0,
-                "empty": 0,
-                "missing_field": 0,
-                "undecodable": 0
-            },
-            "written": 6
-        },
-        "task": {
-            "has_text_pair": False,
-            "label_names": [
-                "a",
-                "b",
-                "c"
-            ],
-            "num_classes": 3,
-            "task_type": "classification"
-        },
-        "train-00000-of-00002.tfrecord": "b2c9371db2d08aff4bf3d65bc3689bc23966a2e42ecfaa9920aa613835047272",
-        "train-00001-of-00002.tfrecord": "0c72ca3042081cc9675ddf4ffa459394114ee95e59e7b781d6fe10d0f992867a"
-    },
-    "multiple_choice": {
-        "examples": {
-            "read": 12,
-            "skipped": {
-                "bad_label": 0,
-                "empty": 0,
-                "missing_field": 0,
-                "undecodable": 0
-            },
-            "written": 12
-        },
-        "task": {
-            "has_text_pair": True,
-            "label_names": None,
-            "num_classes": 4,
-            "task_type": "multiple_choice"
-        },
-        "train-00000-of-00002.tfrecord": "b612e399ec109e85b1954a4585b37e99963b04e53a1e45a3cb1eac1ffc50f945",
-        "train-00001-of-00002.tfrecord": "c2926a15b7a2b7f8b81f194a9f68ac17d9a1ba1b9e0120a050bbef3e42208ea5"
-    },
-    "pretraining": {
-        "pretrain-00000-of-00002.tfrecord": "d081dd14f80d71e9a2e233fde5ff953bdce48334121d9e0f8869b845b0e0c136",
-        "pretrain-00001-of-00002.tfrecord": "2459f14db75fd52ac9b080d75b1db48ec421ad0e667d922caf12b1b59bea5a74"
-    },
-    "regression": {
-        "examples": {
-            "read": 12,
-            "skipped": {
-                "bad_label": 0,
-                "empty": 0,
-                "missing_field": 0,
-                "undecodable": 0
-            },
-            "written": 12
-        },
-        "task": {
-            "has_text_pair": True,
-            "label_names": None,
-            "num_classes": None,
-            "task_type": "regression"
-        },
-        "train-00000-of-00002.tfrecord": "f4194bb32b8d063cd327387d794f7952e733573f1fd2c08243217d418461c978",
-        "train-00001-of-00002.tfrecord": "ba11a38c7a6fadb0807a1849ba3ebb12e358610f313e96a4019c24a791380227"
-    },
-    "span": {
-        "examples": {
-            "read": 2,
-            "skipped": {
-                "bad_label": 0,
-                "empty": 0,
-                "missing_field": 0,
-                "undecodable": 0
-            },
-            "written": 2
-        },
-        "task": {
-            "has_text_pair": True,
-            "label_names": None,
-            "num_classes": None,
-            "task_type": "span"
-        },
-        "train-00000-of-00002.tfrecord": "79f8e841a6a1ccd60f236ef1705b670670016dd1af4ff22aa8720644cf17a16b",
-        "train-00001-of-00002.tfrecord": "3d135a037f4d3e74799b37de1cb1a4a65cb9bb10645380139c6995cd0ec89bbd"
-    },
-    "token_classification": {
-        "examples": {
-            "read": 12,
-            "skipped": {
-                "bad_label": 0,
-                "empty": 0,
-                "missing_field": 0,
-                "undecodable": 0
-            },
-            "written": 12
-        },
-        "task": {
-            "has_text_pair": True,
-            "label_names": [
-                "O",
-                "B",
-                "I"
-            ],
-            "num_classes": 3,
-            "task_type": "token_classification"
-        },
-        "train-00000-of-00002.tfrecord": "89f3417256dd844e2dc7dd56a52fb2db07ca4462e96541b77fe55bce586c1005",
-        "train-00001-of-00002.tfrecord": "b038dea5cd15a0099e765276fa3e7a3b4787fa5324ca321b9fcce31e2c5be692"
-    }
+    "classification": (
+        "189f5e64742413a5365ca072f8f0dbacd99fec84197334a00b892037d7002409", 12,
+        {"task_type": "classification", "num_classes": 2, "label_names": ["neg", "pos"], "has_text_pair": True}),
+    "long_documents": (
+        "0e24abc6e073b0ac9f669813781a340cf88e2d77d5014e94de8b2e84a22fe079", 6,
+        {"task_type": "classification", "num_classes": 3, "label_names": ["a", "b", "c"], "has_text_pair": False}),
+    "multiple_choice": (
+        "bd158f062a866905507513cdd50cf36ed73eef821cd69c445d377da699f2bc3d", 12,
+        {"task_type": "multiple_choice", "num_classes": 4, "label_names": None, "has_text_pair": True}),
+    "pretraining": "2d67ea5fead79ed6045139092ccbc66407b0bb8d5a70818e5e890fa88300ba4c",
+    "regression": (
+        "37080ff7ac1cb0cb17b2b63b5d516a08c3398193b2b403c2d9bffb346011d4d2", 12,
+        {"task_type": "regression", "num_classes": None, "label_names": None, "has_text_pair": True}),
+    "span": (
+        "25140b7892c2886c81e2a668c22d33e7261044c0b72957cbb0affe1ac251cab4", 2,
+        {"task_type": "span", "num_classes": None, "label_names": None, "has_text_pair": True}),
+    "token_classification": (
+        "e6f5ae845d93eea3568dd05ad29a9957a1a325e9429922da8e33674ea0e6daed", 12,
+        {"task_type": "token_classification", "num_classes": 3, "label_names": ["O", "B", "I"], "has_text_pair": True}),
 }

@@ -7,7 +7,7 @@ package takes its TPU branch. The branches (grep "TPU" xlnet_tf/):
 - `training/strategy.py resolve_strategy`: "tpu" on this machine (no TPU) is a named
   error with TensorFlow's own cause; the TPU VM, named TPU and no-TPU cases are in
   `tpu_vm_strategy_test.py`.
-- `training/fused_adamw.py FusedAdamW._uses_fused_update`: Keras' own update under
+- `optimizers/fused_adamw_muon.py FusedAdamWMuon._uses_fused_update`: Keras' own update under
   TPUStrategy (the step is XLA-compiled there), with the same numbers.
 - `models/xlnet_pretrainer.py XLNetPretrainer._with_static_batch`: a shape annotation,
   not EnsureShape, for an unknown batch dimension.

@@ -9,7 +9,7 @@ import os
 import sys
 
 from xlnet_tf.cli.command_parser import CommandParser
-from xlnet_tf.cli.run_arguments import CONFIG_KINDS, config_description, config_names, shipped_config_dir
+from xlnet_tf.training.shipped_configs import CONFIG_KINDS, config_description, config_names, shipped_config_dir
 
 # Longer first comment lines are cut, so each config stays on one terminal line.
 _DESCRIPTION_LIMIT = 100

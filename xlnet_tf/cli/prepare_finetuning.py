@@ -8,8 +8,9 @@ Example:
 
 Options this command does not know go to Beam's `PipelineOptions` unchanged
 (`--runner DataflowRunner --project ...`). This module checks the command line
-and resolves it into the job's settings (splits and their files, text and
-label columns, vocabulary); `xlnet_tf.pipelines.finetuning_data.prepare_finetuning_data`
+and resolves it once into the task (`TaskSpec`: text and label columns, classes,
+packing), the job's own settings (`FinetuningJobSettings`), the splits and their
+files, and the vocabulary; `xlnet_tf.pipelines.finetuning_data.prepare_finetuning_data`
 runs the job.
 """
 
@@ -17,10 +18,12 @@ import hashlib
 import os
 import sys
 
-from xlnet_tf import tasks
 from xlnet_tf.cli.command_parser import CommandParser
 from xlnet_tf.formats.finetuning_records import FORMAT
 from xlnet_tf.tasks import LONG_DOCUMENT_TASK_TYPES, TASK_TYPES, task_type
+from xlnet_tf.tasks import example_rows
+from xlnet_tf.tasks.task_spec import TaskSpec
+from xlnet_tf.pipelines.finetuning_job_settings import FinetuningJobSettings
 from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
 
 
@@ -88,7 +91,43 @@ def _input_patterns(specs):
 
 
 def _resolve(args):
-    """The job's `(settings, sources, vocab_proto, vocabulary)`; raises `PipelineInputError` naming a bad option."""
+    """The job's `(task, job, sources, vocab_proto, vocabulary)`; raises `PipelineInputError` naming a bad option.
+
+    `task` is the `TaskSpec` of the records, `job` the `FinetuningJobSettings` of the Beam job.
+    """
+    _check_numbers(args)
+    if bool(args.input) == bool(args.tfds):
+        raise PipelineInputError("give either --input SPLIT=FILES (repeatable) or --tfds NAME, not both or neither.")
+    input_patterns = _input_patterns(args.input)
+    # import time: Beam and TensorFlow load once the arguments are checked
+    from xlnet_tf.pipelines.job_files import expand_input_files, load_vocabulary
+
+    sources = [(split, "files", expand_input_files(patterns)) for split, patterns in input_patterns]
+    dataset = _tfds_dataset(args, sources)
+    proto, _ = load_vocabulary(args.vocab)
+    vocabulary_size = _vocabulary_size(args, proto)
+    entry = task_type(args.task_type)
+    label_field = args.label_field or entry.label_field
+    tfds_fields = list(dataset.text_fields) or None if dataset else None
+    label_names, num_choices = _classes(args, entry, sources, label_field, dataset)
+    task = TaskSpec(
+        task_type=args.task_type, sequence_length=args.sequence_length, max_segments=args.max_segments,
+        text_fields=_text_fields(args, entry, sources, tfds_fields), label_field=label_field,
+        label_names=label_names, num_classes=num_choices, truncate=args.truncate, lowercase=args.lowercase,
+        max_query_length=args.max_query_length, doc_stride=args.doc_stride, max_qa_length=args.max_qa_length)
+    job = FinetuningJobSettings(
+        output_dir=args.output_dir, num_shards=args.num_shards, seed=args.seed,
+        encode_batch_size=args.encode_batch_size, strict=args.strict, tfds=args.tfds,
+        tfds_data_dir=args.tfds_data_dir, tfds_read_shards=args.tfds_read_shards, tfds_text_fields=tfds_fields,
+        tfds_label_field=args.label_field if args.tfds else None, input=list(args.input),
+        read_range_bytes=args.read_range_bytes, shared_filesystem=args.shared_filesystem)
+    vocabulary = {"file": os.path.abspath(args.vocab) if "://" not in args.vocab else args.vocab,
+                  "sha256": hashlib.sha256(proto).hexdigest(), "vocabulary_size": int(vocabulary_size)}
+    return task, job, sources, proto, vocabulary
+
+
+def _check_numbers(args):
+    """Refuses a number option out of its range, naming it."""
     if args.sequence_length < 4:
         raise PipelineInputError(f"--sequence-length must be >= 4, got {args.sequence_length}.")
     if args.max_segments < 1:
@@ -102,88 +141,79 @@ def _resolve(args):
         raise PipelineInputError(f"--num-shards must be >= 1, got {args.num_shards}.")
     if args.tfds_read_shards < 1:
         raise PipelineInputError(f"--tfds-read-shards must be >= 1, got {args.tfds_read_shards}.")
-    if bool(args.input) == bool(args.tfds):
-        raise PipelineInputError("give either --input SPLIT=FILES (repeatable) or --tfds NAME, not both or neither.")
-    input_patterns = _input_patterns(args.input)
-    # import time: Beam and TensorFlow load once the arguments are checked
-    from xlnet_tf.tasks import example_rows
-    # import time: as above
-    from xlnet_tf.pipelines.finetuning_data import present_text_fields
-    # import time: as above
-    from xlnet_tf.pipelines.job_files import expand_input_files, load_vocabulary, reading
 
-    sources = [(split, "files", expand_input_files(patterns)) for split, patterns in input_patterns]
-    tfds_fields = None
-    if args.tfds:
-        # import time: `--help` and argument errors answer without TensorFlow
-        from xlnet_tf.data.finetuning_tasks import dataset_spec
 
-        try:
-            spec = dataset_spec(args.tfds)
-        except ValueError as e:
-            raise PipelineInputError(str(e)) from None
-        if spec.task_type != args.task_type:
-            raise PipelineInputError(f"--tfds {args.tfds} is a {spec.task_type} dataset, not {args.task_type}.")
-        tfds_fields = list(spec.text_fields) or None
-        for split in [s for s in args.tfds_splits.split(",") if s]:
-            sources.append((split.replace("[", "_").replace("]", "").replace(":", "_").replace("%", "pct"),
-                            "tfds", (args.tfds, split)))
+def _tfds_dataset(args, sources):
+    """`--tfds`'s `DatasetSpec` (None without it); its splits are added to `sources`."""
+    if not args.tfds:
+        return None
+    # import time: `--help` and argument errors answer without TensorFlow
+    from xlnet_tf.data.finetuning_tasks import dataset_spec
+
+    try:
+        dataset = dataset_spec(args.tfds)
+    except ValueError as e:
+        raise PipelineInputError(str(e)) from None
+    if dataset.task_type != args.task_type:
+        raise PipelineInputError(f"--tfds {args.tfds} is a {dataset.task_type} dataset, not {args.task_type}.")
+    for split in [s for s in args.tfds_splits.split(",") if s]:
+        sources.append((split.replace("[", "_").replace("]", "").replace(":", "_").replace("%", "pct"),
+                        "tfds", (args.tfds, split)))
     splits = [split for split, _, _ in sources]
     repeated = sorted({split for split in splits if splits.count(split) > 1})
     if repeated:
         raise PipelineInputError(f"--tfds-splits {args.tfds_splits!r} names the split {repeated[0]!r} twice; "
                                  "give each split once.")
-    proto, _ = load_vocabulary(args.vocab)
+    return dataset
+
+
+def _vocabulary_size(args, proto):
     # import time: `--help` and argument errors answer without TensorFlow
     from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
     try:
-        vocabulary_size = XLNetTokenizer(proto).vocabulary_size()
+        return XLNetTokenizer(proto).vocabulary_size()
     except ValueError as e:
         raise PipelineInputError(f"--vocab {args.vocab!r}: {e}") from None
-    text_fields = args.text_fields.split(",") if args.text_fields else (tfds_fields or ["text", "text_pair"])
+
+
+def _text_fields(args, entry, sources, tfds_fields):
+    """`--text-fields`, else the dataset's, else `text` and `text_pair` when any row of a pair task has one."""
+    if args.text_fields:
+        return args.text_fields.split(",")
+    if args.input and entry.pairs:
+        # import time: Beam and TensorFlow load once the arguments are checked
+        from xlnet_tf.pipelines.finetuning_data import present_text_fields
+
+        return present_text_fields([path for _, _, paths in sources for path in paths])
+    return tfds_fields or ["text", "text_pair"]
+
+
+def _classes(args, entry, sources, label_field, dataset):
+    """`(label_names, num_choices)`: the task's classes, and the options of every question (multiple choice, else 0).
+
+    Label names are `--label-names`, else the dataset's, else the first split's string labels where the
+    task type names its classes so; the options are counted in the first file's first row (or the dataset's).
+    """
+    # import time: Beam and TensorFlow load once the arguments are checked
+    from xlnet_tf.pipelines.job_files import reading
+
     label_names = args.label_names.split(",") if args.label_names else None
-    if args.tfds and not label_names:
-        label_names = list(spec.label_names) or None
-    entry = task_type(args.task_type)
-    label_field = args.label_field or entry.label_field
-    if args.input and entry.label_names_from_file and not label_names:
-        try:
-            with reading(*sources[0][2]):
-                label_names = example_rows.infer_label_names(sources[0][2], label_field)
-        except PipelineInputError:
-            raise
-        except ValueError as e:
-            raise PipelineInputError(f"--input {args.input[0]!r}: {e}") from None
-    if args.input and entry.pairs and not args.text_fields:
-        text_fields = present_text_fields([path for _, _, paths in sources for path in paths])
-    num_choices = None
-    if entry.layout == tasks.CHOICES:
-        # The choices axis of every record: the first row's number of options (or the dataset's).
-        if args.input:
-            with reading(sources[0][2][0]):
-                num_choices = example_rows.num_options(sources[0][2][0])
-        else:
-            num_choices = spec.num_choices
-        if not num_choices:
-            source = f"--input {args.input[0]!r}" if args.input else f"--tfds {args.tfds}"
-            raise PipelineInputError(f"{source}: the first row has no 'options' list.")
-    settings = {
-        "task_type": args.task_type, "sequence_length": args.sequence_length,
-        "max_segments": args.max_segments, "text_fields": text_fields,
-        "label_field": label_field, "num_choices": num_choices, "second_max_length": args.max_qa_length,
-        "label_names": label_names, "truncate": args.truncate, "lowercase": args.lowercase,
-        "max_query_length": args.max_query_length, "doc_stride": args.doc_stride, "num_shards": args.num_shards,
-        "seed": args.seed, "encode_batch_size": args.encode_batch_size, "strict": args.strict,
-        "output_dir": args.output_dir, "tfds": args.tfds, "tfds_data_dir": args.tfds_data_dir,
-        "tfds_read_shards": args.tfds_read_shards,
-        "tfds_text_fields": tfds_fields, "tfds_label_field": args.label_field if args.tfds else None,
-        "input": list(args.input), "read_range_bytes": args.read_range_bytes,
-        "shared_filesystem": args.shared_filesystem,
-    }
-    vocabulary = {"file": os.path.abspath(args.vocab) if "://" not in args.vocab else args.vocab,
-                  "sha256": hashlib.sha256(proto).hexdigest(), "vocabulary_size": int(vocabulary_size)}
-    return settings, sources, proto, vocabulary
+    if dataset and not label_names:
+        label_names = list(dataset.label_names) or None
+    source = f"--input {args.input[0]!r}" if args.input else f"--tfds {args.tfds}"
+    first_files = sources[0][2] if args.input else []
+    try:
+        if first_files and entry.label_names_from_file and not label_names:
+            with reading(*first_files):
+                label_names = example_rows.infer_label_names(first_files, label_field)
+        with reading(*first_files[:1]):
+            num_choices = entry.resolve_num_choices(first_files[0] if first_files else None, dataset)
+    except PipelineInputError:
+        raise
+    except ValueError as e:
+        raise PipelineInputError(f"{source}: {e}") from None
+    return label_names, num_choices
 
 
 def run(argv=None):
@@ -196,8 +226,8 @@ def run(argv=None):
     from xlnet_tf.pipelines.finetuning_data import prepare_finetuning_data
 
     args, beam_args = _parser().parse_known_args(argv)
-    settings, sources, proto, vocabulary = _resolve(args)
-    return prepare_finetuning_data(settings, sources, proto, vocabulary, overwrite=args.overwrite,
+    task, job, sources, proto, vocabulary = _resolve(args)
+    return prepare_finetuning_data(task, job, sources, proto, vocabulary, overwrite=args.overwrite,
                                    beam_args=beam_args)
 
 

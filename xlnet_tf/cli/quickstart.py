@@ -26,7 +26,8 @@ import time
 import sentencepiece as spm
 
 from xlnet_tf.cli.command_parser import CommandParser
-from xlnet_tf.cli.run_arguments import resolve_config
+from xlnet_tf.config_schema import ConfigError
+from xlnet_tf.training.shipped_configs import resolve_config
 from xlnet_tf.formats.pretraining_records import MANIFEST_FILE as RECORDS_MANIFEST_FILE
 from xlnet_tf.formats.preset_files import VOCABULARY_FILE
 from xlnet_tf.builtin_corpus import write_builtin_corpus
@@ -84,25 +85,45 @@ def main(argv=None) -> int:
     workdir = os.path.abspath(args.workdir)
     os.makedirs(workdir, exist_ok=True)
     started = time.time()
+    try:
+        inputs, heldout = _corpus_stage(args, workdir)
+        vocabulary = _vocabulary_stage(args, workdir, inputs)
+        vocabulary_size = spm.SentencePieceProcessor(model_file=vocabulary).get_piece_size()
+        records = _records_stage(workdir, inputs, vocabulary)
+        run_dir = os.path.join(workdir, "pretrain")
+        summary, context_free = _pretraining_stage(args, run_dir, records, vocabulary, vocabulary_size)
+    except (VocabularyTrainingError, PipelineInputError, ConfigError) as e:
+        # A corpus SentencePiece cannot train on, a bad input, a bad --set or a work directory of another run.
+        print(f"xlnet-tf quickstart: error: {e}", file=sys.stderr)
+        return 2
+    _export_stage(summary, run_dir)
+    _report(summary, run_dir, context_free, vocabulary, vocabulary_size, heldout)
+    print(f"Done in {(time.time() - started) / 60:.1f} minutes. Work directory: {workdir}")
+    print(f"Next: {next_command(run_dir, records, vocabulary, vocabulary_size, args.overrides)}"
+          "   (continues this run)")
+    return 0
 
-    # 1. Corpus.
-    inputs = args.input
-    heldout = None
-    if not inputs:
-        corpus = os.path.join(workdir, "corpus", "python_docstrings.txt")
-        heldout = os.path.join(workdir, "corpus", "heldout.txt")
-        if not os.path.exists(corpus):
-            _stage("1/5 corpus: English docstrings of the installed Python standard library")
-            os.makedirs(os.path.dirname(corpus), exist_ok=True)
-            documents, sentences, size = write_builtin_corpus(
-                corpus + ".partial", max_bytes=int(args.corpus_mb * 1e6),
-                heldout_path=heldout + ".partial")
-            os.replace(heldout + ".partial", heldout)  # Held out first: corpus marks completion.
-            os.replace(corpus + ".partial", corpus)
-            print(f"{documents} documents, {sentences} sentences, {size / 1e6:.1f} MB -> {corpus}")
-        inputs = [corpus]
 
-    # 2. Vocabulary.
+def _corpus_stage(args, workdir):
+    """Stage 1: `(inputs, heldout)`, `--input`'s files, or the built-in corpus written once with its held-out text."""
+    if args.input:
+        return args.input, None
+    corpus = os.path.join(workdir, "corpus", "python_docstrings.txt")
+    heldout = os.path.join(workdir, "corpus", "heldout.txt")
+    if not os.path.exists(corpus):
+        _stage("1/5 corpus: English docstrings of the installed Python standard library")
+        os.makedirs(os.path.dirname(corpus), exist_ok=True)
+        documents, sentences, size = write_builtin_corpus(
+            corpus + ".partial", max_bytes=int(args.corpus_mb * 1e6),
+            heldout_path=heldout + ".partial")
+        os.replace(heldout + ".partial", heldout)  # Held out first: corpus marks completion.
+        os.replace(corpus + ".partial", corpus)
+        print(f"{documents} documents, {sentences} sentences, {size / 1e6:.1f} MB -> {corpus}")
+    return [corpus], heldout
+
+
+def _vocabulary_stage(args, workdir, inputs):
+    """Stage 2: the SentencePiece model's path, trained unless it exists; raises `VocabularyTrainingError`."""
     vocabulary = os.path.join(workdir, VOCABULARY_FILE)
     vocab_inputs = [i for i in inputs if not i.startswith("tfds:")]
     if not os.path.exists(vocabulary):
@@ -110,63 +131,53 @@ def main(argv=None) -> int:
         if not vocab_inputs:
             # A TFDS-only run trains its vocabulary on the records' source text dumped first.
             vocab_inputs = [_dump_tfds_text(inputs, os.path.join(workdir, "corpus"))]
-        try:
-            trained = train_vocabulary(vocab_inputs, args.vocab_size, vocabulary)
-        except VocabularyTrainingError as e:
-            print(f"xlnet-tf quickstart: error: {e}", file=sys.stderr)
-            return 2
+        trained = train_vocabulary(vocab_inputs, args.vocab_size, vocabulary)
         print(f"{trained['vocabulary_size']} pieces from {trained['sentences']} sentences -> {vocabulary}")
-    vocabulary_size = spm.SentencePieceProcessor(model_file=vocabulary).get_piece_size()
+    return vocabulary
 
-    # 3. Records.
+
+def _records_stage(workdir, inputs, vocabulary):
+    """Stage 3: the pretraining records' directory, written unless complete; raises `PipelineInputError`."""
     records = os.path.join(workdir, "records")
     if not os.path.exists(os.path.join(records, RECORDS_MANIFEST_FILE)):
         _stage("3/5 records: xlnet-tf prepare-pretraining (Beam DirectRunner)")
         # import time: Beam loads at its stage, after the vocabulary
         from xlnet_tf.pipelines.pretraining_data import prepare_pretraining_data
 
-        try:
-            job = prepare_pretraining_data(inputs, records, vocabulary, num_shards=2, chunk_length=512,
-                                           overwrite=True)
-        except PipelineInputError as e:
-            print(f"xlnet-tf quickstart: error: {e}", file=sys.stderr)
-            return 2
+        job = prepare_pretraining_data(inputs, records, vocabulary, num_shards=2, chunk_length=512,
+                                       overwrite=True)
         documents = job.manifest["documents"]
         print(f"{documents['written']} of {documents['read']} documents written (skipped "
               f"{documents['skipped']})")
     with open(os.path.join(records, RECORDS_MANIFEST_FILE)) as f:
         manifest = json.load(f)
     print(f"records: {manifest['num_tokens']} tokens in {manifest['num_shards']} shards")
+    return records
 
-    # 4. Pretraining.
+
+def _pretraining_stage(args, run_dir, records, vocabulary, vocabulary_size):
+    """Stage 4: the tiny run for at most `--minutes`; `(run summary, context-free loss)`; raises `ConfigError`."""
     _stage(f"4/5 pretraining the tiny XLNet (its configured steps, at most {args.minutes:g} minutes)")
-    # import time: TensorFlow loads at the pretraining stage
-    from xlnet_tf.config_schema import ConfigError
     # import time: TensorFlow loads at the pretraining stage
     from xlnet_tf.pretraining.learning_report import context_free_entropy
     # import time: TensorFlow loads at the pretraining stage
     from xlnet_tf.pretraining.pretraining_config import load_run_config
     # import time: TensorFlow loads at the pretraining stage
     from xlnet_tf.pretraining.pretraining_run import run_pretraining
-    # import time: TensorFlow loads at the pretraining stage
-    from xlnet_tf.training.callbacks import read_metrics
 
-    run_dir = os.path.join(workdir, "pretrain")
-    try:
-        config = load_run_config([resolve_config("tiny", "pretrain")], [
-            f"data.train_files={records}", f"data.vocabulary={vocabulary}",
-            f"model.vocabulary_size={vocabulary_size}", "distribution.strategy=one_device",
-        ] + list(args.overrides))
-        # A pass over the quick start's small records: the context-free line of loss.png and of the summary.
-        context_free = context_free_entropy(records)
-        summary = run_pretraining(config, run_dir, extra_callbacks=[time_budget(args.minutes * 60)],
-                                  context_free_loss=context_free)
-    except ConfigError as e:  # A bad --set, or a work directory of another run.
-        print(f"xlnet-tf quickstart: error: {e}", file=sys.stderr)
-        return 2
-    lines = read_metrics(os.path.join(run_dir, "metrics.jsonl"))
+    config = load_run_config([resolve_config("tiny", "pretrain")], [
+        f"data.train_files={records}", f"data.vocabulary={vocabulary}",
+        f"model.vocabulary_size={vocabulary_size}", "distribution.strategy=one_device",
+    ] + list(args.overrides))
+    # A pass over the quick start's small records: the context-free line of loss.png and of the summary.
+    context_free = context_free_entropy(records)
+    summary = run_pretraining(config, run_dir, extra_callbacks=[time_budget(args.minutes * 60)],
+                              context_free_loss=context_free)
+    return summary, context_free
 
-    # 5. Export of the trained model.
+
+def _export_stage(summary, run_dir):
+    """Stage 5: a preset directory and a SavedModel of the trained model, into `summary["export"]`."""
     _stage("5/5 export")
     # import time: TensorFlow loads at the pretraining stage
     from xlnet_tf.serving.export_pretrained import export_pretrainer
@@ -175,17 +186,22 @@ def main(argv=None) -> int:
                                           vocabulary=summary["vocabulary"], overwrite=True)
     for key, path in summary["export"].items():
         print(f"{key}: {path}")
-    if lines:
-        first, last = lines[0], lines[-1]
-        print(f"\nloss {first['loss']:.3f} at step {first['step']} -> {last['loss']:.3f} at step "
-              f"{last['step']} (accuracy {first['accuracy']:.3f} -> {last['accuracy']:.3f}).")
-        print(f"loss curve: {summary['loss_curve']}")
-        show_what_was_learned(last["loss"], context_free, vocabulary, vocabulary_size,
-                              summary.get("export", {}).get("preset"), heldout)
-    print(f"Done in {(time.time() - started) / 60:.1f} minutes. Work directory: {workdir}")
-    print(f"Next: {next_command(run_dir, records, vocabulary, vocabulary_size, args.overrides)}"
-          "   (continues this run)")
-    return 0
+
+
+def _report(summary, run_dir, context_free, vocabulary, vocabulary_size, heldout):
+    """The loss from the first logged step to the last, and what the model learned (when a step was logged)."""
+    # import time: TensorFlow loads at the pretraining stage
+    from xlnet_tf.training.callbacks import read_metrics
+
+    lines = read_metrics(os.path.join(run_dir, "metrics.jsonl"))
+    if not lines:
+        return
+    first, last = lines[0], lines[-1]
+    print(f"\nloss {first['loss']:.3f} at step {first['step']} -> {last['loss']:.3f} at step "
+          f"{last['step']} (accuracy {first['accuracy']:.3f} -> {last['accuracy']:.3f}).")
+    print(f"loss curve: {summary['loss_curve']}")
+    show_what_was_learned(last["loss"], context_free, vocabulary, vocabulary_size,
+                          summary.get("export", {}).get("preset"), heldout)
 
 
 def show_what_was_learned(loss, context_free, vocabulary, vocabulary_size, preset, heldout,

@@ -3,106 +3,16 @@
 Each option is a shorthand for a `--set section.key=value` override, so the
 resolved config in the work directory records it like any other setting.
 `--config` takes a YAML path or the name of a shipped config (`base`,
-`glue_mrpc`, ...; `xlnet-tf configs` lists them). No TensorFlow import here:
-`--help` stays fast.
+`glue_mrpc`, ...; `xlnet-tf configs` lists them; `xlnet_tf.training.shipped_configs`
+resolves them). No TensorFlow import here: `--help` stays fast.
 """
 
 import os
 import sys
 
+from xlnet_tf.training.shipped_configs import UnknownConfigError, config_names, resolve_config
 from xlnet_tf.training.strategy import STRATEGIES as STRATEGY_CHOICES
 from xlnet_tf.config_schema import ConfigError
-
-CONFIG_KINDS = ("pretrain", "finetune")
-# A directory is taken for the shipped configs only when it holds this file, so an
-# unrelated `configs/` folder next to the package is never picked up.
-_MARKER = os.path.join("pretrain", "tiny.yaml")
-
-
-class UnknownConfigError(ValueError):
-    """A `--config` value that is neither an existing file nor a shipped config name."""
-
-
-def shipped_config_dir():
-    """The folder holding the shipped `pretrain/` and `finetune/` configs.
-
-    A wheel carries them as `xlnet_tf/configs/` (setup.py maps the top-level
-    `configs/` folder there); a source checkout or an editable install reads the
-    top-level `configs/` folder itself.
-
-    Returns:
-        The absolute path of the folder, or None when neither exists.
-    """
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # xlnet_tf/
-    for candidate in (os.path.join(package, "configs"),
-                      os.path.join(os.path.dirname(package), "configs")):
-        if os.path.isfile(os.path.join(candidate, _MARKER)):
-            return candidate
-    return None
-
-
-def config_names(kind):
-    """The sorted names (file names without `.yaml`) of the shipped `kind` configs."""
-    if kind not in CONFIG_KINDS:
-        raise ValueError(f"Config kind must be one of {CONFIG_KINDS}, got {kind!r}.")
-    root = shipped_config_dir()
-    if root is None:
-        return []
-    folder = os.path.join(root, kind)
-    return sorted(name[:-len(".yaml")] for name in os.listdir(folder) if name.endswith(".yaml"))
-
-
-def config_description(path):
-    """The first line of a YAML file's leading comment, or "" when it has none."""
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            stripped = line.strip()
-            if not stripped:
-                continue
-            if stripped.startswith("#"):
-                return stripped.lstrip("#").strip()
-            return ""
-    return ""
-
-
-def resolve_config(value, kind):
-    """Turns one `--config` value into a YAML path.
-
-    Args:
-        value: a path to a YAML file, or the name of a shipped config of `kind`
-            (`base`, `glue_mrpc`, `squad_v1.1`, ...).
-        kind: "pretrain" or "finetune": which shipped configs a name refers to.
-
-    Returns:
-        The path of an existing file.
-
-    Raises:
-        UnknownConfigError: neither an existing file nor a known name; the
-            message lists the known names.
-
-    Example:
-    >>> os.path.basename(resolve_config("tiny", "pretrain"))
-    'tiny.yaml'
-    """
-    if os.path.isfile(value):
-        return value
-    if "://" in value:
-        import tensorflow as tf  # import time: only gs://, ram://, ... paths need it; `--help` stays light
-
-        if tf.io.gfile.exists(value) and not tf.io.gfile.isdir(value):
-            return value
-        raise UnknownConfigError(f"Config file not found: {value}")
-    names = config_names(kind)
-    known = (f"shipped {kind} configs: {', '.join(names)}" if names
-             else "no shipped configs were found in this installation")
-    looks_like_path = os.sep in value or "/" in value or value.endswith((".yaml", ".yml"))
-    if not looks_like_path and value in names:
-        return os.path.join(shipped_config_dir(), kind, value + ".yaml")
-    if looks_like_path:
-        raise UnknownConfigError(f"Config file not found: {value} (give a YAML path, or a name "
-                                 f"without a path: {known}).")
-    raise UnknownConfigError(f"Unknown config name {value!r} ({known}; or give a path to a YAML "
-                             "file).")
 
 
 def add_run_arguments(parser, config_help, kind):

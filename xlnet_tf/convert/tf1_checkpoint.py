@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from xlnet_tf.formats.preset_files import TF1_CONFIG_FILE
 from xlnet_tf.formats.preset_files import VOCABULARY_FILE
-from xlnet_tf.models.xlnet_config import XLNetConfig
+from xlnet_tf.convert.checkpoint_config import read_checkpoint_config
 from xlnet_tf.convert.block_weight_names import block_weight_names
 from xlnet_tf.convert.checkpoint_mapping import CheckpointMapping
 from xlnet_tf.convert.conversion_error import ConversionError
@@ -100,7 +100,7 @@ def convert_tf1_checkpoint(input_path, config_path=None, dtype=None):
     """
     prefix, config_path, vocabulary = locate_tf1_checkpoint(input_path, config_path)
     try:
-        config = XLNetConfig.from_json(config_path)
+        config = read_checkpoint_config(config_path)
     except (ValueError, TypeError, KeyError, OSError) as e:
         raise ConversionError(f"{config_path}: not a readable XLNet config: {e}") from e
     arrays = read_tf1_checkpoint(prefix)

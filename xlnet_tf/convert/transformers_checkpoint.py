@@ -10,7 +10,7 @@ from xlnet_tf.formats.preset_files import TRANSFORMERS_CONFIG_FILE
 from xlnet_tf.formats.preset_files import TRANSFORMERS_WEIGHTS_FILE
 from xlnet_tf.formats.preset_files import TRANSFORMERS_WEIGHTS_INDEX_FILE
 from xlnet_tf.formats.preset_files import VOCABULARY_FILE
-from xlnet_tf.models.xlnet_config import XLNetConfig
+from xlnet_tf.convert.checkpoint_config import read_checkpoint_config
 from xlnet_tf.convert.block_weight_names import block_weight_names
 from xlnet_tf.convert.checkpoint_mapping import CheckpointMapping
 from xlnet_tf.convert.conversion_error import ConversionError
@@ -84,7 +84,7 @@ def convert_transformers_checkpoint(input_dir, dtype=None):
     if not os.path.exists(config_path):
         raise ConversionError(f"{input_dir}: no {TRANSFORMERS_CONFIG_FILE} (expected a save_pretrained directory).")
     try:
-        config = XLNetConfig.from_json(config_path)
+        config = read_checkpoint_config(config_path)
     except (ValueError, TypeError, KeyError, OSError) as e:
         raise ConversionError(f"{config_path}: not a readable XLNet config: {e}") from e
     arrays = read_safetensors(input_dir)

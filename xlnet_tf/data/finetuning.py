@@ -33,10 +33,11 @@ dict `{"start_logits", "end_logits", "cls_logits"}` (span) keyed like the
 model's training outputs.
 """
 
+import types
+
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf import tasks
 from xlnet_tf.tasks import example_rows
 from xlnet_tf.data.finetuning_tasks import dataset_spec
 from xlnet_tf.tasks import task_type
@@ -59,11 +60,8 @@ def infer_label_names(path, label_field="label"):
 
 
 def _row_settings(task, path):
-    settings = {"text_fields": task.text_fields, "label_field": task.label_field,
-                "label_names": task.label_names, "num_classes": task.num_classes}
-    if task_type(task.task_type).layout == tasks.CHOICES:
-        settings["num_choices"] = example_rows.num_options(path)  # every row has the first row's number
-    return settings
+    entry = task_type(task.task_type)
+    return entry.row_settings(task, entry.options_in_file(path))  # every row has the first row's options
 
 
 def read_local_examples(path, task):
@@ -73,20 +71,49 @@ def read_local_examples(path, task):
     a bad line is a `ValueError` naming the file and the line.
     """
     entry = task_type(task.task_type)
-    if entry.read_row is None:
-        return _read_squad_json(path)
+    return entry.example_kind(_LOCAL_COLUMNS)(path, task, entry)
+
+
+def _row_columns(path, task, entry):
+    """`({field: [value per example]}, examples)` of a local JSONL/CSV/TSV file."""
     examples = [example for _, example in example_rows.read_examples(path, entry, _row_settings(task, path))]
     if not examples:
         raise ValueError(example_rows.empty_file_message(path))
     columns = {field: [example[field] for example in examples]
                for field in entry.example_fields if field in examples[0]}
-    if entry.layout == tasks.WORDS:
-        return {"tokens": tf.ragged.constant(columns["tokens"], dtype=tf.string),
-                "tags": tf.ragged.constant(columns["tags"], dtype=tf.int32)}
+    return columns, examples
+
+
+def _labelled_columns(path, task, entry):
+    columns, examples = _row_columns(path, task, entry)
     columns["label"] = np.asarray(columns["label"], np.float32 if entry.score_labels else np.int32)
-    if entry.layout == tasks.TEXT and not any(example["has_pair"] for example in examples):
+    return columns, examples
+
+
+def _text_columns(path, task, entry):
+    columns, examples = _labelled_columns(path, task, entry)
+    if not any(example["has_pair"] for example in examples):
         columns.pop("text_pair")
     return columns
+
+
+def _choice_columns(path, task, entry):
+    return _labelled_columns(path, task, entry)[0]
+
+
+def _word_columns(path, task, entry):
+    columns, _ = _row_columns(path, task, entry)
+    return {"tokens": tf.ragged.constant(columns["tokens"], dtype=tf.string),
+            "tags": tf.ragged.constant(columns["tags"], dtype=tf.int32)}
+
+
+def _squad_columns(path, task, entry):
+    return _read_squad_json(path)
+
+
+# A local file's examples as columns, by kind of example (`TaskType.example_kind`).
+_LOCAL_COLUMNS = types.SimpleNamespace(text=_text_columns, choices=_choice_columns, words=_word_columns,
+                                       windows=_squad_columns)
 
 
 def check_local_files(task):
@@ -170,55 +197,70 @@ def _from_tfds(task, role, shuffle_files, data_dir):
     ds = tfds.load(task.dataset, split=split, shuffle_files=shuffle_files,
                    data_dir=data_dir or None)
     entry = task_type(spec.task_type)
-    if entry.layout == tasks.TEXT:
-        fields = list(task.text_fields or spec.text_fields)
+    return entry.example_kind(_TFDS_EXAMPLES)(ds, task, spec, entry)
 
-        def canonical(ex):
-            out = {"text": ex[fields[0]], "label": ex[task.label_field or spec.label_field]}
-            if len(fields) > 1:
-                out["text_pair"] = ex[fields[1]]
-            out["label"] = tf.cast(out["label"], tf.float32 if entry.score_labels else tf.int32)
-            return out
 
-        ds = ds.map(canonical)
-        if not entry.score_labels:
-            ds = ds.filter(lambda ex: ex["label"] >= 0)  # GLUE test splits carry -1
-        return ds
-    if entry.layout == tasks.WINDOWS:
-        def canonical_squad(ex):
-            texts = ex["answers"]["text"]
-            starts = ex["answers"]["answer_start"]
-            has_answer = tf.size(texts) > 0
-            impossible = tf.logical_not(has_answer)
-            if "is_impossible" in ex:
-                impossible = tf.logical_or(impossible, tf.cast(ex["is_impossible"], tf.bool))
-            return {
-                "id": ex["id"], "context": ex["context"], "question": ex["question"],
-                "answer_text": tf.where(impossible, "", tf.cond(has_answer, lambda: texts[0], lambda: "")),
-                "answer_start": tf.where(impossible, 0, tf.cond(
-                    has_answer, lambda: tf.cast(starts[0], tf.int32), lambda: 0)),
-                "is_impossible": impossible,
-            }
-        return ds.map(canonical_squad)
-    if entry.layout == tasks.CHOICES:
-        num_choices = spec.num_choices
+def _tfds_texts(ds, task, spec, entry):
+    fields = list(task.text_fields or spec.text_fields)
 
-        def per_question(ex):
-            options = ex["options"]
-            if not isinstance(options, tf.RaggedTensor):
-                options = tf.RaggedTensor.from_tensor(options)
-            options = options.to_tensor(default_value="", shape=[None, num_choices])  # [Q, C]
-            count = tf.minimum(tf.minimum(tf.shape(ex["questions"])[0], tf.shape(ex["answers"])[0]),
-                               tf.shape(options)[0])
-            letters = tf.strings.unicode_decode(ex["answers"][:count], "UTF-8").to_tensor(
-                default_value=ord("A"), shape=[None, 1])[:, 0]
-            questions = tf.data.Dataset.from_tensor_slices({
-                "question": ex["questions"][:count], "options": options[:count],
-                "label": tf.clip_by_value(tf.cast(letters - ord("A"), tf.int32), 0, num_choices - 1)})
-            return questions.map(lambda q: {**q, "context": ex["article"]})
-        return ds.flat_map(per_question)
-    return ds.map(lambda ex: {"tokens": ex["tokens"],  # WORDS
+    def canonical(ex):
+        out = {"text": ex[fields[0]], "label": ex[task.label_field or spec.label_field]}
+        if len(fields) > 1:
+            out["text_pair"] = ex[fields[1]]
+        out["label"] = tf.cast(out["label"], tf.float32 if entry.score_labels else tf.int32)
+        return out
+
+    ds = ds.map(canonical)
+    if not entry.score_labels:
+        ds = ds.filter(lambda ex: ex["label"] >= 0)  # GLUE test splits carry -1
+    return ds
+
+
+def _tfds_questions(ds, task, spec, entry):
+    def canonical_squad(ex):
+        texts = ex["answers"]["text"]
+        starts = ex["answers"]["answer_start"]
+        has_answer = tf.size(texts) > 0
+        impossible = tf.logical_not(has_answer)
+        if "is_impossible" in ex:
+            impossible = tf.logical_or(impossible, tf.cast(ex["is_impossible"], tf.bool))
+        return {
+            "id": ex["id"], "context": ex["context"], "question": ex["question"],
+            "answer_text": tf.where(impossible, "", tf.cond(has_answer, lambda: texts[0], lambda: "")),
+            "answer_start": tf.where(impossible, 0, tf.cond(
+                has_answer, lambda: tf.cast(starts[0], tf.int32), lambda: 0)),
+            "is_impossible": impossible,
+        }
+    return ds.map(canonical_squad)
+
+
+def _tfds_choices(ds, task, spec, entry):
+    num_choices = spec.num_choices
+
+    def per_question(ex):
+        options = ex["options"]
+        if not isinstance(options, tf.RaggedTensor):
+            options = tf.RaggedTensor.from_tensor(options)
+        options = options.to_tensor(default_value="", shape=[None, num_choices])  # [Q, C]
+        count = tf.minimum(tf.minimum(tf.shape(ex["questions"])[0], tf.shape(ex["answers"])[0]),
+                           tf.shape(options)[0])
+        letters = tf.strings.unicode_decode(ex["answers"][:count], "UTF-8").to_tensor(
+            default_value=ord("A"), shape=[None, 1])[:, 0]
+        questions = tf.data.Dataset.from_tensor_slices({
+            "question": ex["questions"][:count], "options": options[:count],
+            "label": tf.clip_by_value(tf.cast(letters - ord("A"), tf.int32), 0, num_choices - 1)})
+        return questions.map(lambda q: {**q, "context": ex["article"]})
+    return ds.flat_map(per_question)
+
+
+def _tfds_words(ds, task, spec, entry):
+    return ds.map(lambda ex: {"tokens": ex["tokens"],
                               "tags": tf.cast(ex[task.label_field or spec.label_field], tf.int32)})
+
+
+# A TFDS dataset's examples in the canonical fields, by kind of example (`TaskType.example_kind`).
+_TFDS_EXAMPLES = types.SimpleNamespace(text=_tfds_texts, choices=_tfds_choices, words=_tfds_words,
+                                       windows=_tfds_questions)
 
 
 def raw_dataset(task, role, shuffle_files=False, data_dir=None):
@@ -338,15 +380,28 @@ def _records_dataset(task, role, training, seed, with_truncation=False):
     if with_truncation:
         ds = ds.map(lambda features, label: (
             {k: v for k, v in features.items() if k != TRUNCATED_KEY}, label, features[TRUNCATED_KEY]))
-    if task_type(records_type).layout == tasks.WINDOWS:
-        def to_model(features, label):
-            features = {**features, "start_positions": label["start_position"]}
-            return features, {"start_logits": label["start_position"],
-                              "end_logits": label["end_position"],
-                              "cls_logits": tf.cast(label["is_impossible"], tf.float32)}
-        ds = ds.map(to_model)
+    ds = task_type(records_type).example_kind(_RECORD_LABELS)(ds)
     limit = task.max_train_examples if role == "train" else task.max_eval_examples
     return ds.take(limit) if limit else ds
+
+
+def _window_labels(ds):
+    """A span window's record labels as the model's training outputs (the end head reads the gold start)."""
+    def to_model(features, label):
+        features = {**features, "start_positions": label["start_position"]}
+        return features, {"start_logits": label["start_position"],
+                          "end_logits": label["end_position"],
+                          "cls_logits": tf.cast(label["is_impossible"], tf.float32)}
+    return ds.map(to_model)
+
+
+def _as_recorded(ds):
+    return ds
+
+
+# Records' `(features, labels)` in this module's label layout, by kind of example (`TaskType.example_kind`).
+_RECORD_LABELS = types.SimpleNamespace(text=_as_recorded, choices=_as_recorded, words=_as_recorded,
+                                       windows=_window_labels)
 
 
 def _uses_records(task, role):
@@ -385,46 +440,61 @@ def finetuning_dataset(task, tokenizer, role, batch_size, training=None, seed=0,
         the uninterrupted run was); take sample batches from `sample_batch`.
     """
     training = role == "train" if training is None else training
-    layout = task_type(task.task_type).layout
-    autotune = tf.data.AUTOTUNE
-    if with_truncation and layout == tasks.WINDOWS:
-        raise ValueError("with_truncation is not defined for span tasks: their document-stride windows "
-                         "cover the whole passage.")
+    entry = task_type(task.task_type)
+    if with_truncation:
+        entry.check_truncation_request()
     if _uses_records(task, role):
         ds = _records_dataset(task, role, training, seed, with_truncation)
         if training:
             ds = ds.shuffle(_SHUFFLE_BUFFER, seed=seed).repeat()
-        return ds.batch(batch_size, drop_remainder=training).prefetch(autotune)
+        return ds.batch(batch_size, drop_remainder=training).prefetch(tf.data.AUTOTUNE)
     raw = raw_dataset(task, role, shuffle_files=training, data_dir=data_dir)
-    if layout == tasks.WINDOWS:
-        pre = _squad_preprocessor(task, tokenizer)
+    batches = entry.example_kind(_BATCHES)
+    return batches(raw, task, tokenizer, batch_size, training, seed, with_truncation)
 
-        def windows(ex):
-            w = pre(ex["context"], ex["question"], ex["answer_start"], ex["answer_text"],
-                    ex["is_impossible"])
-            features = {k: w[k] for k in ("token_ids", "segment_ids", "padding_mask", "answer_mask",
-                                          "start_positions")}
-            labels = {"start_logits": w["start_positions"], "end_logits": w["end_positions"],
-                      "cls_logits": tf.cast(w["is_impossible"], tf.float32)}
-            return tf.data.Dataset.from_tensor_slices((features, labels))
 
-        ds = raw.flat_map(windows)
-        if training:
-            ds = ds.shuffle(_SHUFFLE_BUFFER, seed=seed).repeat()
-        return ds.batch(batch_size, drop_remainder=training).prefetch(autotune)
-    if layout == tasks.CHOICES:
-        if training:
-            raw = raw.shuffle(_SHUFFLE_BUFFER, seed=seed).repeat()
-        ds = raw.map(_choice_encoder(task, tokenizer, with_truncation), num_parallel_calls=autotune)
-        return ds.batch(batch_size, drop_remainder=training).prefetch(autotune)
-    if training:
-        raw = raw.shuffle(_SHUFFLE_BUFFER, seed=seed).repeat()
-    if layout == tasks.WORDS:  # variable-length word lists
-        raw = raw.ragged_batch(batch_size, drop_remainder=training)
-    else:
-        raw = raw.batch(batch_size, drop_remainder=training)
-    encoder = _token_encoder if layout == tasks.WORDS else _text_encoder
-    return raw.map(encoder(task, tokenizer, with_truncation), num_parallel_calls=autotune).prefetch(autotune)
+def _shuffled(ds, training, seed):
+    return ds.shuffle(_SHUFFLE_BUFFER, seed=seed).repeat() if training else ds
+
+
+def _text_batches(raw, task, tokenizer, batch_size, training, seed, with_truncation):
+    raw = _shuffled(raw, training, seed).batch(batch_size, drop_remainder=training)
+    encode = _text_encoder(task, tokenizer, with_truncation)
+    return raw.map(encode, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def _word_batches(raw, task, tokenizer, batch_size, training, seed, with_truncation):
+    # Variable-length word lists.
+    raw = _shuffled(raw, training, seed).ragged_batch(batch_size, drop_remainder=training)
+    encode = _token_encoder(task, tokenizer, with_truncation)
+    return raw.map(encode, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def _choice_batches(raw, task, tokenizer, batch_size, training, seed, with_truncation):
+    encode = _choice_encoder(task, tokenizer, with_truncation)
+    ds = _shuffled(raw, training, seed).map(encode, num_parallel_calls=tf.data.AUTOTUNE)
+    return ds.batch(batch_size, drop_remainder=training).prefetch(tf.data.AUTOTUNE)
+
+
+def _window_batches(raw, task, tokenizer, batch_size, training, seed, with_truncation):
+    pre = _squad_preprocessor(task, tokenizer)
+
+    def windows(ex):
+        w = pre(ex["context"], ex["question"], ex["answer_start"], ex["answer_text"],
+                ex["is_impossible"])
+        features = {k: w[k] for k in ("token_ids", "segment_ids", "padding_mask", "answer_mask",
+                                      "start_positions")}
+        labels = {"start_logits": w["start_positions"], "end_logits": w["end_positions"],
+                  "cls_logits": tf.cast(w["is_impossible"], tf.float32)}
+        return tf.data.Dataset.from_tensor_slices((features, labels))
+
+    ds = _shuffled(raw.flat_map(windows), training, seed)
+    return ds.batch(batch_size, drop_remainder=training).prefetch(tf.data.AUTOTUNE)
+
+
+# Raw examples -> batched `(features, labels)`, by kind of example (`TaskType.example_kind`).
+_BATCHES = types.SimpleNamespace(text=_text_batches, choices=_choice_batches, words=_word_batches,
+                                 windows=_window_batches)
 
 
 def sample_batch(task, tokenizer, batch_size, data_dir=None):
@@ -487,15 +557,15 @@ def local_file_label_names(task):
 
 
 def local_file_num_choices(task):
-    """Options per question of a local multiple-choice training file (0 when there is none to read).
+    """Options per question of a local multiple-choice training file (0 when there is none to read, and for
+    other task types).
 
     `check_local_files` makes sure every row has the same number; the export needs it
     (`preprocessing.json`'s `num_classes`) to give its signatures a static choices axis.
     """
-    if task_type(task.task_type).layout != tasks.CHOICES or not task.train_file or \
-            not tf.io.gfile.exists(task.train_file):
+    if not task.train_file or not tf.io.gfile.exists(task.train_file):
         return 0
-    return _row_settings(task, task.train_file)["num_choices"] or 0
+    return task_type(task.task_type).options_in_file(task.train_file) or 0
 
 
 def has_text_pair(task):
@@ -513,20 +583,17 @@ def has_text_pair(task):
 
 
 def has_question(task):
-    """Whether a multiple-choice run's examples carry questions; None when only its records say (they do not).
+    """Whether a multiple-choice run's examples carry questions; None when only its records say (they do not),
+    and for other task types.
 
     A local file's rows are read as `canonical_choices` reads them (a missing or null
     `question` is the empty one); RACE (`task.dataset`) always has questions. A model
     fine-tuned without any packed each choice alone after the context, so its serving
     signature takes no question (`preprocessing.json`'s `has_question`).
     """
-    if task_type(task.task_type).layout != tasks.CHOICES:
-        return None
-    if task.records_dir and not (task.train_file or task.dataset):
-        return None
-    if task.dataset and not task.train_file:
-        return True
-    if not task.train_file or not tf.io.gfile.exists(task.train_file):
-        return None
-    return any(isinstance(row, dict) and str(row.get("question") or "") != ""
-               for _, row in example_rows.rows(task.train_file))
+    def train_rows():
+        if not task.train_file or not tf.io.gfile.exists(task.train_file):
+            return None
+        return (row for _, row in example_rows.rows(task.train_file))
+
+    return task_type(task.task_type).has_question(task, train_rows)

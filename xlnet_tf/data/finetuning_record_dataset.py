@@ -12,14 +12,12 @@ import os
 
 import tensorflow as tf
 
-from xlnet_tf import tasks
 from xlnet_tf.tasks import task_type
 from xlnet_tf.formats.finetuning_records import EXAMPLE_ID_KEY
 from xlnet_tf.formats.finetuning_records import FEATURE_KEYS
 from xlnet_tf.formats.finetuning_records import FORMAT
 from xlnet_tf.formats.finetuning_records import MANIFEST_FILE as MANIFEST
 from xlnet_tf.formats.finetuning_records import TRUNCATED_KEY
-from xlnet_tf.formats.finetuning_records import WINDOW_INDEX_KEY
 
 
 def read_finetuning_manifest(directory):
@@ -60,12 +58,11 @@ def _feature_spec(entry, length):
     spec[EXAMPLE_ID_KEY] = tf.io.FixedLenFeature([], tf.string)
     # Token classification records do not carry the flag: they read as -1 (unknown).
     spec[TRUNCATED_KEY] = tf.io.FixedLenFeature([], tf.int64, default_value=-1)
-    # Word tags: one label per position; every other task one per example (per window).
-    label_shape = [length] if entry.layout == tasks.WORDS else []
     for key in entry.record_label_keys:
-        spec[key] = tf.io.FixedLenFeature(label_shape, tf.float32 if entry.score_labels else tf.int64)
-    if entry.layout == tasks.WINDOWS:
-        spec[WINDOW_INDEX_KEY] = tf.io.FixedLenFeature([], tf.int64)
+        spec[key] = tf.io.FixedLenFeature(entry.record_label_shape(length),
+                                          tf.float32 if entry.score_labels else tf.int64)
+    for key in entry.record_window_keys():
+        spec[key] = tf.io.FixedLenFeature([], tf.int64)
     return spec
 
 
@@ -106,7 +103,7 @@ def finetuning_record_dataset(directory, split, *, shuffle=False, seed=None, wit
     length = int(manifest["sequence_length"])
     segments = records_max_segments(manifest)
     # Multiple choice: the C options of a question, flattened in one record.
-    choices = int(manifest["task"]["num_classes"]) if entry.layout == tasks.CHOICES else 0
+    choices = entry.record_choices(manifest["task"])
     files = [os.path.join(directory, shard["file"]) for shard in manifest["splits"][split]["files"]]
     missing = [path for path in files if not tf.io.gfile.exists(path)]
     if missing:
@@ -121,8 +118,8 @@ def finetuning_record_dataset(directory, split, *, shuffle=False, seed=None, wit
             features[TRUNCATED_KEY] = tf.cast(example[TRUNCATED_KEY], tf.int32)
         if with_example_id:
             features[EXAMPLE_ID_KEY] = example[EXAMPLE_ID_KEY]
-            if entry.layout == tasks.WINDOWS:
-                features[WINDOW_INDEX_KEY] = tf.cast(example[WINDOW_INDEX_KEY], tf.int32)
+            for key in entry.record_window_keys():
+                features[key] = tf.cast(example[key], tf.int32)
         labels = {k: example[k] if entry.score_labels else tf.cast(example[k], tf.int32)
                   for k in entry.record_label_keys}
         return features, labels if len(labels) > 1 else labels[entry.record_label_keys[0]]

@@ -9,7 +9,6 @@ import tensorflow as tf
 
 from xlnet_tf.data import finetuning as data
 from xlnet_tf.formats.finetuning_records import IGNORE_LABEL
-from xlnet_tf import tasks
 from xlnet_tf.metrics import classification_metrics as cls_metrics
 from xlnet_tf.metrics.squad_metrics import squad_scores
 from xlnet_tf.metrics.squad_metrics import squad_v2_best_thresholds
@@ -84,66 +83,102 @@ def evaluate(model, task, tokenizer, batch_size, data_dir=None, collapse_warning
         the flag), except for span tasks, whose windows cover the whole passage;
         and `collapsed` for class tasks.
     """
-    predict = _predict_fn(model)
-    evaluation = task_type(task.task_type).evaluation
-    if evaluation == tasks.SQUAD:
-        return _evaluate_span(predict, task, tokenizer, batch_size, data_dir)
-    logits, labels, truncated = [], [], []
-    for features, batch_labels, batch_truncated in data.finetuning_dataset(
-            task, tokenizer, "eval", batch_size, training=False, data_dir=data_dir, with_truncation=True):
-        logits.append(predict(features).numpy())
-        labels.append(np.asarray(batch_labels))
-        truncated.append(np.asarray(batch_truncated).reshape(-1))
-    if not logits:
-        raise ValueError("The evaluation set is empty.")
-    truncated = np.concatenate(truncated)
-    # -1: records that do not carry the flag (token classification); the count is then unknown (null).
-    truncated_examples = None if (truncated < 0).any() else int(truncated.sum())
-    if evaluation == tasks.TAGS:
+    evaluation = TaskEvaluation(model, task, tokenizer, batch_size, data_dir=data_dir,
+                                collapse_warning=collapse_warning)
+    return task_type(task.task_type).evaluate(evaluation)
+
+
+class TaskEvaluation:
+    """One pass of a task model over its evaluation set; the task type picks how it is scored.
+
+    `TaskType.evaluate` calls one of `classes` (argmax vs class ids), `scores`
+    (one float vs a float target), `tags` (argmax per labelled position) or
+    `squad` (answer texts vs the gold answers).
+
+    Example:
+    >>> # skip-example: runs a fine-tuned model over its evaluation set
+    >>> evaluation = TaskEvaluation(model, task, tokenizer, batch_size=32)
+    >>> task_type(task.task_type).evaluate(evaluation)["accuracy"]
+    0.875
+    """
+
+    def __init__(self, model, task, tokenizer, batch_size, data_dir=None, collapse_warning=True):
+        self.predict = _predict_fn(model)
+        self.task, self.tokenizer, self.batch_size = task, tokenizer, batch_size
+        self.data_dir, self.collapse_warning = data_dir, collapse_warning
+
+    def _batches(self):
+        """Per-batch logits and labels of the evaluation set, and the count of truncated examples."""
+        logits, labels, truncated = [], [], []
+        for features, batch_labels, batch_truncated in data.finetuning_dataset(
+                self.task, self.tokenizer, "eval", self.batch_size, training=False, data_dir=self.data_dir,
+                with_truncation=True):
+            logits.append(self.predict(features).numpy())
+            labels.append(np.asarray(batch_labels))
+            truncated.append(np.asarray(batch_truncated).reshape(-1))
+        if not logits:
+            raise ValueError("The evaluation set is empty.")
+        truncated = np.concatenate(truncated)
+        # -1: records that do not carry the flag (token classification); the count is then unknown (null).
+        return logits, labels, None if (truncated < 0).any() else int(truncated.sum())
+
+    def classes(self):
+        """Class metrics of one prediction per example."""
+        logits, labels, truncated_examples = self._batches()
+        return self._class_metrics(np.concatenate(logits), np.concatenate(labels).reshape(-1), truncated_examples)
+
+    def tags(self):
+        """Class metrics of one prediction per labelled position (ignored positions left out)."""
+        logits, labels, truncated_examples = self._batches()
         logits = np.concatenate([x.reshape(-1, x.shape[-1]) for x in logits])
         labels = np.concatenate([y.reshape(-1) for y in labels])
         keep = labels != IGNORE_LABEL
-        logits, labels = logits[keep], labels[keep]
-    else:
-        logits = np.concatenate(logits)
+        return self._class_metrics(logits[keep], labels[keep], truncated_examples)
+
+    def _class_metrics(self, logits, labels, truncated_examples):
+        result = {"examples": int(labels.shape[0]), "truncated_examples": truncated_examples}
+        predictions = logits.argmax(-1)
+        result.update(classification_metrics(self.task.metrics, labels, predictions))
+        result["collapsed"] = check_collapse(labels, predictions) if self.collapse_warning else False
+        return result
+
+    def scores(self):
+        """Regression metrics of one float per example, with the mean squared error."""
+        logits, labels, truncated_examples = self._batches()
+        scores = np.concatenate(logits).reshape(-1)
         labels = np.concatenate(labels).reshape(-1)
-    result = {"examples": int(labels.shape[0]), "truncated_examples": truncated_examples}
-    if evaluation == tasks.SCORE:
-        scores = logits.reshape(-1)
-        result.update(classification_metrics(task.metrics, labels, scores))
+        result = {"examples": int(labels.shape[0]), "truncated_examples": truncated_examples}
+        result.update(classification_metrics(self.task.metrics, labels, scores))
         result["mse"] = float(np.mean((scores - labels) ** 2))
         result["collapsed"] = bool(np.std(scores) < 1e-6 < np.std(labels))
-        if collapse_warning and result["collapsed"]:
+        if self.collapse_warning and result["collapsed"]:
             warnings.warn("All regression predictions are the same value: the model has collapsed.",
                           RuntimeWarning, stacklevel=2)
         return result
-    predictions = logits.argmax(-1)
-    result.update(classification_metrics(task.metrics, labels, predictions))
-    result["collapsed"] = check_collapse(labels, predictions) if collapse_warning else False
-    return result
 
-
-def _evaluate_span(predict, task, tokenizer, batch_size, data_dir):
-    contexts, golds = data.squad_eval_references(task, data_dir=data_dir)
-    features, outputs = {}, {}
-    for batch in data.squad_eval_dataset(task, tokenizer, batch_size, data_dir=data_dir):
-        out = predict({k: batch[k] for k in MODEL_KEYS})
-        for key, value in batch.items():
-            features.setdefault(key, []).append(value.numpy())
-        for key, value in out.items():
-            outputs.setdefault(key, []).append(value.numpy())
-    features = {k: np.concatenate(v) for k, v in features.items()}
-    outputs = {k: np.concatenate(v) for k, v in outputs.items()}
-    # Best non-null spans and null scores; the threshold is applied below, so the
-    # SQuAD 2.0 search sees every question's span.
-    answers = squad_predictions(contexts, features, outputs, max_answer_length=task.max_answer_length,
-                                null_score_threshold=None)
-    threshold = task.null_score_threshold
-    texts = {q: a.text if threshold is None or a.null_score <= threshold else "" for q, a in answers.items()}
-    result = squad_scores(texts, golds)
-    result["examples"] = result.pop("total")
-    if task.version_2:
-        # Questions with no window (none in practice) count as unanswered: +inf null score.
-        null_scores = {q: answers[q].null_score if q in answers else float("inf") for q in golds}
-        result.update(squad_v2_best_thresholds({q: a.text for q, a in answers.items()}, null_scores, golds))
-    return result
+    def squad(self):
+        """SQuAD EM / F1 of the answer texts; SQuAD 2.0 adds the null-score threshold search."""
+        task = self.task
+        contexts, golds = data.squad_eval_references(task, data_dir=self.data_dir)
+        features, outputs = {}, {}
+        for batch in data.squad_eval_dataset(task, self.tokenizer, self.batch_size, data_dir=self.data_dir):
+            out = self.predict({k: batch[k] for k in MODEL_KEYS})
+            for key, value in batch.items():
+                features.setdefault(key, []).append(value.numpy())
+            for key, value in out.items():
+                outputs.setdefault(key, []).append(value.numpy())
+        features = {k: np.concatenate(v) for k, v in features.items()}
+        outputs = {k: np.concatenate(v) for k, v in outputs.items()}
+        # Best non-null spans and null scores; the threshold is applied below, so the
+        # SQuAD 2.0 search sees every question's span.
+        answers = squad_predictions(contexts, features, outputs, max_answer_length=task.max_answer_length,
+                                    null_score_threshold=None)
+        threshold = task.null_score_threshold
+        texts = {q: a.text if threshold is None or a.null_score <= threshold else "" for q, a in answers.items()}
+        result = squad_scores(texts, golds)
+        result["examples"] = result.pop("total")
+        if task.version_2:
+            # Questions with no window (none in practice) count as unanswered: +inf null score.
+            null_scores = {q: answers[q].null_score if q in answers else float("inf") for q in golds}
+            result.update(squad_v2_best_thresholds({q: a.text for q, a in answers.items()}, null_scores, golds))
+        return result

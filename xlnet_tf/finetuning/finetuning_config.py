@@ -109,60 +109,80 @@ def finetune_config_from_dict(values: Mapping[str, Any]) -> FinetuneConfig:
 
 
 def resolve_task(task: TaskSpec) -> TaskSpec:
-    """Fills a task section's empty fields from its TFDS dataset spec and checks it."""
-    changes = {}
-    if task.dataset:
-        try:
-            spec = dataset_spec(task.dataset)
-        except ValueError as e:
-            raise ConfigError(f"task.dataset: {e}") from e
-        if task.task_type and task.task_type != spec.task_type:
-            raise ConfigError(f"task.task_type {task.task_type!r} does not match {task.dataset!r}, a "
-                              f"{spec.task_type} dataset.")
-        changes["task_type"] = spec.task_type
-        if not task.text_fields and spec.text_fields:
-            changes["text_fields"] = list(spec.text_fields)
-        if not task.label_field:
-            changes["label_field"] = spec.label_field
-        if not task.num_classes and spec.num_classes:
-            changes["num_classes"] = spec.num_classes
-        if task.label_names is None and spec.label_names:
-            changes["label_names"] = list(spec.label_names)
-        changes["train_split"] = task.train_split or spec.train_split
-        changes["eval_split"] = task.eval_split or spec.eval_split
-        if task.metrics is None:
-            changes["metrics"] = list(spec.metrics)
-        if spec.version_2:
-            changes["version_2"] = True
-    elif not (task.train_file or task.eval_file or task.records_dir):
-        raise ConfigError("Set task.dataset (a TFDS name, e.g. glue/sst2), task.train_file "
-                          "(JSONL/CSV/SQuAD JSON) or task.records_dir (`xlnet-tf prepare-finetuning` "
-                          f"output). Known TFDS datasets: {sorted(DATASETS)}.")
-    elif not task.task_type:
-        changes["task_type"] = tasks.DEFAULT_TASK_TYPE  # the common case for local text files
-    task = dataclasses.replace(task, **changes)
+    """Fills a task section's empty fields from its TFDS dataset spec and its task type, and checks it.
+
+    What only the data can say (label names of a local file, the number of options)
+    is filled at the top of a run (`xlnet_tf.finetuning.finetuning_inputs.task_from_data`):
+    loading a config reads no data.
+    """
+    task = _with_dataset_defaults(task) if task.dataset else _with_local_defaults(task)
     if task.task_type not in tasks.TASKS:
         raise ConfigError(f"task.task_type must be one of {tasks.TASK_TYPES}, got {task.task_type!r}.")
     entry = tasks.task_type(task.task_type)
-    if entry.score_labels:
-        task = dataclasses.replace(task, num_classes=1)
+    task = _with_classes_and_metrics(entry.resolved_spec(task), entry)
+    _check_task(task, entry)
+    return task
+
+
+def _with_dataset_defaults(task):
+    """`task` with the empty fields its TFDS dataset's spec fills."""
+    try:
+        spec = dataset_spec(task.dataset)
+    except ValueError as e:
+        raise ConfigError(f"task.dataset: {e}") from e
+    if task.task_type and task.task_type != spec.task_type:
+        raise ConfigError(f"task.task_type {task.task_type!r} does not match {task.dataset!r}, a "
+                          f"{spec.task_type} dataset.")
+    changes = {"task_type": spec.task_type, "train_split": task.train_split or spec.train_split,
+               "eval_split": task.eval_split or spec.eval_split}
+    if not task.text_fields and spec.text_fields:
+        changes["text_fields"] = list(spec.text_fields)
+    if not task.label_field:
+        changes["label_field"] = spec.label_field
+    if not task.num_classes and spec.num_classes:
+        changes["num_classes"] = spec.num_classes
+    if task.label_names is None and spec.label_names:
+        changes["label_names"] = list(spec.label_names)
+    if task.metrics is None:
+        changes["metrics"] = list(spec.metrics)
+    if spec.version_2:
+        changes["version_2"] = True
+    return task.replace(**changes)
+
+
+def _with_local_defaults(task):
+    """`task` of local files or records: some data is named; the task type defaults to classification."""
+    if not (task.train_file or task.eval_file or task.records_dir):
+        raise ConfigError("Set task.dataset (a TFDS name, e.g. glue/sst2), task.train_file "
+                          "(JSONL/CSV/SQuAD JSON) or task.records_dir (`xlnet-tf prepare-finetuning` "
+                          f"output). Known TFDS datasets: {sorted(DATASETS)}.")
+    # The common case for local text files.
+    return task if task.task_type else task.replace(task_type=tasks.DEFAULT_TASK_TYPE)
+
+
+def _with_classes_and_metrics(task, entry):
+    """`task` with `num_classes` from its label names and the task type's default metrics, both checked."""
     if task.label_names and not task.num_classes:
-        task = dataclasses.replace(task, num_classes=len(task.label_names))
+        task = task.replace(num_classes=len(task.label_names))
     if task.label_names and task.num_classes != len(task.label_names):
         raise ConfigError(f"task.num_classes ({task.num_classes}) != len(task.label_names) "
                           f"({len(task.label_names)}).")
     if task.metrics is None:
-        task = dataclasses.replace(task, metrics=list(entry.default_metrics(task.num_classes)))
+        task = task.replace(metrics=list(entry.default_metrics(task.num_classes)))
     bad = [m for m in task.metrics if m not in METRICS]
     if bad:
         raise ConfigError(f"task.metrics: unknown metric(s) {bad}; known: {list(METRICS)}.")
-    if entry.layout == tasks.WINDOWS and task.version_2 and task.null_score_threshold is None:
-        task = dataclasses.replace(task, null_score_threshold=0.0)
+    return task
+
+
+def _check_task(task, entry):
+    """Refuses packing settings out of range, and those the task type cannot use."""
     if task.sequence_length < 4:
         raise ConfigError(f"task.sequence_length must be >= 4, got {task.sequence_length}.")
-    if entry.layout == tasks.WINDOWS and task.sequence_length - 3 - task.max_query_length < 1:
-        raise ConfigError(f"task.sequence_length ({task.sequence_length}) leaves no room for the "
-                          f"passage after task.max_query_length ({task.max_query_length}).")
+    try:
+        entry.check_spec(task)
+    except ValueError as e:
+        raise ConfigError(str(e)) from e
     if not 0 <= task.head_dropout < 1:
         raise ConfigError(f"task.head_dropout must be in [0, 1), got {task.head_dropout}.")
     if task.max_segments < 1:
@@ -171,7 +191,6 @@ def resolve_task(task: TaskSpec) -> TaskSpec:
         raise ConfigError(f"task.max_segments > 1 (got {task.max_segments}) is only for the task types "
                           f"{list(LONG_DOCUMENT_TASK_TYPES)}, not {task.task_type!r} (span tasks use "
                           "task.doc_stride windows instead).")
-    return task
 
 
 def _validate(config: FinetuneConfig) -> FinetuneConfig:

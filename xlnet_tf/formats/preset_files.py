@@ -11,11 +11,11 @@ Example:
     'my_preset/config.json'
 """
 
-# ---- keras-hub's layout (written by every saver here, read by keras-hub too)
+# ---- keras-hub's layout (written by every saver here, read by keras-hub too), under keras-hub's names
 # The serialized `XLNetBackbone`.
 CONFIG_FILE = "config.json"
 # The backbone's weights.
-WEIGHTS_FILE = "model.weights.h5"
+MODEL_WEIGHTS_FILE = "model.weights.h5"
 # Versions, parameter count, date, tasks.
 METADATA_FILE = "metadata.json"
 # The serialized `XLNetTokenizer`; its vocabulary is the asset below.
@@ -36,7 +36,8 @@ VOCABULARY_FILE = "spiece.model"
 # (task type, text fields, label names, SQuAD `null_score_threshold`, ...).
 PREPROCESSING_FILE = "preprocessing.json"
 
-# Names under which `tokenizer.json` registers the tokenizer class.
+# The names under which `config.json` and `tokenizer.json` register their classes.
+BACKBONE_REGISTERED_NAME = "xlnet_tf>XLNetBackbone"
 TOKENIZER_REGISTERED_NAME = "xlnet_tf>XLNetTokenizer"
 
 # ---- checkpoint folders the converters read

@@ -6,12 +6,15 @@ contiguous token stream of whole documents, each followed by `<eod>`, cut into
 `tf.train.Example` records of `chunk_length` tokens with two int64 lists, `token_ids`
 and `sentence_ids`.
 
-`serialize_records` is the format's only writer: the Beam job and the tests' record
+`serialize_packed_records` is the format's only writer: the Beam job and the tests' record
 helpers all call it, so the bytes they write are the same.
 
 Example:
-    >>> from xlnet_tf.formats.pretraining_records import serialize_records, shard_file_name
-    >>> records = serialize_records([10, 11, 7], [0, 0, 1], chunk_length=2)
+    >>> from xlnet_tf.formats.pretraining_records import (packed_varints, record_cuts,
+    ...                                                   serialize_packed_records, shard_file_name)
+    >>> (tokens, token_offsets), (sentences, _) = packed_varints([10, 11, 7]), packed_varints([0, 0, 1])
+    >>> cuts = record_cuts(3, chunk_length=2)
+    >>> records = serialize_packed_records(tokens, token_offsets[cuts], sentences, cuts)
     >>> len(records), shard_file_name(3, 16)
     (2, 'pretrain-00003-of-00016.tfrecord')
 """
@@ -65,8 +68,8 @@ def _varint_bytes(value):
 
 
 # Record framing needs varints of lengths, the same few over and over. A cache, not a module-level
-# table: Beam's type inference walks the globals the job's functions read, and a 16384-entry tuple
-# cost it ~0.1 s per visit (seconds per pipeline construction).
+# table: Beam's type inference walks the globals the job's functions read, and a large tuple there
+# is walked on every visit, which makes building the pipeline slow.
 @functools.lru_cache(maxsize=1 << 14)
 def _varint(value):
     return _varint_bytes(value)
@@ -127,37 +130,6 @@ def _int64_feature_head(name, num_bytes):
                      b"\x1a", _varint(int64_list), b"\n", _varint(num_bytes)))
 
 
-def serialize_records(token_ids, sentence_ids, chunk_length):
-    """Serializes the stream as `tf.train.Example` records of `chunk_length` tokens.
-
-    Writes the protobuf wire format directly (one vectorized varint pass over
-    the whole shard) because building `tf.train.Example` objects record by
-    record costs more than SentencePiece itself. The bytes parse as
-    `tf.train.Example` with int64 lists `token_ids` and `sentence_ids`, in that
-    field order, so they are also byte-for-byte stable across protobuf versions.
-
-    Args:
-        token_ids: int64 [N], ids in [0, 2**32).
-        sentence_ids: int64 [N], ids in [0, 2**32).
-        chunk_length: tokens per record; the last record may be shorter.
-
-    Returns:
-        A list of serialized records (bytes).
-
-    Raises:
-        ValueError: an id is negative or not below 2**32.
-
-    Example:
-        >>> records = serialize_records([10, 11, 12, 7], [0, 0, 1, 0], chunk_length=3)
-        >>> len(records)  # 3 tokens + 1 token
-        2
-    """
-    token_bytes, token_offsets = packed_varints(token_ids)
-    sentence_bytes, sentence_offsets = packed_varints(sentence_ids)
-    cuts = record_cuts(len(token_offsets) - 1, chunk_length)  # [R+1]
-    return serialize_packed_records(token_bytes, token_offsets[cuts], sentence_bytes, sentence_offsets[cuts])
-
-
 def record_cuts(num_values, chunk_length):
     """Value indexes where the records of a `num_values`-value stream begin, and its end: `[R+1]` int64.
 
@@ -203,11 +175,15 @@ def varint_offsets(encoded, every=1):
 
 
 def serialize_packed_records(token_bytes, token_cuts, sentence_bytes, sentence_cuts):
-    """`serialize_records` on ids already varint-encoded (`packed_varints`), one record per pair of cuts.
+    """Serializes varint-encoded ids (`packed_varints`) as `tf.train.Example` records, one per pair of cuts.
 
-    The Beam job varint-encodes token ids where it tokenizes, so the bytes it
-    moves between its steps are the records' own (most ids of a SentencePiece
-    vocabulary, sorted by frequency, take 1 or 2 bytes).
+    Writes the protobuf wire format directly because building `tf.train.Example`
+    objects record by record costs more than SentencePiece itself. The bytes
+    parse as `tf.train.Example` with int64 lists `token_ids` and `sentence_ids`,
+    in that field order, so they are also byte-for-byte stable across protobuf
+    versions. The Beam job varint-encodes token ids where it tokenizes, so the
+    bytes it moves between its steps are the records' own (most ids of a
+    SentencePiece vocabulary, sorted by frequency, take 1 or 2 bytes).
 
     Args:
         token_bytes: uint8 `[K]`, the token ids' varints one after another.

@@ -177,32 +177,8 @@ def dropout_keep_mask(layer, inputs, training, seed, site=0):
     return stateless_keep_mask(inputs, layer.rate, sub_seed(seed, site)), 1.0 / (1.0 - layer.rate)
 
 
-def stateless_dropout(inputs, rate, seed):
-    """Inverted dropout whose mask is a pure function of `seed`, cheap inside XLA too.
-
-    The mask is `stateless_keep_mask`'s.
-
-    Args:
-        inputs: the tensor to drop from.
-        rate: Python float in `[0, 1)`, the probability of dropping a unit.
-        seed: int `[2]` stateless seed.
-
-    Returns:
-        `inputs` with units zeroed with probability `rate` (to 2**-16) and the
-        kept ones scaled by `1 / (1 - rate)`.
-
-    Example:
-    >>> x = tf.ones((4, 1000))
-    >>> y = stateless_dropout(x, 0.25, tf.constant([3, 4], tf.int64))
-    >>> round(float(tf.reduce_mean(tf.cast(y == 0, tf.float32))), 2)
-    0.25
-    """
-    keep = stateless_keep_mask(inputs, rate, seed)
-    return apply_keep_mask(keep, inputs * tf.cast(1.0 / (1.0 - rate), inputs.dtype))
-
-
 def stateless_keep_mask(inputs, rate, seed):
-    """The units `stateless_dropout` keeps: a bool tensor shaped like `inputs`.
+    """The units a seeded dropout keeps: a bool tensor shaped like `inputs`.
 
     `tf.nn.experimental.stateless_dropout` draws float uniforms with the
     `auto_select` algorithm, which XLA on CPU expands to a generator many times
@@ -233,7 +209,7 @@ def _keep_mask_of_shape(shape, static_last, rate, seed):
     """`stateless_keep_mask` for a tensor of `shape` (an int vector); `static_last` its last size or None."""
     last = shape[-1]
     # 16 random bits per unit: each 32-bit draw decides two units, half the generator's
-    # work on every backend. On CPU, XLA's Philox fused into the select cost 2x TensorFlow's
+    # work on every backend. On CPU, XLA's Philox fused into the select cost more than TensorFlow's
     # kernel (the XLA step's largest excess); split draws cost less than the kernel's.
     half_shape = tf.concat([shape[:-1], [(last + 1) // 2]], axis=0)
     bits = stateless_random_bits(half_shape, seed)  # [..., ceil(last / 2)]

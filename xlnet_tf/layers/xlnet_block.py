@@ -20,8 +20,8 @@ def _in_float32(activation, x):
     """`activation(x)` computed in float32 and returned in x's dtype.
 
     CPU kernels have no vectorized bfloat16 erfc/tanh: the exact GELU of a
-    bfloat16 `[B, L, I]` tensor took 3.5x longer than casting it to float32 and
-    back (about 15% of a bfloat16 forward pass). XLA fuses the casts away on
+    bfloat16 `[B, L, I]` tensor took several times longer than casting it to
+    float32 and back, a sizeable share of a bfloat16 forward pass. XLA fuses the casts away on
     TPUs and GPUs, and the activation is more accurate in float32.
     """
     if keras.backend.standardize_dtype(x.dtype) in ("bfloat16", "float16"):

@@ -8,12 +8,15 @@ import tensorflow as tf
 from keras import ops
 from keras_hub.models import Backbone
 
+from xlnet_tf.formats.preset_files import CONFIG_FILE
+from xlnet_tf.formats.preset_files import MODEL_WEIGHTS_FILE
 from xlnet_tf.models.token_id_checks import REQUIRED_INPUTS, check_token_id_inputs
 from xlnet_tf.models.xlnet_config import XLNetConfig
 from xlnet_tf.layers import seeded_dropout
 from xlnet_tf.layers.attention_masks import xlnet_attention_masks
 from xlnet_tf.layers.relative_position_encoding import RelativePositionEncoding
 from xlnet_tf.layers.xlnet_block import XLNetBlock
+from xlnet_tf.storage import atomic_files
 from xlnet_tf.storage import preset_io
 from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
@@ -54,8 +57,8 @@ class XLNetBackbone(Backbone):
             for the current weights: inference calls whose memory and tokens
             together are at most N keys then read each layer's projected
             relative positions from it instead of projecting them (a
-            `[M + 2L, H] x [H, H]` matmul per layer, about 14% of a batch-1
-            forward at L = 128, and most of a generation step's work, which
+            `[M + 2L, H] x [H, H]` matmul per layer: a noticeable share of a
+            short forward pass, and most of a generation step's work, which
             projects them for 3 tokens over a long memory). Lent with
             `lend_position_heads` only while a function is traced (the serving
             module's, `XLNetCausalLM`'s loop), so the cache lives in the traced
@@ -437,7 +440,7 @@ class XLNetBackbone(Backbone):
                     training=training, dropout_seed=dropout_seed,
                     # The last layer's streams run apart: the pretraining loss reads only its query
                     # stream, and a traced step then prunes that layer's content attention and
-                    # feed-forward (about 4% of a seq-512 step), which stacking would keep.
+                    # feed-forward, work that stacking would keep.
                     stack_streams=not last, memory_heads=layer_heads, output_key_value_heads=output_key_value_heads)
 
             block_seed = seeded_dropout.sub_seed(call_seed, index)
@@ -496,6 +499,8 @@ class XLNetBackbone(Backbone):
             config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
         return cls(model_config, **config)
 
+    # keras-hub's saver writes files in place (an interrupted save leaves them cut short); this one writes
+    # each atomically through `tf.io.gfile` (`gs://`, `ram://`) and adds the `spiece.model` tools read.
     def save_to_preset(self, preset_dir, vocabulary_file=None, max_shard_size=None, *, tokenizer=None):
         """Writes a preset in keras-hub's layout, each file atomically.
 
@@ -517,8 +522,8 @@ class XLNetBackbone(Backbone):
         """
         del max_shard_size  # One weights file: XLNet-large is 1.4 GB.
         preset_io.make_preset_dir(preset_dir)
-        preset_io.write_serialized(preset_dir, preset_io.CONFIG_FILE, self)
-        preset_io.save_weights(self, os.path.join(preset_dir, preset_io.WEIGHTS_FILE))
+        preset_io.write_serialized(preset_dir, CONFIG_FILE, self)
+        atomic_files.save_weights(self, os.path.join(preset_dir, MODEL_WEIGHTS_FILE))
         preset_io.write_metadata(preset_dir, self)
         proto = preset_io.vocabulary_bytes(vocabulary_file)
         if proto is None and tokenizer is not None and tokenizer.proto:
@@ -526,6 +531,8 @@ class XLNetBackbone(Backbone):
         if proto is not None:
             preset_io.write_tokenizer(preset_dir, proto, tokenizer=tokenizer or _settings_only_tokenizer())
 
+    # keras-hub's loader knows neither our preset names nor the `XLNetConfig` nested in `config.json`
+    # (where `config_overrides` go), and copies `gs://` / `ram://` presets into a cache instead of reading them.
     @classmethod
     def from_preset(cls, preset, dtype=None, load_weights=True, **config_overrides):
         """Builds a backbone from a preset.
@@ -548,13 +555,7 @@ class XLNetBackbone(Backbone):
         >>> backbone = XLNetBackbone.from_preset("xlnet_base_cased")
         """
         preset = preset_io.resolve(preset)
-        config_json = preset_io.read_config_json(preset)
-        config_dict = preset_io.backbone_config_dict(config_json, f"{preset}/{preset_io.CONFIG_FILE}")
-        registered = config_json.get("registered_name", "")
-        if registered != "xlnet_tf>XLNetBackbone":
-            raise ValueError(f"Preset {preset} holds a {config_json.get('class_name')!r} "
-                             f"({registered}), not an XLNetBackbone.")
-        config = XLNetConfig.from_any_dict(config_dict)
+        config = XLNetConfig.from_dict(preset_io.read_backbone_config(preset))
         if config_overrides:
             shape_fields = {"vocabulary_size", "num_layers", "num_heads", "head_dim", "hidden_dim",
                             "intermediate_dim", "untie_relative_bias"}
@@ -565,7 +566,7 @@ class XLNetBackbone(Backbone):
             config = config.replace(**config_overrides)
         backbone = cls(config, dtype=dtype)
         if load_weights:
-            preset_io.load_weights(backbone, preset_io.fetch(preset, preset_io.WEIGHTS_FILE))
+            preset_io.load_weights(backbone, preset_io.fetch(preset, MODEL_WEIGHTS_FILE))
         return backbone
 
 

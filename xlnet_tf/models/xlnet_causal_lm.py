@@ -10,6 +10,7 @@ from keras_hub.models import CausalLM
 
 from xlnet_tf.formats.preset_files import PREPROCESSING_FILE
 from xlnet_tf.formats.special_tokens import EOD_TOKEN_ID, EOP_TOKEN_ID
+from xlnet_tf.storage import atomic_files
 from xlnet_tf.storage import preset_io
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.token_id_checks import check_token_id_inputs
@@ -515,6 +516,8 @@ class XLNetCausalLM(CausalLM):
             config["preprocessor"] = keras.saving.deserialize_keras_object(config["preprocessor"])
         return cls(**config)
 
+    # keras-hub's `CausalLM.from_preset` needs a `task.json`; a generator is built from any backbone or
+    # pretraining preset, with its LM bias and the generation settings of `preprocessing.json`.
     @classmethod
     def from_preset(cls, preset, load_weights=True, dtype=None, mode=None, recompute_window=None,
                     sequence_length=None, preprocessor="auto", **config_overrides):
@@ -562,6 +565,8 @@ class XLNetCausalLM(CausalLM):
         model.lm_bias.assign(pretrainer.lm_bias)
         return model
 
+    # Writes the pretraining layout (which every backbone reader takes) plus the generation settings,
+    # not the `task.json` of keras-hub's saver.
     def save_to_preset(self, preset_dir, vocabulary_file=None, max_shard_size=None):
         """A generation preset: the pretraining layout plus the generation settings.
 
@@ -583,7 +588,7 @@ class XLNetCausalLM(CausalLM):
         info = {"task_type": GENERATION_TASK_TYPE, "mode": self.mode, "recompute_window": self.recompute_window}
         if self.preprocessor is not None:
             info["sequence_length"] = int(self.preprocessor.sequence_length)
-        preset_io.write_json(os.path.join(preset_dir, PREPROCESSING_FILE), info)
+        atomic_files.write_json(os.path.join(preset_dir, PREPROCESSING_FILE), info)
 
 
 def generation_settings(preset):
@@ -591,7 +596,7 @@ def generation_settings(preset):
     path = preset_io.fetch(preset, PREPROCESSING_FILE, required=False)
     if path is None:
         return {}
-    info = preset_io.read_json(path)
+    info = atomic_files.read_json(path)
     if info.get("task_type") != GENERATION_TASK_TYPE:
         return {}
     return {k: info[k] for k in GENERATION_SETTINGS if k in info}

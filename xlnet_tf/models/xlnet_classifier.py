@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from xlnet_tf import tasks
 from xlnet_tf.layers import seeded_dropout
 from xlnet_tf.models.segment_recurrence import (last_segment_output, static_rank,
                                                  with_segment_axis)
@@ -11,6 +12,7 @@ from xlnet_tf.preprocessing.xlnet_classifier_preprocessor import XLNetClassifier
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
+@tasks.register_task_model(tasks.CLASSIFICATION, tasks.REGRESSION)
 class XLNetClassifier(XLNetTask):
     """Classification (or regression, `num_classes=1`) head on the `<cls>` token.
 

@@ -1,61 +1,21 @@
 """Typed, strictly validated configuration for XLNet models.
 
-`XLNetConfig` is a frozen dataclass. Every constructor path (keyword
-arguments, `from_dict`, `from_json`, YAML overrides) validates types and
-ranges and names the offending field in the error, so a typo in a config file
-fails before any weight is built.
+`XLNetConfig` is a frozen dataclass of plain values: it reads no file. Every
+constructor path (keyword arguments, `from_dict`, YAML overrides) validates types
+and ranges and names the offending field in the error, so a typo in a config file
+fails before any weight is built. A preset's config comes from the preset reader
+(`xlnet_tf.storage.preset_io.read_backbone_config`), an original or Hugging Face
+checkpoint's from `xlnet_tf.convert.checkpoint_config`.
 """
 
 import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-
 from xlnet_tf.config_schema import ConfigError, check_value  # noqa: F401 (ConfigError: re-exported)
-from xlnet_tf.storage import atomic_files
-from xlnet_tf.storage import preset_io
 
 ACTIVATIONS = ("gelu", "gelu_approximate", "relu", "tanh", "swish")
 ATTENTION_TYPES = ("bi", "uni")
-
-# Network-shape keys that the original `xlnet_config.json` and Hugging Face's
-# `config.json` both use (Hugging Face kept the original names) -> our names.
-_SHARED_FOREIGN_KEYS = {
-    "n_layer": "num_layers",
-    "n_head": "num_heads",
-    "d_head": "head_dim",
-    "d_model": "hidden_dim",
-    "d_inner": "intermediate_dim",
-    "ff_activation": "activation",
-    "untie_r": "untie_relative_bias",
-}
-# Keys of the original `xlnet_config.json` (zihangdai/xlnet) -> our names.
-_ORIGINAL_KEYS = {"n_token": "vocabulary_size", **_SHARED_FOREIGN_KEYS}
-# Keys of a Hugging Face `XLNetConfig.to_json_file()` -> our names.
-_HF_KEYS = {
-    "vocab_size": "vocabulary_size",
-    **_SHARED_FOREIGN_KEYS,
-    "mem_len": "memory_length",
-    "reuse_len": "reuse_length",
-    "clamp_len": "clamp_length",
-    "attn_type": "attention_type",
-    "layer_norm_eps": "layer_norm_epsilon",
-    "dropout": "dropout",
-    "bi_data": "bi_data",
-    "same_length": "same_length",
-    "initializer_range": "initializer_range",
-}
-# Keys that those files carry and that do not describe the network.
-_IGNORED_FOREIGN_KEYS = {
-    "architectures", "model_type", "transformers_version", "dtype", "torch_dtype",
-    "summary_type", "summary_use_proj", "summary_activation", "summary_last_dropout",
-    "start_n_top", "end_n_top", "pad_token_id", "bos_token_id", "eos_token_id",
-    "use_mems_eval", "use_mems_train", "task_specific_params", "id2label", "label2id",
-    "problem_type", "finetuning_task", "output_past", "_name_or_path", "tie_word_embeddings",
-    "return_dict", "output_hidden_states", "output_attentions", "chunk_size_feed_forward",
-    "is_decoder", "is_encoder_decoder", "add_cross_attention", "tokenizer_class",
-    "use_cache", "n_token_", "num_labels",
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,90 +118,3 @@ class XLNetConfig:
         if unknown:
             raise ConfigError(f"Unknown XLNetConfig key(s): {unknown}. Known keys: {sorted(names)}.")
         return cls(**dict(values))
-
-    @classmethod
-    def from_json(cls, path: str) -> "XLNetConfig":
-        """Reads a preset's `config.json`, an original `xlnet_config.json` or a Hugging Face `config.json`.
-
-        A preset's `config.json` is keras-hub's serialized `XLNetBackbone`
-        (`{"module", "class_name", "config": {"config": {...}}, "registered_name"}`);
-        a plain `XLNetConfig` dict is read too.
-
-        The format is detected from the keys. Original and Hugging Face files are
-        translated field by field; keys that describe nothing in the network
-        (task heads, token ids) are ignored, any other unknown key is an error.
-        """
-        try:
-            values = atomic_files.read_json(path, kind="Config")  # Local, gs:// and ram:// alike.
-        except (FileNotFoundError, ValueError) as e:
-            raise ConfigError(str(e)) from e
-        if isinstance(values, Mapping) and "registered_name" in values:
-            # A keras-hub preset's config.json: the serialized XLNetBackbone.
-            inner = values.get("config")
-            if not isinstance(inner, Mapping) or not isinstance(inner.get("config"), Mapping):
-                raise ConfigError(f"{path} holds a serialized {values.get('class_name')!r} "
-                                  f"({values.get('registered_name')}), not an XLNetBackbone with an XLNetConfig.")
-            values = inner["config"]
-        try:
-            return cls.from_any_dict(values)
-        except ConfigError as e:
-            raise ConfigError(f"{path}: {e}") from e
-
-    @classmethod
-    def from_any_dict(cls, values: Mapping[str, Any]) -> "XLNetConfig":
-        """Like `from_json` for an already parsed dict."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        if set(values) <= names:
-            return cls.from_dict(values)
-        if "vocab_size" in values or "model_type" in values:
-            mapping = _HF_KEYS
-        elif "n_token" in values or "d_model" in values:
-            mapping = _ORIGINAL_KEYS
-        else:
-            return cls.from_dict(values)  # Raises naming the unknown keys.
-        translated = {}
-        unknown = []
-        for key, value in values.items():
-            if key in mapping:
-                translated[mapping[key]] = value
-            elif key in names:
-                translated[key] = value
-            elif key not in _IGNORED_FOREIGN_KEYS:
-                unknown.append(key)
-        if unknown:
-            raise ConfigError(f"Unknown XLNet config key(s): {sorted(unknown)}.")
-        if mapping is _ORIGINAL_KEYS:
-            # The original code's "gelu" is the tanh approximation; keep outputs identical.
-            if translated.get("activation") == "gelu":
-                translated["activation"] = "gelu_approximate"
-            # Released models use eps 1e-12 and no dropout settings in the file.
-            translated.setdefault("layer_norm_epsilon", 1e-12)
-        else:
-            if translated.get("activation") in ("gelu_new", "gelu_pytorch_tanh"):
-                translated["activation"] = "gelu_approximate"
-            if translated.get("memory_length") is None:
-                translated["memory_length"] = 0
-            if translated.get("reuse_length") is None:
-                translated["reuse_length"] = 0
-            if translated.get("clamp_length", -1) in (None, 0) or translated.get("clamp_length", -1) < 0:
-                translated["clamp_length"] = -1
-            if "dropout" in translated:
-                translated.setdefault("attention_dropout", translated["dropout"])
-        return cls.from_dict(translated)
-
-
-def read_backbone_config(preset):
-    """The `XLNetConfig` of a preset's `config.json` (keras-hub's layout: a serialized `XLNetBackbone`).
-
-    Args:
-        preset: a preset directory (local, `gs://`, `ram://`) or a `hf://` / `kaggle://` handle.
-
-    Returns:
-        The validated `XLNetConfig`.
-
-    Example:
-    >>> read_backbone_config("/tmp/xlnet_tiny").num_layers  # doctest: +SKIP
-    2
-    """
-    return XLNetConfig.from_any_dict(preset_io.backbone_config_dict(preset_io.read_config_json(preset),
-                                                                    f"{preset}/{preset_io.CONFIG_FILE}"))

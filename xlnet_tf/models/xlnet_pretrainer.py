@@ -9,6 +9,7 @@ import tensorflow as tf
 from keras import ops
 
 from xlnet_tf.layers.seeded_dropout import training_dropout_seed
+from xlnet_tf.formats.preset_files import LM_HEAD_FILE
 from xlnet_tf.storage import preset_io
 from xlnet_tf.models.xlnet_backbone import OPTIONAL_INPUTS, REQUIRED_INPUTS, XLNetBackbone
 from xlnet_tf.models.recurrence_memory import RecurrenceMemory
@@ -335,6 +336,7 @@ class XLNetPretrainer(keras.Model):
             config.pop("backbone"), custom_objects={"XLNetBackbone": XLNetBackbone})
         return cls(backbone, **config)
 
+    # A `keras.Model`, not a keras-hub `Task`: no base class saves it, and its LM bias is a file keras-hub ignores.
     def save_to_preset(self, preset_dir, vocabulary_file=None, max_shard_size=None, *, tokenizer=None):
         """Writes the backbone preset (keras-hub's layout) plus `lm_head.weights.h5` with the output bias.
 
@@ -352,9 +354,10 @@ class XLNetPretrainer(keras.Model):
         >>> pretrainer.save_to_preset("my_preset", vocabulary_file="spiece.model")
         """
         self.backbone.save_to_preset(preset_dir, vocabulary_file, max_shard_size, tokenizer=tokenizer)
-        preset_io.write_arrays(os.path.join(preset_dir, preset_io.LM_HEAD_FILE),
+        preset_io.write_arrays(os.path.join(preset_dir, LM_HEAD_FILE),
                                {"lm_bias": np.asarray(keras.ops.convert_to_numpy(self.lm_bias))})
 
+    # A `keras.Model`, not a keras-hub `Task`: no base class loads it, and its LM bias is an extra file.
     @classmethod
     def from_preset(cls, preset, dtype=None, load_weights=True, **config_overrides):
         """Loads backbone and LM bias from a preset (name, directory or `hf://` / `kaggle://` handle).
@@ -378,7 +381,7 @@ class XLNetPretrainer(keras.Model):
         backbone = XLNetBackbone.from_preset(
             preset, dtype=dtype, load_weights=load_weights, **config_overrides)
         pretrainer = cls(backbone)
-        head_path = preset_io.fetch(preset, preset_io.LM_HEAD_FILE, required=False) if load_weights else None
+        head_path = preset_io.fetch(preset, LM_HEAD_FILE, required=False) if load_weights else None
         if head_path is not None:
             arrays = preset_io.read_arrays(head_path)  # through gfile: the preset may be on gs:// or ram://
             if "lm_bias" not in arrays:

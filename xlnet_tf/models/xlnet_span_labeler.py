@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from xlnet_tf.formats.special_tokens import SEP_TOKEN_ID
+from xlnet_tf import tasks
 from xlnet_tf.layers import seeded_dropout
 from xlnet_tf.models.xlnet_task import CLS_TOKEN_ID, XLNetTask, cls_positions, gather_positions
 from xlnet_tf.preprocessing.xlnet_span_labeler_preprocessor import XLNetSpanLabelerPreprocessor
@@ -14,6 +15,7 @@ _MASKED_LOGIT = -1e30
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
+@tasks.register_task_model(tasks.SPAN)
 class XLNetSpanLabeler(XLNetTask):
     """Start/end span heads and an answerability head, as in the original XLNet SQuAD model.
 

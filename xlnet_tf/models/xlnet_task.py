@@ -26,20 +26,21 @@ import tensorflow as tf
 from keras import ops
 from keras_hub.models import Task
 
-from xlnet_tf._keras_registration import KERAS_CLASSES, PACKAGE, DeferredClass
 from xlnet_tf import tasks
 from xlnet_tf.formats.preset_files import PREPROCESSING_FILE
 from xlnet_tf.formats.preset_files import TASK_CONFIG_FILE
 from xlnet_tf.formats.preset_files import TASK_WEIGHTS_FILE
-from xlnet_tf.formats.preset_files import WEIGHTS_FILE as BACKBONE_WEIGHTS_FILE
+from xlnet_tf.formats.preset_files import MODEL_WEIGHTS_FILE
+from xlnet_tf.formats.preset_files import PREPROCESSOR_CONFIG_FILE
 from xlnet_tf.formats.special_tokens import CLS_TOKEN_ID
 from xlnet_tf.layers import seeded_dropout
 from xlnet_tf.models.xlnet_backbone import REQUIRED_INPUTS, XLNetBackbone
-from xlnet_tf.models.xlnet_config import read_backbone_config
+from xlnet_tf.models.xlnet_config import XLNetConfig
 from xlnet_tf.models.token_id_checks import check_token_id_inputs
 from xlnet_tf.preprocessing.string_inputs import contains_string_data, describe_input, dtype_name
 from xlnet_tf.preprocessing.xlnet_preprocessor import is_packed
 from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
+from xlnet_tf.storage import atomic_files
 from xlnet_tf.storage import preset_io
 from xlnet_tf.optimizers.build_optimizer import BUILD_OPTIMIZER_ARGUMENTS
 from xlnet_tf.optimizers.build_optimizer import build_optimizer
@@ -494,6 +495,8 @@ class XLNetTask(Task):
             "padding_mask": ops.ones((batch_size, sequence_length), dtype="int32"),
         }
 
+    # keras-hub's `Task.from_preset` neither gives a pretraining backbone the fine-tuning settings
+    # (`finetuning_adjustments`) nor reads a task preset's `preprocessing.json` or our preset names.
     @classmethod
     def from_preset(cls, preset, load_weights=True, **kwargs):
         """Builds the task model from a task preset or from a backbone preset.
@@ -530,7 +533,7 @@ class XLNetTask(Task):
         preset = preset_io.resolve(preset)
         task_file = preset_io.fetch(preset, TASK_CONFIG_FILE, required=False)
         if task_file is not None:
-            saved = preset_io.read_json(task_file)
+            saved = atomic_files.read_json(task_file)
             name = saved.get("class_name")
             if name != cls.__name__:
                 raise ValueError(
@@ -538,7 +541,7 @@ class XLNetTask(Task):
                     f"load it with {name}.from_preset() or load_task_preset(), or give "
                     f"{cls.__name__}.from_preset a backbone preset (config.json + model.weights.h5).")
             return _load_task(cls, preset, saved, task_file, load_weights, kwargs)
-        backbone_config = read_backbone_config(preset)
+        backbone_config = XLNetConfig.from_dict(preset_io.read_backbone_config(preset))
         adjustments = {k: new for k, (_, new) in finetuning_adjustments(backbone_config).items()}
         dtype = kwargs.get("dtype")
         if load_weights:
@@ -568,6 +571,8 @@ class XLNetTask(Task):
         tokenizer = XLNetTokenizer(proto=None, lowercase=bool(lowercase))
         return preprocessor_class(tokenizer=tokenizer, **preprocessor_class.preset_settings(preprocessing))
 
+    # keras-hub's saver writes files in place (an interrupted save leaves them cut short) and knows
+    # neither `preprocessing.json` (the serving metadata) nor the `spiece.model` copy.
     def save_to_preset(self, preset_dir, vocabulary_file=None, max_shard_size=None, *, preprocessing=None):
         """Writes a task preset in keras-hub's layout (see the module docstring), each file atomically.
 
@@ -609,11 +614,11 @@ class XLNetTask(Task):
             preset_io.write_tokenizer(preset_dir, proto, tokenizer=tokenizer or XLNetTokenizer(proto=None),
                                       lowercase=None if tokenizer is not None else lowercase)
         if preprocessor is not None:
-            preset_io.write_serialized(preset_dir, preset_io.PREPROCESSOR_CONFIG_FILE, preprocessor)
+            preset_io.write_serialized(preset_dir, PREPROCESSOR_CONFIG_FILE, preprocessor)
         task_config = preset_io.serialize(self)
         task_config["config"]["preprocessor"] = (
             None if preprocessor is None else preset_io.serialize(preprocessor))
-        preset_io.write_json(os.path.join(preset_dir, TASK_CONFIG_FILE), task_config)
+        atomic_files.write_json(os.path.join(preset_dir, TASK_CONFIG_FILE), task_config)
         # The head only (keras-hub's `save_task_weights`): the backbone is in model.weights.h5,
         # and a preset carries no optimizer state.
         skipped = list(self.backbone._flatten_layers())
@@ -621,7 +626,7 @@ class XLNetTask(Task):
             skipped.append(self.optimizer)
         preset_io.save_weights_skipping(self, os.path.join(preset_dir, TASK_WEIGHTS_FILE), skipped)
         if preprocessing is not None:
-            preset_io.write_json(os.path.join(preset_dir, PREPROCESSING_FILE), preprocessing)
+            atomic_files.write_json(os.path.join(preset_dir, PREPROCESSING_FILE), preprocessing)
 
     def default_preprocessing_info(self):
         """`preprocessing.json` of a preset saved without one: the preprocessor's packing and the task type."""
@@ -642,24 +647,13 @@ class XLNetTask(Task):
         return entry.name if entry else None
 
 
-TASK_CLASS_NAMES = ("XLNetClassifier", "XLNetSpanLabeler", "XLNetMultipleChoice",
-                    "XLNetTokenClassifier")
-
-
 def task_classes():
-    """Name -> class of every task model, found in Keras' serialization registry.
+    """Name -> class of every task model, as each registered itself for its task types.
 
-    The subclasses import this module, so this module never imports them: each is
-    registered as `xlnet_tf>Name` (its decorator, or before its module is loaded
-    the stand-in of `xlnet_tf._keras_registration`, which imports it on request).
+    The subclasses import this module, so this module never imports them; importing any
+    of them runs `xlnet_tf/models/__init__.py` first, which imports them all.
     """
-    classes = {}
-    for name in TASK_CLASS_NAMES:
-        registered = keras.saving.get_registered_object(f"{PACKAGE}>{name}")
-        if registered is None:  # The stand-ins could not be registered (warned at import).
-            registered = DeferredClass(name, KERAS_CLASSES[name])
-        classes[name] = registered.resolve() if isinstance(registered, DeferredClass) else registered
-    return classes
+    return {cls.__name__: cls for cls in tasks.TASK_MODELS.values()}
 
 
 def load_task_preset(preset, load_weights=True, **overrides):
@@ -681,7 +675,7 @@ def load_task_preset(preset, load_weights=True, **overrides):
     task_file = preset_io.fetch(preset, TASK_CONFIG_FILE, required=False)
     if task_file is None:
         raise FileNotFoundError(f"No {TASK_CONFIG_FILE} in {preset}: not a task preset directory.")
-    saved = preset_io.read_json(task_file)
+    saved = atomic_files.read_json(task_file)
     classes = task_classes()
     name = saved.get("class_name")
     if name not in classes:
@@ -711,7 +705,7 @@ def _load_task(task_class, preset, saved, task_file, load_weights, overrides):
         config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
     if "preprocessor" not in config:
         config["preprocessor"] = task_class._preset_preprocessor(preset)
-    backbone_config = read_backbone_config(preset)
+    backbone_config = XLNetConfig.from_dict(preset_io.read_backbone_config(preset))
     backbone = XLNetBackbone(backbone_config, dtype=config.get("dtype"))
     # Compiled after the weights are loaded, so no optimizer state is built before them.
     compile_defaults = config.pop("compile", True)
@@ -722,7 +716,7 @@ def _load_task(task_class, preset, saved, task_file, load_weights, overrides):
         weights = preset_io.fetch(preset, TASK_WEIGHTS_FILE, required=False)
         if weights is None:
             raise FileNotFoundError(f"Task weights not found: {os.path.join(preset, TASK_WEIGHTS_FILE)}")
-        preset_io.load_weights(backbone, preset_io.fetch(preset, BACKBONE_WEIGHTS_FILE))
+        preset_io.load_weights(backbone, preset_io.fetch(preset, MODEL_WEIGHTS_FILE))
         if not resized:
             preset_io.load_weights(model, weights, objects_to_skip=list(backbone._flatten_layers()))
         if resized:

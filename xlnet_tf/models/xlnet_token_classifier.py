@@ -5,6 +5,7 @@ import tensorflow as tf
 from keras import ops
 
 from xlnet_tf.formats.finetuning_records import IGNORE_LABEL
+from xlnet_tf import tasks
 from xlnet_tf.layers import seeded_dropout
 from xlnet_tf.models.xlnet_task import XLNetTask
 from xlnet_tf.preprocessing.xlnet_token_classifier_preprocessor import (WORD_LISTS, XLNetTokenClassifierPreprocessor,
@@ -12,6 +13,7 @@ from xlnet_tf.preprocessing.xlnet_token_classifier_preprocessor import (WORD_LIS
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
+@tasks.register_task_model(tasks.TOKEN_CLASSIFICATION)
 class XLNetTokenClassifier(XLNetTask):
     """Dropout and a dense layer on every content-stream output.
 

@@ -5,7 +5,7 @@ sum, so `global_clipnorm` under MirroredStrategy/TPUStrategy clips the wrong
 norm. Our train step sums gradients over replicas itself and hands the
 optimizer gradients that are already global; `AllReducedAdamW` therefore skips
 the second all-reduce, and clipping, accumulation and the update all see the
-true global gradient. The update itself is `FusedAdamW`'s (TensorFlow's in-place Adam kernel),
+true global gradient. The update itself is `FusedAdamWMuon`'s (TensorFlow's in-place Adam kernel),
 with `LayerwiseAdamW`'s per-variable learning-rate multipliers.
 """
 

@@ -116,7 +116,7 @@ def build_optimizer(model, *, learning_rate=2e-5, warmup_steps=100, train_steps=
             biases and heads at the full rate). 1 disables it.
         gradient_accumulation_steps: micro-batches whose gradients are averaged per update.
         loss_scaling: wrap in a dynamic `LossScaleOptimizer` (for mixed_float16).
-        fused: update in place with TensorFlow's Adam kernel (see `FusedAdamW`).
+        fused: update in place with TensorFlow's Adam kernel (see `FusedAdamWMuon`).
         algorithm: "adamw", or "muon": the blocks' weight matrices (`muon_variables`)
             take Muon's orthogonalised momentum step at the same learning rate
             (`xlnet_tf.optimizers.muon_update`), everything else AdamW.

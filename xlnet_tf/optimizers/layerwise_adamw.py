@@ -2,11 +2,11 @@
 
 import keras
 
-from xlnet_tf.optimizers.fused_adamw import FusedAdamW
+from xlnet_tf.optimizers.fused_adamw_muon import FusedAdamWMuon
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
-class LayerwiseAdamW(FusedAdamW):
+class LayerwiseAdamW(FusedAdamWMuon):
     """AdamW with a learning-rate multiplier per variable.
 
     Used for layer-wise learning-rate decay: block `i` of `N` trains at
@@ -20,7 +20,7 @@ class LayerwiseAdamW(FusedAdamW):
         multipliers_by_path: `{variable.path: multiplier}`, the same information by
             name; this is what `get_config` stores, so a `.keras` file restores the
             layer-wise decay with the model's variables.
-        **kwargs: `FusedAdamW` arguments (the update is fused unless `fused=False`).
+        **kwargs: `FusedAdamWMuon` arguments (the update is fused unless `fused=False`).
 
     Example:
     >>> model = XLNetClassifier.from_preset("xlnet_base_cased", num_classes=2)

@@ -35,12 +35,10 @@ class WarmupDecaySchedule(keras.optimizers.schedules.LearningRateSchedule):
                 f"warmup_steps={warmup_steps}, decay_steps={decay_steps}.")
         if accumulation_steps < 1:
             raise ValueError(f"accumulation_steps must be >= 1, got {accumulation_steps}.")
-        self.peak_learning_rate = float(peak_learning_rate)
-        self.warmup_steps = int(warmup_steps)
-        self.decay_steps = int(decay_steps)
-        self.end_learning_rate = float(end_learning_rate)
-        self.power = float(power)
-        self.accumulation_steps = int(accumulation_steps)
+        # Plain Python numbers: `get_config` writes them to JSON as they are.
+        self.peak_learning_rate, self.end_learning_rate = float(peak_learning_rate), float(end_learning_rate)
+        self.warmup_steps, self.decay_steps = int(warmup_steps), int(decay_steps)
+        self.power, self.accumulation_steps = float(power), int(accumulation_steps)
 
     def __call__(self, step):
         step = ops.cast(ops.floor_divide(ops.cast(step, "int64"), self.accumulation_steps),

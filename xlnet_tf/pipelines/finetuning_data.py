@@ -51,12 +51,12 @@ import collections
 import hashlib
 import json
 import os
+import types
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 import tensorflow as tf
 
-from xlnet_tf import tasks
 from xlnet_tf.tasks import example_rows
 from xlnet_tf.tasks.example_rows import SKIP_REASONS, Skipped
 from xlnet_tf.formats.finetuning_records import EXAMPLE_ID_KEY
@@ -93,8 +93,6 @@ from xlnet_tf.tasks import task_type
 from xlnet_tf.preprocessing import task_encoding
 
 _NAMESPACE = "xlnet_finetuning"
-# JSONL files larger than this are read in ranges of this size, in parallel.
-DEFAULT_READ_RANGE_BYTES = 64 << 20
 
 
 def _shard_of(example_id, seed, num_shards):
@@ -105,9 +103,9 @@ def _shard_of(example_id, seed, num_shards):
 # --------------------------------------------------------------------------- reading
 
 
-def _skip(skipped, settings, where):
+def _skip(skipped, job, where):
     """`skipped`, counted; with `--strict` an error naming `where` instead (one line on the command line)."""
-    if settings["strict"]:
+    if job.strict:
         raise PipelineInputError(f"{where}: {skipped.reason.replace('_', ' ')}: {skipped.message} (drop --strict "
                                  "to skip and count such examples).")
     Metrics.counter(_NAMESPACE, f"skipped_{skipped.reason}").inc()
@@ -131,12 +129,12 @@ def _squad_questions(path):
                 yield paragraph.get("context"), qa
 
 
-def _squad_examples(path, settings):
+def _squad_examples(path, job):
     for context, qa in _squad_questions(path):
         where = f"{path}: question {qa.get('id')!r}"
         if not context or not qa.get("question"):
             reason = "empty" if context == "" else "missing_field"
-            yield _skip(Skipped(reason, "no context or no question."), settings, where)
+            yield _skip(Skipped(reason, "no context or no question."), job, where)
             continue
         answers = qa.get("answers") or []
         impossible = bool(qa.get("is_impossible", False)) or not answers
@@ -147,41 +145,45 @@ def _squad_examples(path, settings):
 
 # A unit of reading: `(split, order, "file", (path, start, end))` or `(split, order, "tfds", (name, tfds_split))`;
 # `order` is its place among its split's units, whose examples are numbered in that order.
-def read_units(sources, settings):
+def read_units(sources, task, job):
     """The job's units of reading and the manifest's `inputs` entries (how each file is read).
 
-    A JSONL file larger than `read_range_bytes` becomes several byte ranges;
+    A JSONL file larger than `job.read_range_bytes` becomes several byte ranges;
     CSV/TSV (quoted fields may hold newlines), SQuAD JSON (one JSON document)
     and compressed files are one unit each. A TFDS split becomes
-    `tfds_read_shards` even sub-splits (default 1).
+    `job.tfds_read_shards` even sub-splits.
+
+    Args:
+        sources: `(split, "files", [paths])` or `(split, "tfds", (name, tfds_split))` tuples.
+        task: the job's `TaskSpec`.
+        job: the job's `FinetuningJobSettings`.
     """
     units, inputs = [], []
-    range_bytes = settings.get("read_range_bytes", DEFAULT_READ_RANGE_BYTES)
     for split, kind, location in sources:
         if kind == "tfds":
             name, tfds_split = location
-            sub_splits = tfds_sub_splits(tfds_split, settings.get("tfds_read_shards", 1))
+            sub_splits = tfds_sub_splits(tfds_split, job.tfds_read_shards)
             units.extend((split, order, "tfds", (name, sub)) for order, sub in enumerate(sub_splits))
             continue
         for path in location:
             whole = None
-            if not task_type(settings["task_type"]).reads_rows:
+            if not task_type(task.task_type).reads_rows:
                 whole = "SQuAD JSON is one JSON document"
             elif example_rows.is_csv(path):
                 whole = "CSV/TSV fields may hold quoted newlines: no byte offset is a safe cut"
-            ranges, entry = line_ranges.reading_plan(path, range_bytes, whole)
+            ranges, entry = line_ranges.reading_plan(path, job.read_range_bytes, whole)
             order = sum(1 for unit in units if unit[0] == split)
             units.extend((split, order + i, "file", (path, start, end)) for i, (start, end) in enumerate(ranges))
             inputs.append({INPUT_ENTRY_KEYS[0]: split, **entry})
     return units, inputs
 
 
-def _count_unit(unit, settings):
+def _count_unit(unit, task, job):
     """`(examples, lines)` a unit holds: what the units after it must number their examples from."""
     split, order, kind, location = unit
     if kind == "tfds":
         # Counted through the same reader that numbers them (it drops e.g. GLUE's unlabeled rows).
-        return (split, order), (sum(1 for _ in _tfds_examples(location, settings)), 0)
+        return (split, order), (sum(1 for _ in _tfds_examples(location, task, job)), 0)
     path, start, end = location
     with reading(path):
         if example_rows.is_csv(path):
@@ -204,20 +206,20 @@ class ReadSource(beam.DoFn):
     input; empty when every split is one unit).
     """
 
-    def __init__(self, settings, units):
-        self._settings = settings
+    def __init__(self, task, job, units):
+        self._task = task
+        self._job = job
         self._units = units
 
     def process(self, unit, unit_sizes):
         split, order, kind, location = unit
-        settings = self._settings
         earlier = [u for u in self._units if u[0] == split and u[1] < order]
         index = sum(unit_sizes[(split, u[1])][0] for u in earlier)
         # Line numbers (for messages) count from the start of the same file.
         first_line = 1 + sum(unit_sizes[(split, u[1])][1] for u in earlier if u[3][0] == location[0])
         counts = collections.Counter()
         read = Metrics.counter(_NAMESPACE, "read")
-        for example in self._examples(kind, location, settings, first_line):
+        for example in self._examples(kind, location, first_line):
             read.inc()
             counts["read"] += 1
             index += 1
@@ -228,29 +230,30 @@ class ReadSource(beam.DoFn):
         for key, value in counts.items():
             yield beam.pvalue.TaggedOutput("stats", (key, value))
 
-    def _examples(self, kind, location, settings, first_line):
+    def _examples(self, kind, location, first_line):
+        task, job = self._task, self._job
         if kind == "tfds":
-            yield from _tfds_examples(location, settings)
+            yield from _tfds_examples(location, task, job)
             return
         path, start, end = location
-        entry = task_type(settings["task_type"])
+        entry = task_type(task.task_type)
         if not entry.reads_rows:
-            yield from _squad_examples(path, settings)
+            yield from _squad_examples(path, job)
             return
+        settings = entry.row_settings(task, entry.num_choices(task))
         # A file that fails now (cut short, removed, unreadable here) stops the job with one line naming it.
         with reading(path):
             for number, example in example_rows.read_examples(path, entry, settings, skip_bad=True, start=start,
                                                               end=end, first_line=first_line):
-                yield _skip(example, settings, f"{path}:{number}") if isinstance(example, Skipped) else example
+                yield _skip(example, job, f"{path}:{number}") if isinstance(example, Skipped) else example
 
 
-def _tfds_examples(location, settings):
+def _tfds_examples(location, task, job):
     """Canonical examples of a TFDS split, through the fine-tuning reader's column mapping."""
     name, split = location
-    entry = task_type(settings["task_type"])
-    task = TaskSpec(task_type=entry.name, dataset=name, train_split=split,
-                       text_fields=settings["tfds_text_fields"], label_field=settings["tfds_label_field"] or "",
-                       data_dir=settings["tfds_data_dir"] or "")
+    entry = task_type(task.task_type)
+    tfds_task = TaskSpec(task_type=entry.name, dataset=name, train_split=split, text_fields=job.tfds_text_fields,
+                         label_field=job.tfds_label_field or "", data_dir=job.tfds_data_dir or "")
 
     def decode(value):
         if isinstance(value, bytes):
@@ -259,7 +262,7 @@ def _tfds_examples(location, settings):
             return [decode(v) for v in value.tolist()]
         return value.item() if hasattr(value, "item") else value
 
-    for ex in raw_dataset(task, "train", data_dir=settings["tfds_data_dir"] or None).as_numpy_iterator():
+    for ex in raw_dataset(tfds_task, "train", data_dir=job.tfds_data_dir or None).as_numpy_iterator():
         example = {field: decode(ex[field]) for field in entry.example_fields if field in ex and field != "id"}
         if "label" in example:
             example["label"] = float(example["label"]) if entry.score_labels else int(example["label"])
@@ -269,6 +272,122 @@ def _tfds_examples(location, settings):
 # --------------------------------------------------------------------------- encoding
 
 
+def _packer(task, entry):
+    # A long-document task packs one window of S*L pieces, stored flattened.
+    return XLNetPacker(packed_length(task.sequence_length, task.max_segments),
+                       truncate=entry.truncate or task.truncate,
+                       second_max_length=task.max_qa_length if entry.truncate else None)
+
+
+def _strings(examples, field, default=None):
+    return tf.constant([ex[field] if default is None else ex.get(field, default) for ex in examples], tf.string)
+
+
+def _text_records(task, entry, tokenizer):
+    """`encode(ids, examples)` -> per example `(id, [(features, labels, window)])`: a text or a pair."""
+    packer = _packer(task, entry)
+    strings = tf.TensorSpec([None], tf.string)
+
+    def encode_texts(*texts):
+        features, pieces = task_encoding.encode_text(tokenizer, packer, texts)  # [B, S*L]
+        return features, truncated_rows(features["padding_mask"], pieces)
+
+    pairs = len(task.text_fields) > 1
+    if pairs:
+        encode_batch = tf.function(lambda a, b: encode_texts(a, b), input_signature=[strings, strings])
+    else:
+        encode_batch = tf.function(lambda a: encode_texts(a), input_signature=[strings])
+
+    def encode(ids, examples):
+        texts = [_strings(examples, "text")] + ([_strings(examples, "text_pair", "")] if pairs else [])
+        features, truncated = encode_batch(*texts)
+        return _class_rows(ids, examples, features, truncated.numpy())
+    return encode
+
+
+def _choice_records(task, entry, tokenizer):
+    """`encode(ids, examples)` -> per example `(id, [(features, labels, window)])`: C options in one record."""
+    packer = _packer(task, entry)
+    strings = tf.TensorSpec([None], tf.string)
+
+    def encode_choices(context, question, options):
+        features, pieces = task_encoding.encode_choices(tokenizer, packer, context, question,
+                                                        options)  # [B*C, S*L]
+        batch, num_choices = tf.shape(options)[0], tf.shape(options)[1]
+        truncated = tf.reshape(truncated_rows(features["padding_mask"], pieces), [batch, num_choices])
+        features = {k: tf.reshape(v, [batch, -1]) for k, v in features.items()}  # [B, C*S*L]
+        return features, tf.reduce_any(truncated, axis=1)  # [B]
+
+    encode_batch = tf.function(encode_choices, input_signature=[
+        strings, strings, tf.TensorSpec([None, None], tf.string)])
+
+    def encode(ids, examples):
+        features, truncated = encode_batch(_strings(examples, "context"), _strings(examples, "question"),
+                                           _strings(examples, "options"))
+        return _class_rows(ids, examples, features, truncated.numpy())
+    return encode
+
+
+def _class_rows(ids, examples, features, truncated):
+    """One record per example: its packed rows, its label and whether packing cut it."""
+    features = {k: v.numpy() for k, v in features.items()}
+    for row, (example_id, ex) in enumerate(zip(ids, examples)):
+        row_features = {k: v[row] for k, v in features.items()}
+        row_features[TRUNCATED_KEY] = [int(truncated[row])]
+        yield example_id, [(row_features, {LABEL_KEY: [ex["label"]]}, None)]
+
+
+def _word_records(task, entry, tokenizer):
+    """`encode(ids, examples)` -> per example `(id, [(features, labels, window)])`: one tag per position."""
+    packer = XLNetPacker(task.sequence_length, truncate=task.truncate)
+    label_packer = task_encoding.word_label_packer(packer)
+    encode_batch = tf.function(
+        lambda w, t: task_encoding.encode_words(tokenizer, packer, w, t, label_packer)[:2],
+        input_signature=[tf.RaggedTensorSpec([None, None], tf.string, row_splits_dtype=tf.int64),
+                         tf.RaggedTensorSpec([None, None], tf.int32, row_splits_dtype=tf.int64)])
+
+    def encode(ids, examples):
+        words = tf.ragged.constant([ex["tokens"] for ex in examples], dtype=tf.string, ragged_rank=1,
+                                   row_splits_dtype=tf.int64)
+        tags = tf.ragged.constant([ex["tags"] for ex in examples], dtype=tf.int32, ragged_rank=1,
+                                  row_splits_dtype=tf.int64)
+        features, labels = encode_batch(words, tags)
+        features, labels = {k: v.numpy() for k, v in features.items()}, labels.numpy()
+        for row, example_id in enumerate(ids):
+            yield example_id, [({k: v[row] for k, v in features.items()}, {LABELS_KEY: labels[row]}, None)]
+    return encode
+
+
+def _window_records(task, entry, tokenizer):
+    """`encode(ids, examples)` -> per example `(id, [(features, labels, window)])`: one record per window."""
+    squad = XLNetSquadPreprocessor(tokenizer, sequence_length=task.sequence_length,
+                                   max_query_length=task.max_query_length, doc_stride=task.doc_stride)
+    scalar = lambda dtype: tf.TensorSpec([], dtype)  # noqa: E731
+    encode_example = tf.function(
+        lambda c, q, start, text, impossible: squad(c, q, start, text, impossible),
+        input_signature=[scalar(tf.string), scalar(tf.string), scalar(tf.int32), scalar(tf.string),
+                         scalar(tf.bool)])
+    # The preprocessor's batch keys are plural; a record holds one window's label.
+    start, end, impossible = SPAN_LABEL_KEYS
+
+    def encode(ids, examples):
+        for example_id, ex in zip(ids, examples):
+            w = encode_example(tf.constant(ex["context"]), tf.constant(ex["question"]),
+                               tf.constant(ex["answer_start"], tf.int32), tf.constant(ex["answer_text"]),
+                               tf.constant(ex["is_impossible"]))
+            w = {k: v.numpy() for k, v in w.items()}
+            yield example_id, [({k: w[k][i] for k in FEATURE_KEYS},
+                                {start: [w["start_positions"][i]], end: [w["end_positions"][i]],
+                                 impossible: [w["is_impossible"][i]]}, i)
+                               for i in range(w["token_ids"].shape[0])]
+    return encode
+
+
+# The Beam job's packing of a batch of examples into records, by kind of example (`TaskType.example_kind`).
+_RECORD_ENCODERS = types.SimpleNamespace(text=_text_records, choices=_choice_records, words=_word_records,
+                                         windows=_window_records)
+
+
 class EncodeExamples(beam.DoFn):
     """Batches of (example_id, example) -> (split, shard), (record_key, serialized tf.train.Example).
 
@@ -276,117 +395,31 @@ class EncodeExamples(beam.DoFn):
     `xlnet_tf.data.finetuning.finetuning_dataset` feeds the model.
     """
 
-    def __init__(self, settings, vocab_proto):
-        self._settings = settings
+    def __init__(self, task, job, vocab_proto):
+        self._task = task
+        self._job = job
         self._proto = vocab_proto
 
     def setup(self):
-        s = self._settings
+        task = self._task
         self._tf = tf
-        self._entry = entry = task_type(s["task_type"])
-        tokenizer = XLNetTokenizer(self._proto, lowercase=s["lowercase"])
-        length = s["sequence_length"]
-        strings = tf.TensorSpec([None], tf.string)
-        # A long-document task packs one window of S*L pieces, stored flattened.
-        packer = XLNetPacker(packed_length(length, s.get("max_segments", 1)),
-                             truncate=entry.truncate or s["truncate"],
-                             second_max_length=s.get("second_max_length") if entry.truncate else None)
-        if entry.layout == tasks.TEXT:
-            def encode(*texts):
-                features, pieces = task_encoding.encode_text(tokenizer, packer, texts)  # [B, S*L]
-                return features, truncated_rows(features["padding_mask"], pieces)
-
-            if len(s["text_fields"]) > 1:
-                self._encode = tf.function(lambda a, b: encode(a, b), input_signature=[strings, strings])
-            else:
-                self._encode = tf.function(lambda a: encode(a), input_signature=[strings])
-        elif entry.layout == tasks.CHOICES:
-            def encode_choices(context, question, options):
-                features, pieces = task_encoding.encode_choices(tokenizer, packer, context, question,
-                                                                options)  # [B*C, S*L]
-                batch, num_choices = tf.shape(options)[0], tf.shape(options)[1]
-                truncated = tf.reshape(truncated_rows(features["padding_mask"], pieces), [batch, num_choices])
-                features = {k: tf.reshape(v, [batch, -1]) for k, v in features.items()}  # [B, C*S*L]
-                return features, tf.reduce_any(truncated, axis=1)  # [B]
-
-            self._encode = tf.function(encode_choices, input_signature=[
-                strings, strings, tf.TensorSpec([None, None], tf.string)])
-        elif entry.layout == tasks.WORDS:
-            packer = XLNetPacker(length, truncate=s["truncate"])
-            label_packer = task_encoding.word_label_packer(packer)
-            self._encode = tf.function(
-                lambda w, t: task_encoding.encode_words(tokenizer, packer, w, t, label_packer)[:2],
-                input_signature=[tf.RaggedTensorSpec([None, None], tf.string, row_splits_dtype=tf.int64),
-                                 tf.RaggedTensorSpec([None, None], tf.int32, row_splits_dtype=tf.int64)])
-        else:
-            squad = XLNetSquadPreprocessor(tokenizer, sequence_length=length,
-                                           max_query_length=s["max_query_length"], doc_stride=s["doc_stride"])
-            scalar = lambda dtype: tf.TensorSpec([], dtype)  # noqa: E731
-            self._encode = tf.function(
-                lambda c, q, start, text, impossible: squad(c, q, start, text, impossible),
-                input_signature=[scalar(tf.string), scalar(tf.string), scalar(tf.int32), scalar(tf.string),
-                                 scalar(tf.bool)])
+        self._entry = entry = task_type(task.task_type)
+        tokenizer = XLNetTokenizer(self._proto, lowercase=task.lowercase)
+        self._encode = entry.example_kind(_RECORD_ENCODERS)(task, entry, tokenizer)
         self._written = Metrics.counter(_NAMESPACE, "written")
         self._records = Metrics.counter(_NAMESPACE, "records")
 
     def process(self, batch):
-        tf = self._tf
-        s = self._settings
-        layout = self._entry.layout
         ids = [example_id for example_id, _ in batch]
         examples = [example for _, example in batch]
-        if layout == tasks.WINDOWS:
-            for example_id, ex in zip(ids, examples):
-                w = self._encode(tf.constant(ex["context"]), tf.constant(ex["question"]),
-                                 tf.constant(ex["answer_start"], tf.int32), tf.constant(ex["answer_text"]),
-                                 tf.constant(ex["is_impossible"]))
-                w = {k: v.numpy() for k, v in w.items()}
-                for i in range(w["token_ids"].shape[0]):
-                    features = {k: w[k][i] for k in FEATURE_KEYS}
-                    # The preprocessor's batch keys are plural; a record holds one window's label.
-                    start, end, impossible = SPAN_LABEL_KEYS
-                    labels = {start: [w["start_positions"][i]], end: [w["end_positions"][i]],
-                              impossible: [w["is_impossible"][i]]}
-                    yield self._record(example_id, features, labels, window=i)
-                self._written.inc()
-            yield beam.pvalue.TaggedOutput("stats", ("written", len(batch)))
-            return
-        if layout == tasks.WORDS:
-            words = tf.ragged.constant([ex["tokens"] for ex in examples], dtype=tf.string, ragged_rank=1,
-                                       row_splits_dtype=tf.int64)
-            tags = tf.ragged.constant([ex["tags"] for ex in examples], dtype=tf.int32, ragged_rank=1,
-                                      row_splits_dtype=tf.int64)
-            features, labels = self._encode(words, tags)
-            labels = labels.numpy()
-        elif layout == tasks.CHOICES:
-            features, truncated = self._encode(
-                tf.constant([ex["context"] for ex in examples], tf.string),
-                tf.constant([ex["question"] for ex in examples], tf.string),
-                tf.constant([ex["options"] for ex in examples], tf.string))
-            truncated = truncated.numpy()
-        else:
-            texts = tf.constant([ex["text"] for ex in examples], tf.string)
-            if len(s["text_fields"]) > 1:
-                features, truncated = self._encode(
-                    texts, tf.constant([ex.get("text_pair", "") for ex in examples], tf.string))
-            else:
-                features, truncated = self._encode(texts)
-            truncated = truncated.numpy()
-        features = {k: v.numpy() for k, v in features.items()}
-        for row, (example_id, ex) in enumerate(zip(ids, examples)):
-            row_features = {k: v[row] for k, v in features.items()}
-            if layout == tasks.WORDS:
-                label = {LABELS_KEY: labels[row]}
-            else:
-                label = {LABEL_KEY: [ex["label"]]}
-                row_features[TRUNCATED_KEY] = [int(truncated[row])]
-            yield self._record(example_id, row_features, label)
+        for example_id, rows in self._encode(ids, examples):
+            for features, labels, window in rows:
+                yield self._record(example_id, features, labels, window=window)
             self._written.inc()
         yield beam.pvalue.TaggedOutput("stats", ("written", len(batch)))
 
     def _record(self, example_id, features, labels, window=None):
         tf = self._tf
-        s = self._settings
 
         def ints(values):
             return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in values]))
@@ -402,7 +435,7 @@ class EncodeExamples(beam.DoFn):
             feature[WINDOW_INDEX_KEY] = ints([window])
         self._records.inc()
         split = example_id.rsplit("-", 1)[0]
-        shard = _shard_of(example_id, s["seed"], s["num_shards"])
+        shard = _shard_of(example_id, self._job.seed, self._job.num_shards)
         key = example_id if window is None else f"{example_id}-{window:05d}"
         example = tf.train.Example(features=tf.train.Features(feature=feature))
         # Deterministic: a protobuf map's entries are otherwise serialized in an order that can differ
@@ -449,31 +482,31 @@ class _WriteCounts(beam.DoFn):
         yield self._path
 
 
-def build_pipeline(pipeline, settings, sources, vocab_proto):
+def build_pipeline(pipeline, task, job, sources, vocab_proto):
     """Adds the job's transforms to `pipeline` (sources: list of (split, kind, location))."""
-    counts_prefix = os.path.join(settings["output_dir"], SHARD_COUNTS_FILE)
-    units, _ = read_units(sources, settings)
+    counts_prefix = os.path.join(job.output_dir, SHARD_COUNTS_FILE)
+    units, _ = read_units(sources, task, job)
     # Only splits read as several units need the first pass that numbers their examples.
     multi = {split for split, order, _, _ in units if order > 0}
     unit_sizes = (
         pipeline
         | "UnitsToCount" >> beam.Create([u for u in units if u[0] in multi])
         | "SpreadCounting" >> beam.Reshuffle()
-        | "CountUnits" >> beam.Map(_count_unit, settings)
+        | "CountUnits" >> beam.Map(_count_unit, task, job)
     )
     read = (
         pipeline
         | "Sources" >> beam.Create(units)
         # One element per unit: without a shuffle a runner may read every range in one bundle.
         | "SpreadSources" >> beam.Reshuffle()
-        | "Read" >> beam.ParDo(ReadSource(settings, units), unit_sizes=beam.pvalue.AsDict(unit_sizes)).with_outputs(
+        | "Read" >> beam.ParDo(ReadSource(task, job, units), unit_sizes=beam.pvalue.AsDict(unit_sizes)).with_outputs(
             "stats", main="examples")
     )
     encoded = (
         read.examples
         | "Spread" >> beam.Reshuffle()
-        | "Batch" >> beam.BatchElements(min_batch_size=8, max_batch_size=settings["encode_batch_size"])
-        | "Encode" >> beam.ParDo(EncodeExamples(settings, vocab_proto)).with_outputs("stats", main="records")
+        | "Batch" >> beam.BatchElements(min_batch_size=8, max_batch_size=job.encode_batch_size)
+        | "Encode" >> beam.ParDo(EncodeExamples(task, job, vocab_proto)).with_outputs("stats", main="records")
     )
     stats = (
         (read.stats, encoded.stats)
@@ -483,7 +516,7 @@ def build_pipeline(pipeline, settings, sources, vocab_proto):
     return (
         encoded.records
         | "GroupByShard" >> beam.GroupByKey()
-        | "Write" >> beam.ParDo(WriteShard(settings["output_dir"], settings["num_shards"]))
+        | "Write" >> beam.ParDo(WriteShard(job.output_dir, job.num_shards))
         # Not beam.io.WriteToText: Beam's filesystems do not know every tf.io.gfile scheme (ram://).
         | "CollectCounts" >> beam.combiners.ToList()
         | "Counts" >> beam.ParDo(_WriteCounts(counts_prefix), stats=beam.pvalue.AsList(stats))
@@ -519,28 +552,23 @@ def present_text_fields(paths):
     return ["text"]
 
 
-def prepare_finetuning_data(settings, sources, vocab_proto, vocabulary, *, overwrite=False, beam_args=()):
-    """Runs the job on resolved settings, writes and returns the manifest.
+def prepare_finetuning_data(task, job, sources, vocab_proto, vocabulary, *, overwrite=False, beam_args=()):
+    """Runs the job on a resolved task and job settings, writes and returns the manifest.
 
     `xlnet-tf prepare-finetuning` (`xlnet_tf.cli.prepare_finetuning`) checks the
     command line and resolves it into these arguments.
 
     Args:
-        settings: a dict with `task_type`, `sequence_length`, `max_segments` (optional,
-            default 1; classification / regression only), `text_fields`,
-            `label_field`, `label_names`, `truncate`, `lowercase`,
-            `max_query_length`, `doc_stride`, `num_shards`, `seed`,
-            `encode_batch_size`, `strict`, `output_dir`, `tfds`, `tfds_data_dir`,
-            `tfds_text_fields`, `tfds_label_field`, `input`, and optionally
-            `read_range_bytes` (JSONL files larger than this are read in
-            ranges of this many bytes; default 64 MiB), `tfds_read_shards`
-            (TFDS splits are read as this many even sub-splits; default 1) and `shared_filesystem`
-            (local paths are on a filesystem every worker mounts); recorded
-            in the manifest (all but `output_dir`).
+        task: the `xlnet_tf.tasks.task_spec.TaskSpec` of the records: `task_type`, `sequence_length`,
+            `max_segments` (a long-document task type), `text_fields`, `label_field`,
+            `label_names`, `truncate`, `lowercase`, `max_query_length`, `doc_stride`,
+            `max_qa_length`, and for multiple choice `num_classes`, the options per question.
+        job: the `FinetuningJobSettings` (shards, seed, strictness, output directory, TFDS
+            and reading settings); the manifest records both (all but `output_dir`).
         sources: `(split, "files", [paths])` or `(split, "tfds", (name, tfds_split))` tuples.
         vocab_proto: the bytes of `spiece.model`.
         vocabulary: the manifest's vocabulary entry (`file`, `sha256`, `vocabulary_size`).
-        overwrite: replace records already in `settings["output_dir"]`.
+        overwrite: replace records already in `job.output_dir`.
         beam_args: Beam pipeline options (`--runner DataflowRunner ...`); DirectRunner by default.
 
     Returns:
@@ -551,17 +579,41 @@ def prepare_finetuning_data(settings, sources, vocab_proto, vocabulary, *, overw
             twice in a split (`job_files.expand_input_files`), the output
             directory already holds records and `overwrite` is False, a path
             is local and the runner's workers are other machines (unless
-            `settings["shared_filesystem"]`), the runner cannot start here, or
+            `job.shared_filesystem`), the runner cannot start here, or
             a worker found bad input (a file that cannot be read; a bad line
             with `strict`).
 
     Example:
-    >>> manifest = prepare_finetuning_data(settings, [("train", "files", ["train.jsonl"])],
-    ...                                    vocab_proto, vocabulary)  # doctest: +SKIP
+    >>> manifest = prepare_finetuning_data(task, FinetuningJobSettings(output_dir="data/mine"),
+    ...                                    [("train", "files", ["train.jsonl"])], vocab_proto,
+    ...                                    vocabulary)  # doctest: +SKIP
     """
-    output_dir, num_shards = settings["output_dir"], settings["num_shards"]
     beam_args = list(beam_args)
     options = beam_options(beam_args)
+    _check_before_submitting(job, sources, options, overwrite)
+    _, inputs = read_units(sources, task, job)
+    run_pipeline(options, lambda pipeline: build_pipeline(pipeline, task, job, sources, vocab_proto))
+    counts, examples = _read_shard_counts(job.output_dir)
+    splits = _splits(sources, counts, job)
+    manifest = {
+        "format": FORMAT,
+        "sequence_length": task.sequence_length,
+        "max_segments": int(task.max_segments),
+        "task": _manifest_task(task),
+        "splits": splits,
+        "examples": examples,
+        "inputs": inputs,
+        "num_records": sum(s["num_records"] for s in splits.values()),
+        "vocabulary": vocabulary,
+        "settings": _manifest_settings(task, job, beam_args),
+    }
+    # Atomic: a reader sees the whole manifest or none, on any gfile filesystem.
+    atomic_files.write_json(os.path.join(job.output_dir, MANIFEST), manifest)
+    return manifest
+
+
+def _check_before_submitting(job, sources, options, overwrite):
+    """Refuses a job that cannot work before anything is created, then prepares the output directory."""
     check_runner_available(options)
     # The command has expanded and checked them already; a direct call gets the same checks.
     for _, kind, location in sources:
@@ -571,14 +623,15 @@ def prepare_finetuning_data(settings, sources, vocab_proto, vocabulary, *, overw
     if any(kind == "tfds" for _, kind, _ in sources):
         import tensorflow_datasets as tfds  # import time: it takes seconds; only `--tfds` sources need it
 
-        paths.append(("--tfds-data-dir", settings.get("tfds_data_dir") or tfds.core.constants.DATA_DIR))
-    # Before anything is created: a job that cannot work is refused before it is submitted.
-    check_paths_for_runner(options, paths + [("--output-dir", output_dir)],
-                           shared_filesystem=settings.get("shared_filesystem", False))
-    prepare_output_dir(output_dir, [f"*{SHARD_SUFFIX}", MANIFEST], overwrite=overwrite, kind="fine-tuning record")
-    _, inputs = read_units(sources, settings)
-    run_pipeline(options, lambda pipeline: build_pipeline(pipeline, settings, sources, vocab_proto))
+        paths.append(("--tfds-data-dir", job.tfds_data_dir or tfds.core.constants.DATA_DIR))
+    check_paths_for_runner(options, paths + [("--output-dir", job.output_dir)],
+                           shared_filesystem=job.shared_filesystem)
+    prepare_output_dir(job.output_dir, [f"*{SHARD_SUFFIX}", MANIFEST], overwrite=overwrite,
+                       kind="fine-tuning record")
 
+
+def _read_shard_counts(output_dir):
+    """`({(split, shard): records}, example counts)` of the job's counts file, which is then removed."""
     counts_path = os.path.join(output_dir, SHARD_COUNTS_FILE)
     counts, examples = {}, None
     with tf.io.gfile.GFile(counts_path) as f:
@@ -590,35 +643,34 @@ def prepare_finetuning_data(settings, sources, vocab_proto, vocabulary, *, overw
                 else:
                     counts[(entry["split"], entry["shard"])] = entry["num_records"]
     tf.io.gfile.remove(counts_path)
+    return counts, examples
+
+
+def _splits(sources, counts, job):
+    """The manifest's `splits`; a shard no record went to is written as an empty file."""
     splits = {}
     for split, _, _ in sources:
         files = []
-        for shard in range(num_shards):
-            name = shard_file_name(split, shard, num_shards)
+        for shard in range(job.num_shards):
+            name = shard_file_name(split, shard, job.num_shards)
             if (split, shard) not in counts:  # every shard file exists, possibly empty
-                atomic_files.write_records(os.path.join(output_dir, name), [])
+                atomic_files.write_records(os.path.join(job.output_dir, name), [])
             files.append({"file": name, "num_records": counts.get((split, shard), 0)})
         splits[split] = {"files": files, "num_records": sum(f["num_records"] for f in files)}
-    entry = task_type(settings["task_type"])
-    manifest = {
-        "format": FORMAT,
-        "sequence_length": settings["sequence_length"],
-        "max_segments": int(settings.get("max_segments", 1)),
-        "task": {"task_type": entry.name,
-                 # Multiple choice: the number of options, the model's classes.
-                 "num_classes": settings.get("num_choices") if entry.layout == tasks.CHOICES else (
-                     len(settings["label_names"]) if settings["label_names"] else None),
-                 "label_names": settings["label_names"],
-                 # Two segments: SQuAD's passage and question, RACE's context and question + option.
-                 "has_text_pair": entry.layout in (tasks.WINDOWS, tasks.CHOICES) or len(settings["text_fields"]) > 1},
-        "splits": splits,
-        "examples": examples,
-        "inputs": inputs,
-        "num_records": sum(s["num_records"] for s in splits.values()),
-        "vocabulary": vocabulary,
-        "settings": {**{k: v for k, v in settings.items() if k != "output_dir"}, "beam_args": beam_args},
-    }
-    # Atomic: a reader sees the whole manifest or none, on any gfile filesystem.
-    atomic_files.write_json(os.path.join(output_dir, MANIFEST), manifest)
-    return manifest
+    return splits
 
+
+def _manifest_task(task):
+    entry = task_type(task.task_type)
+    return {"task_type": entry.name, "num_classes": entry.records_num_classes(task), "label_names": task.label_names,
+            "has_text_pair": entry.records_have_pairs(task)}
+
+
+def _manifest_settings(task, job, beam_args):
+    """The manifest's `settings`: the task's and the job's, as the command line gave them."""
+    return {"task_type": task.task_type, "sequence_length": task.sequence_length, "max_segments": task.max_segments,
+            "text_fields": task.text_fields, "label_field": task.label_field,
+            "num_choices": task_type(task.task_type).num_choices(task), "second_max_length": task.max_qa_length,
+            "label_names": task.label_names, "truncate": task.truncate, "lowercase": task.lowercase,
+            "max_query_length": task.max_query_length, "doc_stride": task.doc_stride,
+            **job.recorded(), "beam_args": beam_args}

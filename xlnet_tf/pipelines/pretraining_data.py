@@ -312,8 +312,8 @@ def _cyclic_gc_paused():
 
     SentencePiece returns one list per sentence: tens of thousands per batch, each
     tracked by the collector. They set off collections that walk the whole heap of
-    a Beam worker, though lists of ints hold no cycles: about a tenth of the job's
-    CPU time, measured with a heap of 300k tracked objects.
+    a Beam worker, though lists of ints hold no cycles: a visible share of the
+    job's CPU time on a worker with a large heap.
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -678,79 +678,80 @@ def prepare_pretraining_data(inputs, output_dir, vocab, *, num_shards=16, chunk_
     """Validates inputs, runs the job and waits for it (what `xlnet-tf prepare-pretraining` runs).
 
     Args:
-        inputs: text files or globs (local or any `tf.io.gfile` scheme; one
-            sentence per line, a blank line between documents) and/or
-            `tfds:NAME[:SPLIT]` specs.
+        inputs: text files or globs (local or any `tf.io.gfile` scheme; one sentence per line, a
+            blank line between documents) and/or `tfds:NAME[:SPLIT]` specs.
         output_dir: where the shards and `manifest.json` go.
         vocab: `spiece.model` with XLNet's special ids.
         num_shards: shard files to write.
         chunk_length: tokens per record (not a model setting).
         seed: decides shard assignment and document order.
-        lowercase: lowercase before encoding (uncased vocabularies).
-        keep_accents: keep accents (otherwise NFKD and drop combining marks).
-        max_sentence_chars: longer lines are split at spaces into sentences of
-            at most this many characters.
-        on_undecodable: documents with non-UTF-8 bytes: "skip" them (counted)
-            or "replace" the bytes with U+FFFD.
-        tfds_text_feature: the TFDS feature holding the document text.
-        tfds_data_dir: TFDS data directory (default: TFDS's own).
-        tfds_download: run `download_and_prepare` for TFDS inputs first.
-        tfds_read_shards: read each TFDS split as this many even sub-splits.
-        read_range_bytes: uncompressed input files larger than this are read
-            as ranges of this many bytes, on several workers (each range owns
-            the documents whose first line starts in it).
-        shared_filesystem: local paths are on a filesystem every worker
-            mounts (allows them with a runner whose workers are other machines).
+        lowercase, keep_accents: lowercase before encoding (uncased vocabularies); keep accents
+            (otherwise NFKD and drop combining marks).
+        max_sentence_chars: longer lines are split at spaces into sentences of at most this many characters.
+        on_undecodable: documents with non-UTF-8 bytes: "skip" them (counted) or "replace" the bytes with U+FFFD.
+        tfds_text_feature, tfds_data_dir, tfds_download, tfds_read_shards: TFDS inputs' text feature,
+            data directory (default: TFDS's own), whether to `download_and_prepare` them first, and
+            how many even sub-splits each split is read as.
+        read_range_bytes: uncompressed input files larger than this are read as ranges of this many
+            bytes, on several workers (each range owns the documents whose first line starts in it).
+        shared_filesystem: local paths are on a filesystem every worker mounts (allows them with a
+            runner whose workers are other machines).
         overwrite: replace shards and manifest already in `output_dir`.
-        beam_args: Beam pipeline options (`--runner DataflowRunner ...`);
-            DirectRunner by default.
+        beam_args: Beam pipeline options (`--runner DataflowRunner ...`); DirectRunner by default.
 
     Returns:
-        `JobResult(manifest, pipeline_result)`: the manifest written to
-        `output_dir/manifest.json` and Beam's result (for `.metrics()`).
+        `JobResult(manifest, pipeline_result)`: the manifest written to `output_dir/manifest.json`
+        and Beam's result (for `.metrics()`).
 
     Raises:
-        PipelineInputError: on a bad input, vocabulary or setting, before the
-            pipeline starts; also a local path with a runner whose workers are
-            other machines (unless `shared_filesystem`).
+        PipelineInputError: on a bad input, vocabulary or setting, before the pipeline starts; also a
+            local path with a runner whose workers are other machines (unless `shared_filesystem`).
 
     Example:
     >>> job = prepare_pretraining_data(["corpus/*.txt"], "records", "spiece.model",
     ...                                num_shards=2)  # doctest: +SKIP
     >>> job.manifest["num_tokens"]  # doctest: +SKIP
     """
-    # The manifest records every setting under its flag's name (dashes as underscores).
-    settings = dict(sorted({
-        "input": list(inputs), "output_dir": output_dir, "vocab": vocab, "num_shards": num_shards,
-        "chunk_length": chunk_length, "seed": seed, "lowercase": lowercase, "keep_accents": keep_accents,
-        "max_sentence_chars": max_sentence_chars, "on_undecodable": on_undecodable,
-        "tfds_text_feature": tfds_text_feature, "tfds_data_dir": tfds_data_dir,
-        "tfds_download": tfds_download, "tfds_read_shards": tfds_read_shards, "read_range_bytes": read_range_bytes,
-        "shared_filesystem": shared_filesystem,
-    }.items()))
-    _check_settings(settings)
+    settings = _job_settings(
+        inputs, output_dir, vocab, num_shards=num_shards, chunk_length=chunk_length, seed=seed,
+        lowercase=lowercase, keep_accents=keep_accents, max_sentence_chars=max_sentence_chars,
+        on_undecodable=on_undecodable, tfds_text_feature=tfds_text_feature, tfds_data_dir=tfds_data_dir,
+        tfds_download=tfds_download, tfds_read_shards=tfds_read_shards, read_range_bytes=read_range_bytes,
+        shared_filesystem=shared_filesystem)
     options = beam_options(beam_args)
-    local_inputs = [("--input", spec) for spec in settings["input"] if not spec.startswith(TFDS_PREFIX)]
-    if len(local_inputs) < len(settings["input"]):
-        local_inputs.append(("--tfds-data-dir", tfds_data_dir or _default_tfds_data_dir()))
     # Before anything is read or created: a job that cannot work is refused before it is submitted.
-    check_runner_available(options)
-    check_paths_for_runner(options, local_inputs + [("--output-dir", output_dir)],
-                           shared_filesystem=shared_filesystem)
+    _check_runner_and_paths(options, settings)
     vocab_proto, vocabulary_entry = load_vocabulary(vocab)
-    sources, inputs = resolve_sources(
-        settings["input"],
-        tfds_text_feature=tfds_text_feature,
-        tfds_data_dir=tfds_data_dir,
-        tfds_download=tfds_download,
-        tfds_read_shards=tfds_read_shards,
-        read_range_bytes=read_range_bytes,
-    )
+    sources, inputs = _resolve_job_sources(settings)
     prepare_output_dir(output_dir, [SHARD_GLOB, MANIFEST], overwrite=overwrite, kind="pretraining")
     settings["beam_args"] = list(beam_args)
     result = run_pipeline(options, lambda pipeline: build_pipeline(
         pipeline, settings, sources, vocab_proto, vocabulary_entry, inputs))
     return JobResult(read_manifest(output_dir), result)
+
+
+def _job_settings(inputs, output_dir, vocab, **options):
+    """The job's checked settings, as the manifest records them: each under its flag's name (dashes as
+    underscores), sorted by name; `inputs` under `input`."""
+    settings = dict(sorted({"input": list(inputs), "output_dir": output_dir, "vocab": vocab, **options}.items()))
+    _check_settings(settings)
+    return settings
+
+
+def _check_runner_and_paths(options, settings):
+    """Refuses a runner that is not installed, and local paths its workers cannot reach."""
+    local_inputs = [("--input", spec) for spec in settings["input"] if not spec.startswith(TFDS_PREFIX)]
+    if len(local_inputs) < len(settings["input"]):
+        local_inputs.append(("--tfds-data-dir", settings["tfds_data_dir"] or _default_tfds_data_dir()))
+    check_runner_available(options)
+    check_paths_for_runner(options, local_inputs + [("--output-dir", settings["output_dir"])],
+                           shared_filesystem=settings["shared_filesystem"])
+
+
+def _resolve_job_sources(settings):
+    """`resolve_sources` of the settings' inputs and their reading options."""
+    return resolve_sources(settings["input"], **{key: settings[key] for key in (
+        "tfds_text_feature", "tfds_data_dir", "tfds_download", "tfds_read_shards", "read_range_bytes")})
 
 
 def _default_tfds_data_dir():

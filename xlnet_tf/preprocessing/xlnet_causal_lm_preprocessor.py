@@ -50,6 +50,8 @@ class XLNetCausalLMPreprocessor(CausalLMPreprocessor):
             return_padding_mask=True)
         self.built = True
 
+    # keras-hub's loader needs `tokenizer.json` and knows no preset names; `XLNetTokenizer.from_preset` reads
+    # every preset layout, `spiece.model` alone included.
     @classmethod
     def from_preset(cls, preset, sequence_length=128, **kwargs):
         """The preprocessor of a preset's vocabulary (`XLNetTokenizer.from_preset`).

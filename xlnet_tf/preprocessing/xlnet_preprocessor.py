@@ -16,6 +16,7 @@ from xlnet_tf.preprocessing.segment_layout import packed_length
 from xlnet_tf.preprocessing.task_encoding import ragged_ids
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 from xlnet_tf.text_normalization import replace_undecodable
+from xlnet_tf.storage import atomic_files
 from xlnet_tf.storage import preset_io
 from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
@@ -120,6 +121,8 @@ class XLNetPreprocessor(Preprocessor):
                 break
         return names
 
+    # keras-hub's loader reads `preprocessor.json` only; a fine-tuned preset's packing is in `preprocessing.json`
+    # and a pretraining preset has neither, only the vocabulary.
     @classmethod
     def from_preset(cls, preset, **kwargs):
         """Builds the preprocessor from a preset (name, directory, `hf://` / `kaggle://` handle).
@@ -140,7 +143,7 @@ class XLNetPreprocessor(Preprocessor):
         preset = preset_io.resolve(preset)
         saved = preset_io.fetch(preset, PREPROCESSOR_CONFIG_FILE, required=False)
         if saved is not None:
-            config = preset_io.read_json(saved)
+            config = atomic_files.read_json(saved)
             saved_class = keras.saving.get_registered_object(config.get("registered_name", ""))
             if saved_class is not None and issubclass(saved_class, cls):
                 tokenizer = kwargs.pop("tokenizer", None) or XLNetTokenizer.from_preset(preset)
@@ -148,7 +151,7 @@ class XLNetPreprocessor(Preprocessor):
                 inner.update(kwargs)
                 return saved_class(tokenizer=tokenizer, **inner)
         info_path = preset_io.fetch(preset, PREPROCESSING_FILE, required=False)
-        settings = cls.preset_settings(preset_io.read_json(info_path)) if info_path else {}
+        settings = cls.preset_settings(atomic_files.read_json(info_path)) if info_path else {}
         settings.update(kwargs)
         if settings.get("tokenizer") is None:
             settings["tokenizer"] = XLNetTokenizer.from_preset(preset)

@@ -19,6 +19,7 @@ from xlnet_tf.text_normalization import normalize_text
 from xlnet_tf.text_normalization import normalize_text_tf
 from xlnet_tf.text_normalization import replace_undecodable
 from xlnet_tf.preprocessing.digit_comma_sentencepiece import DigitCommaSentencepiece
+from xlnet_tf.storage import atomic_files
 from xlnet_tf.storage import preset_io
 
 # `SPECIAL_PIECES` (re-exported from `xlnet_tf.formats.special_tokens`) are the released
@@ -239,6 +240,8 @@ class XLNetTokenizer(SentencePieceTokenizer):
         return config
 
 
+    # keras-hub's loader needs `tokenizer.json` and knows no preset names; a converted checkpoint or release
+    # folder may hold only `spiece.model`, read here with the default settings.
     @classmethod
     def from_preset(cls, preset, config_file=TOKENIZER_CONFIG_FILE, **kwargs):
         """The tokenizer of a preset: a name (`xlnet-tf presets`), a directory (local,
@@ -255,7 +258,7 @@ class XLNetTokenizer(SentencePieceTokenizer):
         settings = {}
         saved = preset_io.fetch(preset, config_file, required=False)
         if saved is not None:
-            config = preset_io.read_json(saved)
+            config = atomic_files.read_json(saved)
             if config.get("registered_name") != TOKENIZER_REGISTERED_NAME:
                 raise ValueError(f"{saved} holds a {config.get('class_name')!r}, not an XLNetTokenizer.")
             settings = dict(config.get("config", {}))

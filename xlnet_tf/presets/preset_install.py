@@ -12,7 +12,7 @@ from xlnet_tf.presets.download_limits import DownloadLimits
 from xlnet_tf.presets.preset_error import PresetError
 from xlnet_tf.presets.preset_registry import get_preset_spec
 from xlnet_tf.storage import atomic_files
-import xlnet_tf
+from xlnet_tf._version import __version__
 
 _log = logging.getLogger(__name__)
 _WORK_SUFFIX = ".download"
@@ -82,7 +82,7 @@ def download_preset(name, force=False, progress=None, timeout=None, deadline=Non
                 "revision": spec.revision if spec.source == "hf" else None,
                 "files": [r.to_json() for r in records],
                 "converted_from": converted_from,
-                "xlnet_tf_version": _version(),
+                "xlnet_tf_version": __version__,
                 "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             }
 
@@ -108,10 +108,6 @@ def _checked_entry(name, entry):
     if problem:
         raise PresetError(preset_cache.damaged_entry_message(name, entry, problem))
     return entry
-
-
-def _version():
-    return xlnet_tf.__version__
 
 
 def _download_all(spec, work, progress, limits):

@@ -122,7 +122,7 @@ def check_init_from(config: RunConfig, records):
         raise ConfigError(f"training.init_from: {init} has no {preset_files.CONFIG_FILE} "
                           "(is it a preset directory?).")
     try:
-        preset = XLNetConfig.from_json(config_path)
+        preset = XLNetConfig.from_dict(preset_io.read_backbone_config(init))
     except (ValueError, TypeError, OSError) as e:
         raise ConfigError(f"training.init_from: cannot read {config_path}: {e}") from e
     if preset.vocabulary_size != config.model.vocabulary_size:

@@ -143,7 +143,7 @@ def export_pretrainer(pretrainer, output_dir, vocabulary=None, generation=None, 
         preset_dir = os.path.join(directory, PRESET_SUBDIR)
         pretrainer.save_to_preset(preset_dir, vocabulary_file=vocabulary)
         if generation:
-            preset_io.write_json(os.path.join(preset_dir, PREPROCESSING_FILE),
+            atomic_files.write_json(os.path.join(preset_dir, PREPROCESSING_FILE),
                                  {"task_type": GENERATION_TASK_TYPE, **generation})
         # bi_data (backward position streams for half of each batch) is a pretraining
         # augmentation; serving encodes every row with forward positions.

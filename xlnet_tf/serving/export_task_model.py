@@ -102,6 +102,13 @@ def _choice_probe_batch(sequence_length, vocabulary_size, num_choices, batch_siz
     return {k: v.reshape(batch_size, num_choices, sequence_length) for k, v in rows.items()}
 
 
+def _module_probe(module, length, vocabulary_size, shorter=0):
+    """A probe batch of `length` ids in the layout of `module`'s `serve_token_ids`."""
+    if module.num_choices is None:
+        return _probe_batch(length, vocabulary_size, shorter=shorter)
+    return _choice_probe_batch(length, vocabulary_size, module.num_choices, shorter=shorter)
+
+
 def _max_difference(expected, actual):
     worst = 0.0
     for key, value in expected.items():
@@ -125,6 +132,9 @@ def export_task_model(model, output, *, metadata=None, overwrite=False, verify=T
     SavedModel contains core TensorFlow ops only). A `xlnet_tf_serving.json` file
     next to `saved_model.pb` records the task, signatures, label names (for
     `xlnet-tf predict`) and the non-core ops each signature needs (`custom_ops`).
+    The SavedModel is written and verified in a temporary sibling directory
+    (`.tmp-<uuid>-<name>`), then renamed to `output`: an interrupted or failed
+    export never leaves a partial SavedModel where TF Serving would load it.
 
     Args:
         model: the fine-tuned task `keras.Model` (float32 weights).
@@ -132,38 +142,18 @@ def export_task_model(model, output, *, metadata=None, overwrite=False, verify=T
         metadata: optional JSON-serializable dict stored under `"extra"`.
         overwrite: replace a non-empty `output` directory (the new one is built aside and
             renamed into place; the old one is removed only once the new one is complete).
-        verify: reload the SavedModel and check `serve_token_ids` against the
-            in-memory model on a probe batch (max abs difference <= 1e-5).
-        dtype: `"float32"` (default) or `"bfloat16"`: the variables and compute
-            of the exported model (`model_in_dtype`); outputs stay float32. A
-            bfloat16 export is faster on CPUs with bfloat16 matmuls and
-            its probabilities are within `BFLOAT16_TOLERANCE` of float32's.
-        **serving_options: the keyword arguments of `TaskServingModule`, passed on
-            as they are: `task` (`"classification"`, `"regression"`,
-            `"token_classification"`, `"span"` or `"multiple_choice"`) and
-            `sequence_length` (int, the static packed length `L` of both
-            signatures) are required; optional `preprocessor` (an in-graph
-            `(text[, text_pair]) -> {token_ids, segment_ids, padding_mask}`
-            callable, e.g. a `TextPreprocessor`; for `task="span"` a
-            `SpanAnswerDecoder`), `vocabulary` (list of pieces, for `pieces` /
-            answer text outputs), `has_text_pair`, `label_names`, `output_key`
-            (default `"logits"`), `num_choices` (multiple choice: the ids
-            signature takes `[B, C, L]`), `takes_question` (multiple choice:
-            False drops the `question` input, for a model fine-tuned without
-            questions), `vocabulary_size` and `max_segments`
-            (fine-tuning's segments per document: above 1, a model with
-            recurrence memory gets signatures that take any length).
-
-    The SavedModel is written and verified in a temporary sibling directory
-    (`.tmp-<uuid>-<name>`), then renamed to `output`: an interrupted or failed
-    export never leaves a partial SavedModel where TF Serving would load it.
+        verify: reload the SavedModel and check `serve_token_ids` against the in-memory model on a probe
+            batch (max abs difference <= 1e-5).
+        dtype: `"float32"` (default) or `"bfloat16"`: the variables and compute of the exported
+            model (`model_in_dtype`); outputs stay float32, probabilities within `BFLOAT16_TOLERANCE`.
+        **serving_options: the keyword arguments of `TaskServingModule` (see its Args), passed on
+            as they are: `task` and `sequence_length` are required.
 
     Returns:
         The `output` path.
 
     Raises:
-        OutputExistsError: (a `FileExistsError`) `output` is a non-empty directory and
-            `overwrite` is False.
+        OutputExistsError: (a `FileExistsError`) `output` is a non-empty directory, without `overwrite`.
         ValueError: `output` is a file.
         RuntimeError: the reloaded SavedModel differs from the in-memory model.
 
@@ -172,50 +162,53 @@ def export_task_model(model, output, *, metadata=None, overwrite=False, verify=T
     ```python
     classifier = XLNetClassifier.from_preset("xlnet_base_cased", num_classes=2)
     packer_fn = TextPreprocessor(XLNetTokenizer("spiece.model"), XLNetPacker(128))
-    export_task_model(classifier, "exports/sst2/1", task="classification",
-                      sequence_length=128, preprocessor=packer_fn,
-                      label_names=["negative", "positive"])
+    export_task_model(classifier, "exports/sst2/1", task="classification", sequence_length=128,
+                      preprocessor=packer_fn, label_names=["negative", "positive"])
     ```
     """
     output = os.fspath(output)
     check_output_directory(output, overwrite=overwrite, what="Export directory")
-    model = model_in_dtype(model, dtype)
-    module = TaskServingModule(model, **serving_options)
+    module = TaskServingModule(model_in_dtype(model, dtype), **serving_options)
     signatures = module.signatures()
 
     def build(directory):
         tf.saved_model.save(module, directory, signatures=signatures)
-        info = {
-            "format": METADATA_FORMAT,
-            "task_type": module.task,
-            "sequence_length": module.sequence_length,
-            "has_text_pair": module.has_text_pair,
-            "num_choices": module.num_choices,
-            "max_segments": module.max_segments,
-            "long_documents": module.long_documents,
-            "text_signature": module.has_text_signature,
-            "label_names": module.label_names,
-            "signatures": {
-                name: {
-                    "inputs": sorted(spec.name for spec in tf.nest.flatten(fn.structured_input_signature)),
-                    "outputs": sorted(fn.structured_outputs),
-                }
-                for name, fn in signatures.items()
-            },
-            "token_inputs": list(TOKEN_INPUTS),
-            "dtype": dtype,
-            "jit_compile": module.jit_compile,
-            "trim_padding": module.trim_padding,
-            "extra": metadata or {},
-        }
-        # What a TensorFlow Serving binary must register to run each signature.
-        info["custom_ops"] = signature_custom_ops(directory)
+        info = _serving_metadata(module, signatures, directory, dtype, metadata)
         atomic_files.write_json(os.path.join(directory, METADATA_FILE), info)
         if verify:
             _verify(module, directory, output, serving_options.get("vocabulary"), dtype)
 
     atomic_files.replace_directory(build, output)
     return output
+
+
+def _serving_metadata(module, signatures, directory, dtype, extra):
+    """The `xlnet_tf_serving.json` of the SavedModel of `module` written to `directory`."""
+    return {
+        "format": METADATA_FORMAT,
+        "task_type": module.task,
+        "sequence_length": module.sequence_length,
+        "has_text_pair": module.has_text_pair,
+        "num_choices": module.num_choices,
+        "max_segments": module.max_segments,
+        "long_documents": module.long_documents,
+        "text_signature": module.has_text_signature,
+        "label_names": module.label_names,
+        "signatures": {
+            name: {
+                "inputs": sorted(spec.name for spec in tf.nest.flatten(fn.structured_input_signature)),
+                "outputs": sorted(fn.structured_outputs),
+            }
+            for name, fn in signatures.items()
+        },
+        "token_inputs": list(TOKEN_INPUTS),
+        "dtype": dtype,
+        "jit_compile": module.jit_compile,
+        "trim_padding": module.trim_padding,
+        "extra": extra or {},
+        # What a TensorFlow Serving binary must register to run each signature.
+        "custom_ops": signature_custom_ops(directory),
+    }
 
 
 def _verify(module, directory, output, vocabulary, dtype="float32"):
@@ -227,20 +220,14 @@ def _verify(module, directory, output, vocabulary, dtype="float32"):
     loaded = tf.saved_model.load(directory)
     difference = 0.0
     for length in lengths:
-        if module.num_choices is None:
-            probe = _probe_batch(length, vocabulary_size)
-        else:
-            probe = _choice_probe_batch(length, vocabulary_size, module.num_choices)
+        probe = _module_probe(module, length, vocabulary_size)
         expected = module.serve_token_ids(**probe)
         actual = loaded.signatures["serve_token_ids"](**{k: tf.constant(v) for k, v in probe.items()})
         difference = max(difference, _max_difference(
             {k: v.numpy() for k, v in expected.items()}, {k: v.numpy() for k, v in actual.items()}))
     if module.trim_padding:
         # Rows that all start with padding: the reloaded (trimmed) model against every column.
-        if module.num_choices is None:
-            probe = _probe_batch(sequence_length, vocabulary_size, shorter=1)
-        else:
-            probe = _choice_probe_batch(sequence_length, vocabulary_size, module.num_choices, shorter=1)
+        probe = _module_probe(module, sequence_length, vocabulary_size, shorter=1)
         expected = module.full_length_outputs(probe)
         actual = loaded.signatures["serve_token_ids"](**{k: tf.constant(v) for k, v in probe.items()})
         trimmed_difference = _max_difference(

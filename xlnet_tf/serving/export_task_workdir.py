@@ -11,7 +11,8 @@ from xlnet_tf.serving.export_task_model import export_task_model
 from xlnet_tf.storage.output_directory import check_output_directory
 
 from xlnet_tf.formats.preset_files import PREPROCESSING_FILE
-from xlnet_tf.formats.preset_files import TASK_CONFIG_FILE as TASK_FILE
+from xlnet_tf.formats.preset_files import PREPROCESSOR_CONFIG_FILE
+from xlnet_tf.formats.preset_files import TASK_CONFIG_FILE
 from xlnet_tf.formats.preset_files import VOCABULARY_FILE
 from xlnet_tf.storage import preset_io
 from xlnet_tf.models.xlnet_task import load_task_preset
@@ -24,11 +25,11 @@ from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 def _task_preset_dir(workdir):
     """`WORKDIR/final/` of `xlnet-tf finetune`, or the directory itself when it is a task preset."""
     for candidate in (os.path.join(workdir, "final"), workdir):
-        if tf.io.gfile.exists(os.path.join(candidate, TASK_FILE)):
+        if tf.io.gfile.exists(os.path.join(candidate, TASK_CONFIG_FILE)):
             return candidate
     raise FileNotFoundError(
-        f"{workdir!r} is neither a fine-tuning work directory (no final/{TASK_FILE}) "
-        f"nor a task preset (no {TASK_FILE})."
+        f"{workdir!r} is neither a fine-tuning work directory (no final/{TASK_CONFIG_FILE}) "
+        f"nor a task preset (no {TASK_CONFIG_FILE})."
     )
 
 
@@ -56,7 +57,7 @@ def _layout_preprocessing(preset, task_config):
     entry = tasks.of_model_class_name(task_config.get("class_name"), num_classes)
     if entry:
         info["task_type"] = entry.name
-    path = os.path.join(preset, preset_io.PREPROCESSOR_CONFIG_FILE)
+    path = os.path.join(preset, PREPROCESSOR_CONFIG_FILE)
     if tf.io.gfile.exists(path):
         config = _read_json(path).get("config") or {}
         info.update({k: config[k] for k in PACKING_KEYS if config.get(k) is not None})
@@ -66,45 +67,28 @@ def _layout_preprocessing(preset, task_config):
     return info
 
 
-def _takes_question(preprocessing, preprocessing_file):
-    """Whether a multiple-choice signature takes `question`: unless fine-tuning saw no question at all.
-
-    `has_question` (written by `xlnet-tf finetune`) false: every training example had an
-    empty question, so the signature has no `question` input. Absent or null (records,
-    older runs): the signature takes one, and a client says `""` for none.
-    """
-    has_question = preprocessing.get("has_question")
-    if has_question is not None and not isinstance(has_question, bool):
-        raise ValueError(f"{preprocessing_file}: has_question must be true, false or null, got {has_question!r}.")
-    return has_question is not False
-
-
 def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True, sequence_length=None,
                         dtype="float32", jit_compile=False, trim_padding=None):
     """Exports the fine-tuned model of `workdir` as a two-signature SavedModel.
 
-    Reads the task preset (`WORKDIR/final/`, keras-hub's layout: `task.json`, the
-    weights, the vocabulary and the packing: `preprocessing.json` as
-    `xlnet-tf finetune` writes it, else what `preprocessor.json` and the task
-    class say; multiple choice also needs `num_choices` or `num_classes` in
-    `preprocessing.json`, and its `has_question` false (a run whose examples had no
-    questions) gives a strings-in signature without `question`; `max_segments` there, above 1 for a model with
-    recurrence memory, exports signatures that take documents of any length),
-    rebuilds the task model
-    in float32 with the same packing as fine-tuning, and writes `output` with
-    `serving_default` (raw strings in) and `serve_token_ids` (ids in). Outputs of
-    the SavedModel are checked against the in-memory model (1e-5).
+    Reads the task preset (`WORKDIR/final/`, keras-hub's layout) and the task it records
+    (`_recorded_task`: `preprocessing.json` as `xlnet-tf finetune` writes it, else what
+    `preprocessor.json` and the task class say), rebuilds the task model in float32 with
+    the same packing as fine-tuning, and writes `output` with `serving_default` (raw strings
+    in) and `serve_token_ids` (ids in), checked against the in-memory model (1e-5). The
+    task type reads its own recorded keys (`TaskType.export_arguments`: multiple choice
+    needs `num_choices` or `num_classes`, and `has_question` false drops `question`);
+    `max_segments` above 1, for a model with recurrence memory, exports signatures that
+    take documents of any length.
 
     Args:
         workdir: a `xlnet-tf finetune` work directory or a task preset directory.
         output: SavedModel directory to create (new or empty; it may not be or hold `workdir`).
         overwrite: replace a non-empty `output` whole (built aside, then renamed into place).
-        text_signature: False writes an ids-only SavedModel (core TensorFlow ops
-            only: loads without tensorflow-text), whose `serving_default` is
-            `serve_token_ids`.
+        text_signature: False writes an ids-only SavedModel (core TensorFlow ops only: loads
+            without tensorflow-text), whose `serving_default` is `serve_token_ids`.
         sequence_length: override of the packed length (default: fine-tuning's).
-        dtype: `"float32"` or `"bfloat16"` (bfloat16 variables and compute, faster
-            on CPUs with bfloat16 matmuls; see `export_task_model`).
+        dtype: `"float32"` or `"bfloat16"` (variables and compute; see `export_task_model`).
         jit_compile: XLA-compile the model call inside the signatures (see `TaskServingModule`).
         trim_padding: cut the all-padding leading columns of a request before the model;
             None: on where it applies (see `TaskServingModule`).
@@ -118,17 +102,64 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
         ValueError: the task type is not exportable or `preprocessing.json` is malformed.
 
     Example:
-
     ```python
     export_task_workdir("runs/mrpc", "exports/mrpc/1")
     ```
     """
     check_output_directory(output, overwrite=overwrite, what="Export directory", sources=(workdir,))
     preset = _task_preset_dir(os.fspath(workdir))
+    entry, preprocessing, task_class = _recorded_task(preset)
+    where = os.path.join(preset, PREPROCESSING_FILE)
+    length, max_segments = _recorded_lengths(preprocessing, sequence_length, where)
+    task_options = entry.export_arguments(preprocessing, where)
+    # Serving runs in float32 whatever policy fine-tuning used, so outputs are
+    # comparable to 1e-5 with the in-memory float32 model.
+    model = load_task_preset(preset, load_weights=True, dtype="float32")
+    tokenizer = _tokenizer(preset, preprocessing) if text_signature else None
+    preprocessor = (entry.export_text_preprocessor(_TextPreprocessors(tokenizer, preprocessing, length))
+                    if text_signature else None)
+    return export_task_model(
+        model, output, task=entry.name, sequence_length=length, preprocessor=preprocessor,
+        vocabulary=tokenizer.get_vocabulary() if text_signature else None,
+        has_text_pair=entry.pairs and len(preprocessing.get("text_fields") or ["text"]) > 1,
+        label_names=preprocessing.get("label_names"), max_segments=max_segments,
+        metadata={"source": os.path.abspath(preset) if "://" not in preset else preset, "task_class": task_class,
+                  "preprocessing": preprocessing},
+        overwrite=overwrite, dtype=dtype, jit_compile=jit_compile, trim_padding=trim_padding, **task_options)
+
+
+def _recorded_lengths(preprocessing, sequence_length, where):
+    """`(sequence_length, max_segments)`: the packed length (`sequence_length` overrides the
+    recorded one) and the segments per document at fine-tuning, both checked.
+
+    With recurrence memory in the model, `max_segments` above 1 makes both signatures
+    take documents of any length.
+    """
+    length = int(sequence_length or preprocessing.get("sequence_length") or 0)
+    if length < 4:
+        raise ValueError(f"{where}: sequence_length must be an int >= 4, got {length}.")
+    max_segments = preprocessing.get("max_segments", 1)
+    if max_segments is None:
+        max_segments = 1
+    if not isinstance(max_segments, int) or isinstance(max_segments, bool) or max_segments < 1:
+        raise ValueError(f"{where}: max_segments must be an int >= 1, got {max_segments!r}.")
+    return length, max_segments
+
+
+def _recorded_task(preset):
+    """`(task type, packing, task class name)` as the task preset records them.
+
+    The packing is `preprocessing.json` as `xlnet-tf finetune` writes it, over what
+    keras-hub's layout says (`_layout_preprocessing`).
+
+    Raises:
+        FileNotFoundError: neither `preprocessing.json` nor `preprocessor.json`.
+        ValueError: the recorded task type is not one that exports.
+    """
     preprocessing_file = os.path.join(preset, PREPROCESSING_FILE)
-    task_config = _read_json(os.path.join(preset, TASK_FILE))
+    task_config = _read_json(os.path.join(preset, TASK_CONFIG_FILE))
     task_class = task_config.get("class_name")
-    has_preprocessor = tf.io.gfile.exists(os.path.join(preset, preset_io.PREPROCESSOR_CONFIG_FILE))
+    has_preprocessor = tf.io.gfile.exists(os.path.join(preset, PREPROCESSOR_CONFIG_FILE))
     if not tf.io.gfile.exists(preprocessing_file) and not has_preprocessor:
         raise FileNotFoundError(f"{preprocessing_file} is missing: the export needs the fine-tuning packing.")
     preprocessing = _layout_preprocessing(preset, task_config)
@@ -143,76 +174,54 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
     entry = tasks.task_type(task_type)
     # One class for classification and regression: a one-output classifier is a regression model.
     by_class = tasks.of_model_class_name(task_class, (task_config.get("config") or {}).get("num_classes", 2))
-    if by_class is not None and by_class.model == entry.model:
+    if by_class is not None and by_class.model_class() is entry.model_class():
         entry = by_class
-    length = int(sequence_length or preprocessing.get("sequence_length") or 0)
-    if length < 4:
-        raise ValueError(f"{preprocessing_file}: sequence_length must be an int >= 4, got {length}.")
-    text_fields = preprocessing.get("text_fields") or ["text"]
-    num_choices = None
-    choice_options = {}
-    if entry.layout == tasks.CHOICES:
-        # Fine-tuning records the number of choices as the number of classes.
-        num_choices = preprocessing.get("num_choices") or preprocessing.get("num_classes")
-        if not isinstance(num_choices, int) or isinstance(num_choices, bool) or num_choices < 1:
-            raise ValueError(f"{preprocessing_file}: a multiple_choice export needs num_choices "
-                             f"(or num_classes), an int >= 1, got {num_choices!r}.")
-        choice_options["takes_question"] = _takes_question(preprocessing, preprocessing_file)
-    # Segments per document at fine-tuning; with recurrence memory in the model, above 1
-    # makes both signatures take documents of any length.
-    max_segments = preprocessing.get("max_segments", 1)
-    if max_segments is None:
-        max_segments = 1
-    if not isinstance(max_segments, int) or isinstance(max_segments, bool) or max_segments < 1:
-        raise ValueError(f"{preprocessing_file}: max_segments must be an int >= 1, got {max_segments!r}.")
+    return entry, preprocessing, task_class
 
-    # Serving runs in float32 whatever policy fine-tuning used, so outputs are
-    # comparable to 1e-5 with the in-memory float32 model.
-    model = load_task_preset(preset, load_weights=True, dtype="float32")
 
-    preprocessor = vocabulary = None
+def _tokenizer(preset, preprocessing):
+    """The preset's tokenizer, for the strings-in signature.
+
+    Raises:
+        FileNotFoundError: the preset has no vocabulary.
+    """
     # `spiece.model`, else keras-hub's `assets/tokenizer/vocabulary.spm`.
     vocabulary_file = (preset_io.vocabulary_path(preset, required=False)
                        or os.path.join(preset, VOCABULARY_FILE))
-    if text_signature:
-        if not tf.io.gfile.exists(vocabulary_file):
-            raise FileNotFoundError(
-                f"{vocabulary_file} is missing: the strings-in signature needs the vocabulary "
-                "(or export with text_signature=False)."
-            )
-        tokenizer = XLNetTokenizer(vocabulary_file, lowercase=bool(preprocessing.get("lowercase", False)))
-        vocabulary = tokenizer.get_vocabulary()
-    if entry.layout == tasks.WINDOWS and text_signature:
-        preprocessor = SpanAnswerDecoder(
-            tokenizer,
-            sequence_length=length,
-            max_query_length=int(preprocessing.get("max_query_length", 64)),
-            doc_stride=int(preprocessing.get("doc_stride", 128)),
-            max_answer_length=int(preprocessing.get("max_answer_length", 64)),
-            null_score_threshold=preprocessing.get("null_score_threshold"),
+    if not tf.io.gfile.exists(vocabulary_file):
+        raise FileNotFoundError(
+            f"{vocabulary_file} is missing: the strings-in signature needs the vocabulary "
+            "(or export with text_signature=False)."
         )
-    elif text_signature:
-        # Multiple choice packs each (context, choice) pair with the RACE recipe
-        # (`keep_second`, `second_max_length`) recorded at fine-tuning.
-        packer = XLNetPacker(length, truncate=preprocessing.get("truncate", "longest_first"),
-                             second_max_length=preprocessing.get("second_max_length"))
-        preprocessor = TextPreprocessor(tokenizer, packer)
-    return export_task_model(
-        model,
-        output,
-        task=entry.name,
-        sequence_length=length,
-        preprocessor=preprocessor,
-        vocabulary=vocabulary,
-        has_text_pair=entry.pairs and len(text_fields) > 1,
-        label_names=preprocessing.get("label_names"),
-        num_choices=num_choices,
-        max_segments=max_segments,
-        metadata={"source": os.path.abspath(preset) if "://" not in preset else preset, "task_class": task_class,
-                  "preprocessing": preprocessing},
-        overwrite=overwrite,
-        dtype=dtype,
-        jit_compile=jit_compile,
-        trim_padding=trim_padding,
-        **choice_options,
-    )
+    return XLNetTokenizer(vocabulary_file, lowercase=bool(preprocessing.get("lowercase", False)))
+
+
+class _TextPreprocessors:
+    """The in-graph preprocessors of a strings-in signature, with the recorded packing.
+
+    The task type picks one (`TaskType.export_text_preprocessor`).
+    """
+
+    def __init__(self, tokenizer, preprocessing, sequence_length):
+        self.tokenizer, self.preprocessing, self.sequence_length = tokenizer, preprocessing, sequence_length
+
+    def packed_text(self):
+        """Texts (or pairs) packed as fine-tuning packed them.
+
+        Multiple choice packs each (context, choice) pair with the RACE recipe
+        (`keep_second`, `second_max_length`) recorded at fine-tuning.
+        """
+        packer = XLNetPacker(self.sequence_length, truncate=self.preprocessing.get("truncate", "longest_first"),
+                             second_max_length=self.preprocessing.get("second_max_length"))
+        return TextPreprocessor(self.tokenizer, packer)
+
+    def span_answers(self):
+        """Document-stride windows in, answer texts out (`SpanAnswerDecoder`)."""
+        return SpanAnswerDecoder(
+            self.tokenizer,
+            sequence_length=self.sequence_length,
+            max_query_length=int(self.preprocessing.get("max_query_length", 64)),
+            doc_stride=int(self.preprocessing.get("doc_stride", 128)),
+            max_answer_length=int(self.preprocessing.get("max_answer_length", 64)),
+            null_score_threshold=self.preprocessing.get("null_score_threshold"),
+        )

@@ -38,7 +38,7 @@ def _describes_rows(metadata, inputs):
     """Whether the metadata alone says what rows the model takes: its task, inputs (and choices)."""
     if metadata.get("task_type") not in tasks.TASKS or not isinstance(inputs, list):
         return False
-    return tasks.task_type(metadata["task_type"]).layout != tasks.CHOICES or bool(metadata.get("num_choices"))
+    return tasks.task_type(metadata["task_type"]).metadata_describes_rows(metadata)
 
 
 NEEDS_TASK_EXPORT = ("`xlnet-tf predict` needs the SavedModel of a fine-tuned task: fine-tune one with "
@@ -124,7 +124,7 @@ class SavedModelPredictor:
         # (first, second): `(text, text_pair)`, `(context, question)` or `(context, choices)`.
         self.input_names = ((entry.serving_inputs[0], entry.serving_inputs[-1]) if len(entry.serving_inputs) > 1
                             else DEFAULT_INPUTS)
-        self.takes_choices = entry.layout == tasks.CHOICES
+        self.takes_choices = "choices" in entry.serving_inputs
         self.has_pair = self.input_names[1] in names
         self.takes_question = self.takes_choices and "question" in names
         self.num_choices = int(metadata.get("num_choices") or self._choices_width() or 0)
@@ -164,16 +164,23 @@ class SavedModelPredictor:
         spec = self._signature.structured_input_signature[1].get("choices") if self._signature is not None else None
         return spec.shape[-1] if spec is not None else None
 
-    def _feed(self, batch):
-        """The signature's string tensors for a batch of checked rows."""
-        first, second = self.input_names
-        feed = {first: tf.constant([row[0].encode("utf-8") for row in batch], tf.string)}
-        if self.takes_choices:
-            feed[second] = tf.constant([[c.encode("utf-8") for c in row[-1]] for row in batch], tf.string)
-            if self.takes_question:
-                feed["question"] = tf.constant([row[1].encode("utf-8") for row in batch], tf.string)
-        elif self.has_pair:
-            feed[second] = tf.constant([(p or "").encode("utf-8") for _, p in batch], tf.string)
+    def _first_feed(self, batch):
+        """The signature's first string input (`text` or `context`) for a batch of checked rows."""
+        return {self.input_names[0]: tf.constant([row[0].encode("utf-8") for row in batch], tf.string)}
+
+    def text_feed(self, batch):
+        """The signature's string tensors for a batch of checked `(text, text_pair or None)` rows."""
+        feed = self._first_feed(batch)
+        if self.has_pair:
+            feed[self.input_names[1]] = tf.constant([(p or "").encode("utf-8") for _, p in batch], tf.string)
+        return feed
+
+    def choice_feed(self, batch):
+        """The signature's string tensors for a batch of checked multiple-choice rows."""
+        feed = self._first_feed(batch)
+        feed[self.input_names[1]] = tf.constant([[c.encode("utf-8") for c in row[-1]] for row in batch], tf.string)
+        if self.takes_question:
+            feed["question"] = tf.constant([row[1].encode("utf-8") for row in batch], tf.string)
         return feed
 
     def checked_row(self, row, where):
@@ -188,8 +195,10 @@ class SavedModelPredictor:
             `(context, question, [choices])` when the model takes a question, else
             `(context, [choices])`.
         """
-        if self.takes_choices:
-            return self._checked_choice_row(row, where)
+        return tasks.task_type(self.task).checked_prediction_row(self, row, where)
+
+    def checked_text_row(self, row, where):
+        """`checked_row` of a model reading a text and an optional second one (`text_pair`, `question`)."""
         if isinstance(row, str):
             row = (row, None)
         if not isinstance(row, (tuple, list)) or len(row) != 2:
@@ -199,7 +208,7 @@ class SavedModelPredictor:
                              f"{self.input_names[1]!r} input), but the row has a second text {row[1]!r}.")
         return tuple(row)
 
-    def _checked_choice_row(self, row, where):
+    def checked_choice_row(self, row, where):
         """`checked_row` of a multiple-choice model: a context, a question when it takes one, C choices."""
         if isinstance(row, dict):
             if "choices" not in row and "options" in row:  # the training files' name
@@ -261,8 +270,10 @@ class SavedModelPredictor:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
         rows = [self.checked_row(row, f"row {number}") for number, row in enumerate(rows)]
         self.load()
+        entry = tasks.task_type(self.task)
         for start in range(0, len(rows), batch_size):
             batch = rows[start:start + batch_size]
-            outputs = {k: v.numpy() for k, v in self._signature(**self._feed(batch)).items()}
+            feed = entry.prediction_feed(self, batch)
+            outputs = {k: v.numpy() for k, v in self._signature(**feed).items()}
             for i, row in enumerate(batch):
                 yield prediction_record(self.task, row, outputs, i, self.label_names, top_k)

@@ -108,42 +108,9 @@ class SpanAnswerDecoder(tf.Module):
     def decode(self, context, features, row_lengths, outputs, blank=None):
         """Best answer per example from the windows' features and labeler outputs."""
         batch = tf.shape(row_lengths)[0]
-        start_lp = tf.cast(outputs["start_top_log_probs"], tf.float32)  # [N, K1]
-        start_ix = tf.cast(outputs["start_top_index"], tf.int32)  # [N, K1]
-        num = tf.shape(start_lp)[0]
-        k1 = tf.shape(start_lp)[1]
-        end_lp = tf.reshape(tf.cast(outputs["end_top_log_probs"], tf.float32), [num, k1, -1])  # [N, K1, K2]
-        end_ix = tf.reshape(tf.cast(outputs["end_top_index"], tf.int32), [num, k1, -1])  # [N, K1, K2]
-        k2 = tf.shape(end_ix)[2]
-
-        start_bytes = tf.gather(features["piece_start_bytes"], start_ix, batch_dims=1)  # [N, K1]
-        start_max = tf.gather(features["token_is_max_context"], start_ix, batch_dims=1)  # [N, K1]
-        end_bytes = tf.reshape(
-            tf.gather(features["piece_end_bytes"], tf.reshape(end_ix, [num, -1]), batch_dims=1),
-            [num, k1, k2])  # [N, K1, K2]
-        valid = ((start_bytes >= 0) & (start_max > 0))[:, :, None]  # [N, K1, 1]
-        valid &= (end_bytes >= 0) & (end_ix >= start_ix[:, :, None])
-        valid &= end_ix - start_ix[:, :, None] + 1 <= self.max_answer_length
-        score = tf.where(valid, start_lp[:, :, None] + end_lp, NEG_INF)  # [N, K1, K2]
-        flat_score = tf.reshape(score, [num, -1])  # [N, K1*K2]
-        best_pair = tf.argmax(flat_score, axis=1, output_type=tf.int32)  # [N]
-        window_score = tf.gather(flat_score, best_pair, batch_dims=1)  # [N]
-        window_first = tf.gather(start_bytes, best_pair // k2, batch_dims=1)  # [N]
-        window_last = tf.gather(tf.reshape(end_bytes, [num, -1]), best_pair, batch_dims=1)  # [N]
-
+        window_score, window_first, window_last = self._best_pair_per_window(features, outputs)
         example_of_window = tf.repeat(tf.range(batch), row_lengths)  # [N]
-        best_score = tf.math.unsorted_segment_max(window_score, example_of_window, batch)  # [B]
-        # unsorted_segment_max starts from the lowest finite float, not -inf, so an example
-        # whose beam holds no valid pair would score -3.4e38; it gets -inf, as in the Python rule.
-        window_has_pair = tf.cast(tf.math.is_finite(window_score), tf.int32)  # [N]: -inf = no valid pair
-        has_pair = tf.math.unsorted_segment_max(window_has_pair, example_of_window, batch) > 0  # [B]
-        best_score = tf.where(has_pair, best_score, NEG_INF)
-        # First window reaching the best score (the Python loop keeps the first strict maximum).
-        position = tf.range(num)
-        is_best = tf.equal(window_score, tf.gather(best_score, example_of_window))
-        best_window = tf.math.unsorted_segment_min(
-            tf.where(is_best, position, num), example_of_window, batch)  # [B]
-        best_window = tf.minimum(best_window, tf.maximum(num - 1, 0))
+        best_score, best_window = _best_window_per_example(window_score, example_of_window, batch)
         first_byte = tf.gather(window_first, best_window)
         last_byte = tf.gather(window_last, best_window)
         null_score = tf.math.unsorted_segment_min(
@@ -167,6 +134,50 @@ class SpanAnswerDecoder(tf.Module):
             "null_score": null_score,
             "num_windows": row_lengths,
         }
+
+    def _best_pair_per_window(self, features, outputs):
+        """Per window, the best valid (start, end) pair of the beam: its score and first and last bytes."""
+        start_lp = tf.cast(outputs["start_top_log_probs"], tf.float32)  # [N, K1]
+        start_ix = tf.cast(outputs["start_top_index"], tf.int32)  # [N, K1]
+        num = tf.shape(start_lp)[0]
+        k1 = tf.shape(start_lp)[1]
+        end_lp = tf.reshape(tf.cast(outputs["end_top_log_probs"], tf.float32), [num, k1, -1])  # [N, K1, K2]
+        end_ix = tf.reshape(tf.cast(outputs["end_top_index"], tf.int32), [num, k1, -1])  # [N, K1, K2]
+        k2 = tf.shape(end_ix)[2]
+
+        start_bytes = tf.gather(features["piece_start_bytes"], start_ix, batch_dims=1)  # [N, K1]
+        start_max = tf.gather(features["token_is_max_context"], start_ix, batch_dims=1)  # [N, K1]
+        end_bytes = tf.reshape(
+            tf.gather(features["piece_end_bytes"], tf.reshape(end_ix, [num, -1]), batch_dims=1),
+            [num, k1, k2])  # [N, K1, K2]
+        valid = ((start_bytes >= 0) & (start_max > 0))[:, :, None]  # [N, K1, 1]
+        valid &= (end_bytes >= 0) & (end_ix >= start_ix[:, :, None])
+        valid &= end_ix - start_ix[:, :, None] + 1 <= self.max_answer_length
+        score = tf.where(valid, start_lp[:, :, None] + end_lp, NEG_INF)  # [N, K1, K2]
+        flat_score = tf.reshape(score, [num, -1])  # [N, K1*K2]
+        best_pair = tf.argmax(flat_score, axis=1, output_type=tf.int32)  # [N]
+        window_score = tf.gather(flat_score, best_pair, batch_dims=1)  # [N]
+        window_first = tf.gather(start_bytes, best_pair // k2, batch_dims=1)  # [N]
+        window_last = tf.gather(tf.reshape(end_bytes, [num, -1]), best_pair, batch_dims=1)  # [N]
+        return window_score, window_first, window_last
+
+
+def _best_window_per_example(window_score, example_of_window, batch):
+    """Per example, the best score over its windows (-inf without a valid pair) and the first window reaching it."""
+    num = tf.shape(window_score)[0]
+    best_score = tf.math.unsorted_segment_max(window_score, example_of_window, batch)  # [B]
+    # unsorted_segment_max starts from the lowest finite float, not -inf, so an example
+    # whose beam holds no valid pair would score -3.4e38; it gets -inf, as in the Python rule.
+    window_has_pair = tf.cast(tf.math.is_finite(window_score), tf.int32)  # [N]: -inf = no valid pair
+    has_pair = tf.math.unsorted_segment_max(window_has_pair, example_of_window, batch) > 0  # [B]
+    best_score = tf.where(has_pair, best_score, NEG_INF)
+    # First window reaching the best score (the Python loop keeps the first strict maximum).
+    position = tf.range(num)
+    is_best = tf.equal(window_score, tf.gather(best_score, example_of_window))
+    best_window = tf.math.unsorted_segment_min(
+        tf.where(is_best, position, num), example_of_window, batch)  # [B]
+    best_window = tf.minimum(best_window, tf.maximum(num - 1, 0))
+    return best_score, best_window
 
 
 def _char_length(byte_prefix):

@@ -10,20 +10,10 @@ from xlnet_tf.serving.token_input_checks import check_token_inputs
 from xlnet_tf.text_normalization import replace_undecodable_tf
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.serving.long_document_packer import LongDocumentPacker
+from xlnet_tf.serving.signature_outputs import SignatureOutputs
 from xlnet_tf.models.segment_recurrence import split_into_segments
 
 TOKEN_INPUTS = ("token_ids", "segment_ids", "padding_mask")
-
-
-def _pick(outputs, key):
-    """Returns `outputs[key]` for dict outputs, the tensor itself otherwise."""
-    if isinstance(outputs, dict):
-        if key not in outputs:
-            raise ValueError(
-                f"The task model returned the keys {sorted(outputs)}; the serving module needs {key!r}."
-            )
-        return outputs[key]
-    return outputs
 
 
 def _model_vocabulary_size(model):
@@ -37,6 +27,15 @@ def _model_vocabulary_size(model):
         if isinstance(layer, keras.layers.Embedding):
             return int(layer.input_dim)
     return None
+
+
+def _vocabulary_size(model, vocabulary, vocabulary_size):
+    """The exclusive upper bound of `token_ids`: as given, else the model's, else `len(vocabulary)`."""
+    if vocabulary_size is None:
+        vocabulary_size = _model_vocabulary_size(model)
+    if vocabulary_size is None and vocabulary is not None:
+        vocabulary_size = len(vocabulary)
+    return vocabulary_size
 
 
 def _has_xlnet_backbone(model):
@@ -142,42 +141,77 @@ class TaskServingModule(tf.Module):
         name=None,
     ):
         super().__init__(name=name)
+        self._set_task(task, sequence_length)
+        self.num_choices, self.takes_question = self._entry.serving_choices(self, num_choices, takes_question)
+        self._set_long_documents(max_segments, preprocessor)
+        self._set_model_call(model, jit_compile, trim_padding)
+        self.has_text_pair = bool(has_text_pair)
+        self.vocabulary_size = _vocabulary_size(model, vocabulary, vocabulary_size)
+        self._preprocessor = preprocessor
+        self.label_names = list(label_names) if label_names else None
+        self._signature_outputs = SignatureOutputs(output_key, self.label_names)
+        self._vocabulary = (
+            tf.constant([str(p) for p in vocabulary], tf.string) if vocabulary is not None else None
+        )
+        # Multiple choice keeps the choices as their own axis: [B, C, L].
+        self.serve_token_ids = tf.function(
+            self._serve_token_ids,
+            input_signature=[tf.TensorSpec(self._ids_shape(), tf.int32, name=k) for k in TOKEN_INPUTS],
+        )
+        if preprocessor is not None:
+            self.serve_text = self._entry.serving_text_signature(self)
+
+    # -- set-up steps ------------------------------------------------------------------
+
+    def _set_task(self, task, sequence_length):
         if task not in tasks.TASKS:
             raise ValueError(f"task must be one of {tasks.TASK_TYPES}, got {task!r}.")
-        self._entry = entry = tasks.task_type(task)
         if not isinstance(sequence_length, int) or sequence_length < 3:
             raise ValueError(f"sequence_length must be an int >= 3, got {sequence_length!r}.")
-        if entry.layout == tasks.CHOICES and (
-            not isinstance(num_choices, int) or isinstance(num_choices, bool) or num_choices < 1
-        ):
-            raise ValueError(f"task={task!r} needs num_choices, an int >= 1, got {num_choices!r}.")
-        if not isinstance(takes_question, bool) or (not takes_question and entry.layout != tasks.CHOICES):
+        self.task = task
+        self._entry = tasks.task_type(task)
+        self.sequence_length = sequence_length
+
+    def one_row_per_example(self, takes_question):
+        """`(num_choices, takes_question)` of a task packing one row per example: `(None, None)`."""
+        if not isinstance(takes_question, bool) or not takes_question:
             raise ValueError(f"takes_question must be a bool, False only for a multiple-choice model; got "
-                             f"{takes_question!r} for task={task!r}.")
-        self.takes_question = takes_question if entry.layout == tasks.CHOICES else None
-        if entry.layout == tasks.WINDOWS and preprocessor is not None and not hasattr(preprocessor, "answer"):
-            raise ValueError(f"task={task!r} needs a SpanAnswerDecoder as its preprocessor.")
+                             f"{takes_question!r} for task={self.task!r}.")
+        return None, None
+
+    def rows_per_choice(self, num_choices, takes_question):
+        """`(num_choices, takes_question)` of a multiple-choice task: one packed row per choice."""
+        if not isinstance(num_choices, int) or isinstance(num_choices, bool) or num_choices < 1:
+            raise ValueError(f"task={self.task!r} needs num_choices, an int >= 1, got {num_choices!r}.")
+        if not isinstance(takes_question, bool):
+            raise ValueError(f"takes_question must be a bool, False only for a multiple-choice model; got "
+                             f"{takes_question!r} for task={self.task!r}.")
+        return num_choices, takes_question
+
+    def _set_long_documents(self, max_segments, preprocessor):
         if not isinstance(max_segments, int) or isinstance(max_segments, bool) or max_segments < 1:
             raise ValueError(f"max_segments must be an int >= 1, got {max_segments!r}.")
         self.max_segments = max_segments
         # Only these tasks have a long path in the model: the others keep the [B, L]
         # signatures. A model fine-tuned on segments without memory read the last segment
         # (the end of the document), so it is served the same way.
-        self.long_documents = bool(max_segments > 1 and entry.long_documents)
+        self.long_documents = bool(max_segments > 1 and self._entry.long_documents)
         self._long_packer = None
         if self.long_documents and preprocessor is not None:
-            self._long_packer = self._make_long_packer(preprocessor, sequence_length)
+            self._long_packer = self._make_long_packer(preprocessor, self.sequence_length)
+
+    def _set_model_call(self, model, jit_compile, trim_padding):
         if not isinstance(jit_compile, bool):
             raise ValueError(f"jit_compile must be a bool, got {jit_compile!r}.")
         if jit_compile and self.long_documents:
             raise ValueError("jit_compile=True is for the static-length signatures; a long-document "
                              "model (max_segments > 1 with recurrence memory) takes any length.")
         self.jit_compile = jit_compile
-        self.trim_padding = self._trim_padding_setting(model, task, trim_padding)
+        self.trim_padding = self._trim_padding_setting(model, trim_padding)
         # The model is called through a plain closure and only its variables are
         # tracked: tracking the Keras model itself would make TensorFlow trace
         # Keras' own default signature, which guesses float inputs for subclassed models.
-        self.position_heads = self._position_heads(model, sequence_length, self.long_documents)
+        self.position_heads = self._position_heads(model, self.sequence_length, self.long_documents)
 
         def call_model(features):
             if self.position_heads is None:
@@ -190,60 +224,48 @@ class TaskServingModule(tf.Module):
             # Only the model: tensorflow-text ops and `Assert` have no XLA kernels.
             self._call_model = tf.function(self._call_model, jit_compile=True)
         self.model_variables = [getattr(v, "_value", v) for v in model.variables]
-        self.task = task
-        self.sequence_length = sequence_length
-        self.has_text_pair = bool(has_text_pair)
-        self.output_key = output_key
-        self.num_choices = num_choices if entry.layout == tasks.CHOICES else None
-        if vocabulary_size is None:
-            vocabulary_size = _model_vocabulary_size(model)
-        if vocabulary_size is None and vocabulary is not None:
-            vocabulary_size = len(vocabulary)
-        self.vocabulary_size = vocabulary_size
-        self._preprocessor = preprocessor
-        self.label_names = list(label_names) if label_names else None
-        self._label_table = (
-            tf.constant(self.label_names, tf.string) if self.label_names else None
-        )
-        self._vocabulary = (
-            tf.constant([str(p) for p in vocabulary], tf.string) if vocabulary is not None else None
-        )
-        if entry.layout == tasks.WORDS and preprocessor is not None and vocabulary is None:
-            raise ValueError(f"{task} with a text signature needs the vocabulary.")
 
-        # Multiple choice keeps the choices as their own axis: [B, C, L].
-        ids_shape = self._ids_shape()
-        self.serve_token_ids = tf.function(
-            self._serve_token_ids,
-            input_signature=[tf.TensorSpec(ids_shape, tf.int32, name=k) for k in TOKEN_INPUTS],
+    # -- the strings-in signature of each kind of task (`TaskType.serving_text_signature`) ---
+
+    def text_signature(self):
+        """`serve_text` of a text task: `text` (+ `text_pair`), packed by the preprocessor."""
+        return self._text_function(self._pack_texts, self._no_extras)
+
+    def words_signature(self):
+        """`serve_text` of a token classifier: `text` split into words as in training, plus `pieces`."""
+        if self._vocabulary is None:
+            raise ValueError(f"{self.task} with a text signature needs the vocabulary.")
+        return self._text_function(self._pack_words, self._pieces)
+
+    def choices_signature(self):
+        """`serve_text` of multiple choice: the fields of training, `context`, `question` (if any), `choices`."""
+        context_spec = tf.TensorSpec([None], tf.string, name="context")
+        choices_spec = tf.TensorSpec([None, self.num_choices], tf.string, name="choices")
+        if not self.takes_question:
+            return tf.function(self._serve_choices_alone, input_signature=[context_spec, choices_spec])
+        return tf.function(self._serve_choices, input_signature=[
+            context_spec, tf.TensorSpec([None], tf.string, name="question"), choices_spec])
+
+    def span_signature(self):
+        """`serve_text` of a span task: `context` and `question`, answered by the `SpanAnswerDecoder`."""
+        if not hasattr(self._preprocessor, "answer"):
+            raise ValueError(f"task={self.task!r} needs a SpanAnswerDecoder as its preprocessor.")
+        return tf.function(
+            self._serve_span,
+            input_signature=[
+                tf.TensorSpec([None], tf.string, name="context"),
+                tf.TensorSpec([None], tf.string, name="question"),
+            ],
         )
-        if preprocessor is not None and entry.layout == tasks.CHOICES:
-            # The fields of training: context, question (when it had one), choices.
-            context_spec = tf.TensorSpec([None], tf.string, name="context")
-            choices_spec = tf.TensorSpec([None, self.num_choices], tf.string, name="choices")
-            if self.takes_question:
-                self.serve_text = tf.function(self._serve_choices, input_signature=[
-                    context_spec, tf.TensorSpec([None], tf.string, name="question"), choices_spec])
-            else:
-                self.serve_text = tf.function(self._serve_choices_alone,
-                                              input_signature=[context_spec, choices_spec])
-        elif preprocessor is not None and entry.layout == tasks.WINDOWS:
-            self.serve_text = tf.function(
-                self._serve_span,
-                input_signature=[
-                    tf.TensorSpec([None], tf.string, name="context"),
-                    tf.TensorSpec([None], tf.string, name="question"),
-                ],
-            )
-        elif preprocessor is not None:
-            text_spec = tf.TensorSpec([None], tf.string, name="text")
-            if self.has_text_pair:
-                pair_spec = tf.TensorSpec([None], tf.string, name="text_pair")
-                self.serve_text = tf.function(
-                    self._serve_text_pair, input_signature=[text_spec, pair_spec]
-                )
-            else:
-                self.serve_text = tf.function(self._serve_text, input_signature=[text_spec])
+
+    def _text_function(self, pack, extras):
+        """`serve_text` on `text` (+ `text_pair`): `pack(*texts)` gives the ids, `extras(features)` more outputs."""
+        self._pack_text, self._text_extras = pack, extras
+        text_spec = tf.TensorSpec([None], tf.string, name="text")
+        if not self.has_text_pair:
+            return tf.function(self._serve_text, input_signature=[text_spec])
+        pair_spec = tf.TensorSpec([None], tf.string, name="text_pair")
+        return tf.function(self._serve_text_pair, input_signature=[text_spec, pair_spec])
 
     def _ids_shape(self):
         """The ids signature's shape: `[B, L]` / `[B, C, L]`, with a dynamic length for long documents."""
@@ -255,8 +277,8 @@ class TaskServingModule(tf.Module):
         """Each layer's projected relative positions for `sequence_length` tokens and any memory, kept by the module.
 
         They depend on the weights only, so every request would otherwise
-        recompute them (a `[2L, H] x [H, H]` matmul per layer: about 14% of a
-        batch-1 forward at L = 128). Kept as variables (in the checkpoint, not
+        recompute them (a `[2L, H] x [H, H]` matmul per layer, a noticeable
+        share of a short forward pass). Kept as variables (in the checkpoint, not
         the graph). None for models without an `XLNetBackbone` or with `bi_data`.
         """
         if not _has_xlnet_backbone(model):
@@ -269,11 +291,11 @@ class TaskServingModule(tf.Module):
         return [tf.Variable(heads, trainable=False, name=f"position_heads_{index}")
                 for index, heads in enumerate(model.backbone.project_positions(keys))]
 
-    def _trim_padding_setting(self, model, task, trim_padding):
+    def _trim_padding_setting(self, model, trim_padding):
         """The effective `trim_padding` (see the class docstring)."""
         if trim_padding is not None and not isinstance(trim_padding, bool):
             raise ValueError(f"trim_padding must be a bool or None, got {trim_padding!r}.")
-        applies = tasks.task_type(task).long_documents and not self.long_documents
+        applies = self._entry.long_documents and not self.long_documents
         if trim_padding is None:
             return bool(applies and _has_xlnet_backbone(model) and not self.jit_compile)
         if trim_padding and not (applies and _has_xlnet_backbone(model)):
@@ -323,7 +345,7 @@ class TaskServingModule(tf.Module):
             return self._predict(self._segments(self._checked(self._pack_long(text))))
         features = self._preprocess(text)
         outputs = self._predict(features)
-        outputs.update(self._text_extras(features, text))
+        outputs.update(self._text_extras(features))
         return outputs
 
     def _serve_text_pair(self, text, text_pair):
@@ -332,7 +354,7 @@ class TaskServingModule(tf.Module):
             return self._predict(self._segments(self._checked(self._pack_long(text, text_pair))))
         features = self._preprocess(text, text_pair)
         outputs = self._predict(features)
-        outputs.update(self._text_extras(features, text))
+        outputs.update(self._text_extras(features))
         return outputs
 
     def _serve_choices_alone(self, context, choices):
@@ -446,20 +468,25 @@ class TaskServingModule(tf.Module):
             for k, v in split.items()
         }
 
+    def _pack_texts(self, *texts):
+        return self._preprocessor(*texts)
+
+    def _pack_words(self, *texts):
+        if not hasattr(self._preprocessor, "tokenize"):
+            # A custom preprocessor without `tokenize` and `packer` packs the text itself.
+            return self._preprocessor(*texts)
+        # Word lists, as in training: each whitespace-separated word tokenized on its own.
+        return encode_words(self._preprocessor.tokenize, self._preprocessor.packer, split_words(texts[0]))[0]
+
     def _preprocess(self, *texts):
-        if self._entry.layout == tasks.WORDS and hasattr(self._preprocessor, "tokenize"):
-            # Word lists, as in training: each whitespace-separated word tokenized on its own (a custom
-            # preprocessor without `tokenize` and `packer` packs the text itself).
-            features = encode_words(self._preprocessor.tokenize, self._preprocessor.packer, split_words(texts[0]))[0]
-        else:
-            features = self._preprocessor(*texts)
+        features = self._pack_text(*texts)
         missing = [k for k in TOKEN_INPUTS if k not in features]
         if missing:
             raise ValueError(f"The preprocessor did not return {missing}; it returned {sorted(features)}.")
         out = self._static_rows(features, tf.shape(texts[0])[0])
         # Ids from the tokenizer are checked as well: a vocabulary larger than the
         # model's embedding would otherwise be read as other rows (or zeros on GPU).
-        return out if self.num_choices is not None else self._checked(out)
+        return self._checked(out)
 
     def _static_rows(self, features, batch):
         """Packed features as int32 `[batch, L]` with a static length."""
@@ -486,45 +513,13 @@ class TaskServingModule(tf.Module):
     def _predict(self, features, trim=True):
         model_features = _without_leading_padding(features) if trim and self.trim_padding else features
         outputs = self._call_model(model_features)
-        evaluation = self._entry.evaluation
-        if evaluation == tasks.CLASSES:
-            # Multiple choice: C is the number of choices, a softmax over them.
-            logits = tf.cast(_pick(outputs, self.output_key), tf.float32)  # [B, C]
-            label = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [B]
-            result = {
-                "logits": logits,
-                "probabilities": tf.nn.softmax(logits, axis=-1),
-                "label": label,
-            }
-            if self._label_table is not None:
-                result["label_name"] = tf.gather(self._label_table, label)
-            return result
-        if evaluation == tasks.SCORE:
-            logits = tf.cast(_pick(outputs, self.output_key), tf.float32)
-            return {"score": tf.reshape(logits, [-1])}  # [B]
-        if evaluation == tasks.TAGS:
-            logits = tf.cast(_pick(outputs, self.output_key), tf.float32)  # [B, L, C]
-            labels = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [B, L]
-            # Padding positions carry no prediction.
-            labels = tf.where(features["padding_mask"] > 0, labels, -1)
-            result = {
-                "logits": logits,
-                "probabilities": tf.nn.softmax(logits, axis=-1),
-                "labels": labels,
-            }
-            if self._label_table is not None:
-                names = tf.gather(self._label_table, tf.maximum(labels, 0))  # [B, L]
-                result["label_names"] = tf.where(labels >= 0, names, "")
-            return result
-        # span: the labeler's top-k beam over token positions; turning it into text
-        # needs the passage (see `squad_best_answer` or the strings-in signature).
-        keys = ("start_top_log_probs", "start_top_index", "end_top_log_probs", "end_top_index", "cls_logits")
-        return {key: _pick(outputs, key) for key in keys}
+        return self._entry.decode_serving_outputs(self._signature_outputs, outputs, features)
 
-    def _text_extras(self, features, text):
-        """Outputs that only the strings-in signature can give (pieces, answer text)."""
-        extras = {}
-        if self._entry.layout == tasks.WORDS:
-            pieces = tf.gather(self._vocabulary, features["token_ids"])  # [B, L]
-            extras["pieces"] = tf.where(features["padding_mask"] > 0, pieces, "")
-        return extras
+    @staticmethod
+    def _no_extras(features):
+        return {}
+
+    def _pieces(self, features):
+        """`pieces` `[B, L]`: the strings-in signature's piece of each position ("" on padding)."""
+        pieces = tf.gather(self._vocabulary, features["token_ids"])  # [B, L]
+        return {"pieces": tf.where(features["padding_mask"] > 0, pieces, "")}

@@ -2,8 +2,9 @@
 
 import tensorflow as tf
 
-# Segment ids of the packer (A 0, B 1, <cls> 2, padding 4) and the original SEG_ID_* range.
-MAX_SEGMENT_ID = 4
+# The packer's segment ids are A 0, B 1, <cls> 2 and padding 4 (the original's SEG_ID_* range): padding is the largest.
+from xlnet_tf.preprocessing.xlnet_packer import SEGMENT_PAD
+
 INPUT_ORDER = ("token_ids", "segment_ids", "padding_mask")
 
 
@@ -56,55 +57,65 @@ def check_token_inputs(features, *, shape, vocabulary_size=None):
     ```
     """
     shape = list(shape)
-    expected = _shape_text(shape)
     names = [k for k in INPUT_ORDER if k in features]
     tensors = {k: features[k] for k in names}
+    stage_1 = _rank_and_length_checks(tensors, shape)
+    with tf.control_dependencies(stage_1):
+        stage_2 = _same_shape_checks(tensors)
+    with tf.control_dependencies(stage_1 + stage_2):
+        stage_3 = [_value_check(name, tensors[name], vocabulary_size) for name in names]
+    with tf.control_dependencies(stage_1 + stage_2 + stage_3):
+        return {k: tf.identity(v) for k, v in features.items()}
 
-    stage_1 = []
-    for name in names:
-        actual = tf.shape(tensors[name])  # [rank]
+
+def _rank_and_length_checks(tensors, shape):
+    """Stage 1: every input of the rank of `shape`, and `token_ids` of its static sizes."""
+    expected = _shape_text(shape)
+    checks = []
+    for name, tensor in tensors.items():
+        actual = tf.shape(tensor)  # [rank]
         # Counted from the runtime shape's values: `tf.size` or `tf.rank` would be
         # folded to the signature's static rank, which a request need not have.
         rank = tf.reduce_sum(tf.cast(actual >= 0, tf.int32))
         rank_ok = tf.equal(rank, len(shape))
-        stage_1.append(_assert(rank_ok, f"{name} must have rank {len(shape)}, shape {expected}; got shape",
-                               actual))
+        checks.append(_assert(rank_ok, f"{name} must have rank {len(shape)}, shape {expected}; got shape",
+                              actual))
     static = [(axis, size) for axis, size in enumerate(shape) if size is not None]
     if static and "token_ids" in tensors:
         # Gated on the rank checks: indexing the shape of a lower-rank input would fail first.
-        with tf.control_dependencies(stage_1):
+        with tf.control_dependencies(checks):
             actual = tf.shape(tensors["token_ids"])  # [rank]
             sizes_ok = tf.reduce_all([tf.equal(actual[axis], size) for axis, size in static])
-            stage_1.append(_assert(
+            checks.append(_assert(
                 sizes_ok, f"token_ids must have shape {expected} (the exported sequence length); got shape",
                 actual))
+    return checks
 
-    stage_2 = []
-    with tf.control_dependencies(stage_1):
-        reference = tf.shape(tensors[names[0]])  # [rank]
-        for name in names[1:]:
-            actual = tf.shape(tensors[name])  # [rank]
-            stage_2.append(_assert(
-                tf.reduce_all(tf.equal(actual, reference)),
-                f"{name} must have the shape of {names[0]}", reference, "; got shape", actual))
 
-    stage_3 = []
-    with tf.control_dependencies(stage_1 + stage_2):
-        for name in names:
-            values = tf.reshape(tf.cast(tensors[name], tf.int64), [-1])  # [N]
-            low, high = 0, {"token_ids": vocabulary_size, "segment_ids": MAX_SEGMENT_ID + 1,
-                            "padding_mask": 2}[name]
-            in_range = values >= low
-            if high is not None:
-                in_range = tf.logical_and(in_range, values < high)
-            allowed = {"token_ids": f"in [0, {vocabulary_size}) (the vocabulary size)"
-                       if vocabulary_size is not None else "non-negative",
-                       "segment_ids": f"in [0, {MAX_SEGMENT_ID}]",
-                       "padding_mask": "0 or 1"}[name]
-            # The offending values themselves, not the whole tensor, go into the message.
-            bad = tf.boolean_mask(values, tf.logical_not(in_range))  # [K]
-            stage_3.append(_assert(tf.reduce_all(in_range), f"{name} values must be {allowed}; got",
-                                   bad))
+def _same_shape_checks(tensors):
+    """Stage 2: every input of the shape of the first one (`token_ids`)."""
+    names = list(tensors)
+    reference = tf.shape(tensors[names[0]])  # [rank]
+    checks = []
+    for name in names[1:]:
+        actual = tf.shape(tensors[name])  # [rank]
+        checks.append(_assert(
+            tf.reduce_all(tf.equal(actual, reference)),
+            f"{name} must have the shape of {names[0]}", reference, "; got shape", actual))
+    return checks
 
-    with tf.control_dependencies(stage_1 + stage_2 + stage_3):
-        return {k: tf.identity(v) for k, v in features.items()}
+
+def _value_check(name, tensor, vocabulary_size):
+    """Stage 3: the values of one input in its range; the message lists the offending values."""
+    values = tf.reshape(tf.cast(tensor, tf.int64), [-1])  # [N]
+    low, high = 0, {"token_ids": vocabulary_size, "segment_ids": SEGMENT_PAD + 1, "padding_mask": 2}[name]
+    in_range = values >= low
+    if high is not None:
+        in_range = tf.logical_and(in_range, values < high)
+    allowed = {"token_ids": f"in [0, {vocabulary_size}) (the vocabulary size)"
+               if vocabulary_size is not None else "non-negative",
+               "segment_ids": f"in [0, {SEGMENT_PAD}]",
+               "padding_mask": "0 or 1"}[name]
+    # The offending values themselves, not the whole tensor, go into the message.
+    bad = tf.boolean_mask(values, tf.logical_not(in_range))  # [K]
+    return _assert(tf.reduce_all(in_range), f"{name} values must be {allowed}; got", bad)

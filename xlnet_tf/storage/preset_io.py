@@ -31,7 +31,6 @@ from the models, the preprocessors or the runs, so each of them imports it at th
 import datetime
 import importlib
 import io
-import json
 import os
 import tempfile
 
@@ -42,48 +41,20 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf.storage import atomic_files
-
-# Re-exported: callers read the file names from here or from `xlnet_tf.formats.preset_files`.
-from xlnet_tf.formats.preset_files import CONFIG_FILE  # noqa: F401
+from xlnet_tf.storage import preset_names
+from xlnet_tf.formats.preset_files import BACKBONE_REGISTERED_NAME
+from xlnet_tf.formats.preset_files import CONFIG_FILE
 from xlnet_tf.formats.preset_files import KERAS_HUB_VOCABULARY_FILE
-from xlnet_tf.formats.preset_files import LM_HEAD_FILE  # noqa: F401
 from xlnet_tf.formats.preset_files import METADATA_FILE
-from xlnet_tf.formats.preset_files import PREPROCESSING_FILE  # noqa: F401
-from xlnet_tf.formats.preset_files import PREPROCESSOR_CONFIG_FILE  # noqa: F401
-from xlnet_tf.formats.preset_files import TASK_CONFIG_FILE  # noqa: F401
-from xlnet_tf.formats.preset_files import TASK_WEIGHTS_FILE  # noqa: F401
+from xlnet_tf.formats.preset_files import MODEL_WEIGHTS_FILE
 from xlnet_tf.formats.preset_files import TOKENIZER_CONFIG_FILE
-from xlnet_tf.formats.preset_files import TOKENIZER_REGISTERED_NAME  # noqa: F401
+from xlnet_tf.formats.preset_files import TOKENIZER_REGISTERED_NAME
 from xlnet_tf.formats.preset_files import VOCABULARY_FILE
-from xlnet_tf.formats.preset_files import WEIGHTS_FILE  # noqa: F401
-
-
-def preset_file(preset_dir, filename, required=True):
-    """The path of `filename` inside `preset_dir`; a clear error when it is required and missing."""
-    gfile = tf.io.gfile
-    if not gfile.isdir(preset_dir):
-        raise FileNotFoundError(f"Preset directory not found: {preset_dir}")
-    path = os.path.join(preset_dir, filename)
-    if required and not gfile.exists(path):
-        raise FileNotFoundError(
-            f"Preset {preset_dir} has no {filename} (a preset holds {CONFIG_FILE}, {WEIGHTS_FILE} "
-            f"and optionally {VOCABULARY_FILE}).")
-    return path
 
 
 def exists(path):
     """Whether `path` exists, on any `tf.io.gfile` filesystem (local, `gs://`, `ram://`)."""
     return tf.io.gfile.exists(str(path))
-
-
-def read_json(path):
-    """The JSON value of a preset file, read through `tf.io.gfile`; a clear error when it is not JSON."""
-    with tf.io.gfile.GFile(str(path), "r") as f:
-        text = f.read()
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path} is not valid JSON: {error}") from error
 
 
 def read_arrays(path):
@@ -96,16 +67,6 @@ def make_preset_dir(preset_dir):
     """Creates `preset_dir` (and parents) if needed; returns it."""
     tf.io.gfile.makedirs(preset_dir)
     return preset_dir
-
-
-def write_json(path, obj):
-    """Writes a preset's JSON file (`config.json`, `task.json`, ...) atomically."""
-    return atomic_files.write_json(path, obj)
-
-
-def save_weights(model, path):
-    """`model.save_weights(path)` atomically (complete file or the previous one)."""
-    return atomic_files.save_weights(model, path)
 
 
 def write_arrays(path, arrays):
@@ -126,25 +87,13 @@ def resolve(preset):
     """A preset name, directory or handle -> what the readers below take.
 
     Named presets (`xlnet-tf presets`) are downloaded and converted on first use
-    by `xlnet_tf.presets.resolve_preset` (an unknown name is a `PresetError`
+    by the resolver of `xlnet_tf.presets` (an unknown name is a `PresetError`
     listing the known ones); `hf://`, `kaggle://`, `gs://`, `ram://` come back
     unchanged.
     """
     if not isinstance(preset, (str, os.PathLike)):
         raise TypeError(f"A preset must be a name, a directory or a handle, got {type(preset).__name__}.")
-    return named_preset_resolver()(preset)
-
-
-# The function that turns a preset name into a directory. `xlnet_tf.presets` sits above the
-# models (its converters build models), so the models reach it by this name, the way Keras'
-# registry reaches classes by name, and never import it.
-NAMED_PRESET_RESOLVER = "xlnet_tf.presets.preset_resolver:resolve_preset"
-
-
-def named_preset_resolver():
-    """The callable `NAMED_PRESET_RESOLVER` names (module path, colon, function name)."""
-    module_name, function_name = NAMED_PRESET_RESOLVER.split(":")
-    return getattr(importlib.import_module(module_name), function_name)
+    return preset_names.named_preset_resolver()(preset)
 
 
 def fetch(preset, filename, required=True):
@@ -170,7 +119,7 @@ def fetch(preset, filename, required=True):
             raise FileNotFoundError(f"Preset directory not found: {preset}")
         what = "not a preset directory" if filename == CONFIG_FILE else "incomplete preset"
         raise FileNotFoundError(
-            f"Preset {preset} has no {filename}: {what} (a preset holds {CONFIG_FILE}, {WEIGHTS_FILE} "
+            f"Preset {preset} has no {filename}: {what} (a preset holds {CONFIG_FILE}, {MODEL_WEIGHTS_FILE} "
             f"and optionally {VOCABULARY_FILE}).")
     return None
 
@@ -232,7 +181,30 @@ _HUB_CLIENTS = {"hf://": "huggingface_hub", "kaggle://": "kagglehub", "modelscop
 
 def read_config_json(preset):
     """The parsed `config.json` of a preset."""
-    return read_json(fetch(preset, CONFIG_FILE))
+    return atomic_files.read_json(fetch(preset, CONFIG_FILE), kind="Config")
+
+
+def read_backbone_config(preset):
+    """The `XLNetConfig` fields (a dict) of a preset's `config.json`: what every reader of a preset's config asks.
+
+    Args:
+        preset: a preset directory (local, `gs://`, `ram://`) or a `hf://` / `kaggle://` handle.
+
+    Raises:
+        FileNotFoundError: the preset has no `config.json`.
+        ValueError: `config.json` is not a serialized `XLNetBackbone`.
+
+    Example:
+    >>> XLNetConfig.from_dict(read_backbone_config("/tmp/xlnet_tiny")).num_layers  # doctest: +SKIP
+    2
+    """
+    config_json = read_config_json(preset)
+    config = backbone_config_dict(config_json, f"{preset}/{CONFIG_FILE}")
+    registered = config_json.get("registered_name", "")
+    if registered != BACKBONE_REGISTERED_NAME:
+        raise ValueError(f"Preset {preset} holds a {config_json.get('class_name')!r} "
+                         f"({registered}), not an XLNetBackbone.")
+    return config
 
 
 def is_keras_hub_layout(config_json):
@@ -313,13 +285,13 @@ def _strip(value):
 def write_serialized(preset_dir, filename, layer):
     """Writes `serialize(layer)` to `preset_dir/filename` atomically; returns the dict written."""
     config = serialize(layer)
-    write_json(os.path.join(preset_dir, filename), config)
+    atomic_files.write_json(os.path.join(preset_dir, filename), config)
     return config
 
 
 def write_metadata(preset_dir, backbone):
     """`metadata.json` as keras-hub's saver writes it (versions, parameter count, date, tasks)."""
-    write_json(os.path.join(preset_dir, METADATA_FILE), {
+    atomic_files.write_json(os.path.join(preset_dir, METADATA_FILE), {
         "keras_version": keras.version(),
         "keras_hub_version": keras_hub.__version__,
         "parameter_count": int(backbone.count_params()),
@@ -363,7 +335,7 @@ def write_tokenizer(preset_dir, proto, tokenizer, lowercase=None):
     config = serialize(tokenizer)
     if lowercase is not None:
         config["config"]["lowercase"] = bool(lowercase)
-    write_json(os.path.join(preset_dir, TOKENIZER_CONFIG_FILE), config)
+    atomic_files.write_json(os.path.join(preset_dir, TOKENIZER_CONFIG_FILE), config)
     atomic_files.write_bytes(os.path.join(preset_dir, KERAS_HUB_VOCABULARY_FILE), proto)
     atomic_files.write_bytes(os.path.join(preset_dir, VOCABULARY_FILE), proto)
     return config

@@ -5,8 +5,8 @@ up here (`task_type(name)`) and call its methods; none of them compares task nam
 layouts. Each task type is one file of this package with a `TaskType` subclass registered
 by `@register_task_type`; adding a task type is that file plus one import line below.
 
-Model and preprocessor classes are imported on first use: the Beam workers read the table
-without loading Keras.
+Each task model class registers itself for its task types where it is defined
+(`@register_task_model`, `task_models.py`): the Beam workers read the table without loading Keras.
 
 Example:
 >>> from xlnet_tf import tasks
@@ -29,6 +29,8 @@ from xlnet_tf.tasks.task_kinds import TEXT
 from xlnet_tf.tasks.task_kinds import TOKEN_CLASSIFICATION
 from xlnet_tf.tasks.task_kinds import WINDOWS
 from xlnet_tf.tasks.task_kinds import WORDS
+from xlnet_tf.tasks.task_models import TASK_MODELS
+from xlnet_tf.tasks.task_models import register_task_model
 from xlnet_tf.tasks.task_type import REGISTERED_TASK_TYPES
 from xlnet_tf.tasks.task_type import TaskType
 from xlnet_tf.tasks.task_type import register_task_type
@@ -43,7 +45,8 @@ from xlnet_tf.tasks import span  # noqa: F401
 __all__ = [
     "CHOICES", "CLASSES", "CLASSIFICATION", "DEFAULT_TASK_TYPE", "LONG_DOCUMENT_TASK_TYPES", "MULTIPLE_CHOICE",
     "REGRESSION", "SCORE", "SPAN", "SQUAD", "TAGS", "TASKS", "TASK_TYPES", "TEXT", "TOKEN_CLASSIFICATION",
-    "TaskType", "WINDOWS", "WORDS", "of_model", "of_model_class_name", "register_task_type", "task_type",
+    "TaskType", "WINDOWS", "WORDS", "of_model", "of_model_class_name", "register_task_model", "register_task_type",
+    "task_type",
 ]
 
 TASKS = REGISTERED_TASK_TYPES
@@ -70,8 +73,7 @@ def task_type(name):
 def of_model(model):
     """The task type of a task model (a class or an instance): the class's entry; regression by `num_classes` 1."""
     cls = model if isinstance(model, type) else type(model)
-    path = f"{cls.__module__}.{cls.__name__}"
-    matches = [entry for entry in TASKS.values() if entry.model == path]
+    matches = [entry for entry in TASKS.values() if TASK_MODELS.get(entry.name) is cls]
     if not matches:
         return None
     if len(matches) > 1:
@@ -83,10 +85,6 @@ def of_model(model):
 
 def of_model_class_name(class_name, num_classes=None):
     """The task type of a task model named `class_name` (a preset's `task.json`), or None."""
-    for entry in TASKS.values():
-        if entry.model.rpartition(".")[2] == class_name and entry.score_labels == (num_classes == 1):
-            return entry
-    for entry in TASKS.values():
-        if entry.model.rpartition(".")[2] == class_name:
-            return entry
-    return None
+    named = [entry for entry in TASKS.values()
+             if getattr(TASK_MODELS.get(entry.name), "__name__", None) == class_name]
+    return next((entry for entry in named if entry.score_labels == (num_classes == 1)), named[0] if named else None)

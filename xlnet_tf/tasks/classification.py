@@ -21,7 +21,6 @@ class ClassificationTask(TaskType):
     """
 
     name = task_kinds.CLASSIFICATION
-    model = "xlnet_tf.models.xlnet_classifier.XLNetClassifier"
     min_classes = 2
     layout = task_kinds.TEXT
     example_fields = ("text", "text_pair", "label")
@@ -48,7 +47,20 @@ class ClassificationTask(TaskType):
 
     # --- Serving: the signature's inputs, decoding a prediction -------------------------------
 
+    def decode_serving_outputs(self, signature_outputs, outputs, features):
+        return signature_outputs.classes(outputs)
+
+    def prediction_answer(self, answers, pick):
+        return answers.classes(pick)
+
     # --- Evaluation and fine-tuning -------------------------------------------------------------
 
     def default_metrics(self, num_classes=None):
         return ("accuracy", "f1", "matthews") if num_classes == 2 else ("accuracy",)
+
+    def with_data_classes(self, task, label_names=None, num_choices=0, recorded=None):
+        task = super().with_data_classes(task, label_names, num_choices, recorded)
+        if self.min_classes and not task.num_classes:
+            raise ValueError("task.num_classes is not set and cannot be inferred (integer labels): set "
+                             "task.num_classes.")
+        return task

@@ -38,7 +38,20 @@ class RegressionTask(ClassificationTask):
 
     # --- Serving: the signature's inputs, decoding a prediction -------------------------------
 
+    def decode_serving_outputs(self, signature_outputs, outputs, features):
+        return signature_outputs.score(outputs)
+
+    def prediction_answer(self, answers, pick):
+        return answers.score(pick)
+
     # --- Evaluation and fine-tuning -------------------------------------------------------------
 
     def default_metrics(self, num_classes=None):
         return ("pearson_spearman",)
+
+    def resolved_spec(self, task):
+        # One output: the score.
+        return task.replace(num_classes=1)
+
+    def evaluate(self, evaluation):
+        return evaluation.scores()

@@ -15,7 +15,8 @@ class TaskSpec:
     """The typed task specification: what the model learns and where the examples come from.
 
     The `task` section of a fine-tuning config, and what `xlnet-tf prepare-finetuning`,
-    export and `predict` read a task from. It is resolved once (`resolve_task`) and handed down.
+    export and `predict` read a task from. It is resolved once, at the top of a run
+    (`resolve_task`, then `task_from_data`), and handed down.
 
     Data: `dataset` (a TFDS name from `xlnet_tf.data.finetuning_tasks.DATASETS`),
     local files `train_file` / `eval_file` (JSONL, CSV/TSV, SQuAD JSON), or
@@ -64,3 +65,12 @@ class TaskSpec:
     max_train_examples: int = 0
     max_eval_examples: int = 0
     max_segments: int = 1
+
+    def replace(self, **changes):
+        """A copy of this specification with `changes` (the task types fill and tune fields with it).
+
+        Example:
+        >>> TaskSpec(task_type="regression").replace(num_classes=1).num_classes
+        1
+        """
+        return dataclasses.replace(self, **changes)

@@ -18,7 +18,6 @@ class TokenClassificationTask(TaskType):
     """
 
     name = task_kinds.TOKEN_CLASSIFICATION
-    model = "xlnet_tf.models.xlnet_token_classifier.XLNetTokenClassifier"
     min_classes = 2
     layout = task_kinds.WORDS
     example_fields = ("tokens", "tags")
@@ -38,9 +37,28 @@ class TokenClassificationTask(TaskType):
     def read_row(self, row, settings):
         return example_rows.canonical_words(row, settings)
 
+    def example_kind(self, kinds):
+        return kinds.words
+
+    def record_label_shape(self, length):
+        # One tag per position.
+        return [length]
+
     # --- Serving: the signature's inputs, decoding a prediction -------------------------------
+
+    def serving_text_signature(self, serving):
+        return serving.words_signature()
+
+    def decode_serving_outputs(self, signature_outputs, outputs, features):
+        return signature_outputs.tags(outputs, features)
+
+    def prediction_answer(self, answers, pick):
+        return answers.tags(pick)
 
     # --- Evaluation and fine-tuning -------------------------------------------------------------
 
     def default_metrics(self, num_classes=None):
         return ("accuracy", "macro_f1")
+
+    def evaluate(self, evaluation):
+        return evaluation.tags()

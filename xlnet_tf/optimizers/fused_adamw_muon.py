@@ -1,4 +1,4 @@
-"""`FusedAdamW`: Keras' AdamW arithmetic with TensorFlow's in-place Adam kernel.
+"""`FusedAdamWMuon`: Keras' AdamW arithmetic with TensorFlow's in-place Adam kernel, and Muon on chosen matrices.
 
 Keras' AdamW update is about ten separate element-wise passes per variable
 (clip, decay, two moments, square root, division, three assignments), each
@@ -52,7 +52,7 @@ def apply_adamw_in_place(variable, momentum, velocity, gradient, *, learning_rat
     if decay_rate is not None:
         value = tf.raw_ops.ReadVariableOp(resource=variable, dtype=dtype)
         # `w * (1 - rate)` assigned, not `w * rate` subtracted: the assignment adopts the
-        # product's buffer (its only user), 8 bytes per weight moved instead of 20.
+        # product's buffer (its only user), so the weights are read once and written once.
         decay = [tf.raw_ops.AssignVariableOp(resource=variable, value=value * (1.0 - decay_rate))]
     with tf.control_dependencies(decay):
         return tf.raw_ops.ResourceApplyAdam(
@@ -64,8 +64,8 @@ def apply_adamw_in_place(variable, momentum, velocity, gradient, *, learning_rat
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
-class FusedAdamW(keras.optimizers.AdamW):
-    """AdamW whose update of each variable is one in-place kernel; results equal Keras' AdamW.
+class FusedAdamWMuon(keras.optimizers.AdamW):
+    """AdamW whose update of each variable is one in-place kernel (results equal Keras' AdamW), or Muon's step.
 
     The order is Keras': gradients are summed over replicas (unless a subclass
     says they already are), clipped by their global norm, then the variable
@@ -86,7 +86,7 @@ class FusedAdamW(keras.optimizers.AdamW):
 
     Example:
     >>> variable = keras.Variable([1.0, -2.0])
-    >>> optimizer = FusedAdamW(learning_rate=0.1, weight_decay=0.0, global_clipnorm=1.0)
+    >>> optimizer = FusedAdamWMuon(learning_rate=0.1, weight_decay=0.0, global_clipnorm=1.0)
     >>> optimizer.apply([keras.ops.convert_to_tensor([3.0, 4.0])], [variable])
     >>> [round(float(x), 3) for x in variable.numpy()]
     [0.9, -2.1]
@@ -112,10 +112,6 @@ class FusedAdamW(keras.optimizers.AdamW):
         if unknown:
             raise ValueError(f"muon_variable_paths names variables this optimizer does not update: "
                              f"{sorted(unknown)}.")
-
-    def uses_muon(self, variable):
-        """True when `variable` takes Muon's step (its path is in `muon_variable_paths`)."""
-        return self._get_variable_index(variable) in self._muon_indices
 
     def update_step(self, gradient, variable, learning_rate):
         # Keras' unfused path: the clip and the decay have already been applied.

@@ -1,0 +1,142 @@
+"""`FinetuningInputs`: what a fine-tuning run reads before it writes anything, resolved once.
+
+The run's config, its task completed from the data, the initial preset's vocabulary and the
+settings fine-tuning changes in it are read here, at the top of `run_finetuning`, and handed
+down as plain values: nothing below reads the config's files again.
+"""
+
+import dataclasses
+import os
+
+import tensorflow as tf
+
+from xlnet_tf import tasks
+from xlnet_tf.config_schema import ConfigError
+from xlnet_tf.data import finetuning as data
+from xlnet_tf.data.finetuning_record_dataset import read_finetuning_manifest
+from xlnet_tf.finetuning.finetuning_config import FinetuneConfig, finetune_config_from_dict
+from xlnet_tf.formats import preset_files
+from xlnet_tf.models.xlnet_config import XLNetConfig
+from xlnet_tf.models.xlnet_task import finetuning_adjustments
+from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
+from xlnet_tf.storage import preset_io
+from xlnet_tf.tasks.task_spec import TaskSpec
+
+
+def task_from_data(task: TaskSpec, entry: tasks.TaskType) -> TaskSpec:
+    """`task` completed from its data: the label names and class count its files or records give, checked.
+
+    `entry` is the task's `TaskType`. A local file's string labels name the classes (task
+    types with `label_names_from_file`), a multiple-choice file's options count them, and
+    records alone give what their manifest recorded; then both local files are read in
+    full, so a bad row fails before anything is written or trained.
+
+    Raises:
+        ConfigError: a file cannot be read, its labels disagree with the config, or a
+            class count the task type needs is still unknown.
+
+    Example:
+    >>> # skip-example: reads the training file that `config.task` names
+    >>> task = task_from_data(config.task, tasks.task_type(config.task.task_type))
+    >>> task.label_names
+    ['negative', 'positive']
+    """
+    try:
+        label_names = None if task.label_names else data.local_file_label_names(task)
+        num_choices = 0 if task.num_classes else data.local_file_num_choices(task)
+    except (ValueError, FileNotFoundError) as e:
+        raise ConfigError(f"task.train_file: {e}") from e
+    recorded = (read_finetuning_manifest(task.records_dir)["task"]
+                if task.records_dir and not (task.train_file or task.dataset) else None)
+    try:
+        task = entry.with_data_classes(task, label_names, num_choices, recorded)
+        data.check_local_files(task)
+    except ValueError as e:
+        raise ConfigError(str(e)) from e
+    return task
+
+
+def _init_adjustments(preset_config, explicit):
+    """`{field: {"preset", "finetune"}}`: the settings of a (pretraining) backbone preset's
+    `XLNetConfig` that fine-tuning changes (`finetuning_adjustments`); fields in `explicit`
+    (the user's `model.*` overrides) are left to them."""
+    return {k: {"preset": old, "finetune": new}
+            for k, (old, new) in finetuning_adjustments(preset_config, keep=explicit).items()}
+
+
+def _initial_backbone_config(init, overrides):
+    """The backbone preset's `XLNetConfig` as fine-tuning builds it, and the adjustments made to it."""
+    preset_config = XLNetConfig.from_dict(preset_io.read_backbone_config(init))
+    adjustments = _init_adjustments(preset_config, overrides)
+    return preset_config.replace(**overrides, **{k: v["finetune"] for k, v in adjustments.items()}), adjustments
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuningInputs:
+    """A fine-tuning run's resolved inputs.
+
+    Attributes:
+        config: the validated `FinetuneConfig`, its task completed from the data (`task_from_data`).
+        task_type: the task's `TaskType`.
+        vocabulary: the initial preset's SentencePiece model.
+        tokenizer: the `XLNetTokenizer` of that vocabulary, with the task's `lowercase`.
+        from_task_preset: the initial preset is a task preset (training continues from its head).
+        model_overrides: the user's `model.*` settings (those left null keep the preset's).
+        backbone_config: the backbone preset's `XLNetConfig` with the overrides and adjustments
+            (None for a task preset, which keeps its own).
+        init_adjustments: `{field: {"preset", "finetune"}}`, the backbone preset's settings that
+            fine-tuning changes (empty for a task preset).
+        has_eval: the task has an evaluation set.
+
+    Example:
+    >>> # skip-example: reads the initial preset that `config.training.init_from` names
+    >>> inputs = FinetuningInputs.resolve(config)
+    >>> inputs.config.task.num_classes
+    2
+    """
+
+    config: FinetuneConfig
+    task_type: tasks.TaskType
+    vocabulary: str
+    tokenizer: XLNetTokenizer
+    from_task_preset: bool
+    model_overrides: dict
+    backbone_config: XLNetConfig | None
+    init_adjustments: dict
+    has_eval: bool
+
+    @classmethod
+    def resolve(cls, config: FinetuneConfig) -> "FinetuningInputs":
+        """Validates `config` again, checks the initial preset and completes the task from its data.
+
+        Raises:
+            ConfigError: no initial preset, one without a vocabulary, or a task its data contradicts.
+        """
+        config = finetune_config_from_dict(config.to_dict())
+        init = config.training.init_from
+        if not init:
+            raise ConfigError("No initial model: pass --init PRESET_DIR (or set training.init_from).")
+        if not tf.io.gfile.isdir(init):
+            raise ConfigError(f"Initial preset directory not found: {init}")
+        # `spiece.model`, else keras-hub's `assets/tokenizer/vocabulary.spm`.
+        vocabulary = preset_io.vocabulary_path(init, required=False)
+        if vocabulary is None:
+            raise ConfigError(f"The initial preset {init} has no spiece.model; fine-tuning "
+                              "tokenizes text with the preset's vocabulary.")
+        entry = tasks.task_type(config.task.task_type)
+        task = task_from_data(config.task, entry)
+        from_task_preset = tf.io.gfile.exists(os.path.join(init, preset_files.TASK_CONFIG_FILE))
+        overrides = {k: v for k, v in dataclasses.asdict(config.model).items() if v is not None}
+        backbone_config, adjustments = (None, {}) if from_task_preset else _initial_backbone_config(init, overrides)
+        return cls(config=dataclasses.replace(config, task=task), task_type=entry, vocabulary=vocabulary,
+                   tokenizer=XLNetTokenizer(vocabulary, lowercase=task.lowercase),
+                   from_task_preset=from_task_preset, model_overrides=overrides,
+                   backbone_config=backbone_config, init_adjustments=adjustments,
+                   has_eval=bool(task.eval_file or task.dataset) or _records_have_eval(task, entry))
+
+
+def _records_have_eval(task, entry):
+    """Whether the records hold the evaluation split (and the task type scores records)."""
+    if not task.records_dir or not entry.evaluates_records():
+        return False
+    return (task.eval_split or "validation") in read_finetuning_manifest(task.records_dir)["splits"]
