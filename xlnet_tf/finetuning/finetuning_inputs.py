@@ -6,7 +6,7 @@ down as plain values: nothing below reads the config's files again.
 """
 
 import dataclasses
-import os
+import functools
 
 import tensorflow as tf
 
@@ -15,7 +15,6 @@ from xlnet_tf.config_schema import ConfigError
 from xlnet_tf.data import finetuning as data
 from xlnet_tf.data.finetuning_record_dataset import read_finetuning_manifest
 from xlnet_tf.finetuning.finetuning_config import FinetuneConfig, finetune_config_from_dict
-from xlnet_tf.formats import preset_files
 from xlnet_tf.models.xlnet_config import XLNetConfig
 from xlnet_tf.models.xlnet_task import finetuning_adjustments
 from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
@@ -64,9 +63,8 @@ def _init_adjustments(preset_config, explicit):
             for k, (old, new) in finetuning_adjustments(preset_config, keep=explicit).items()}
 
 
-def _initial_backbone_config(init, overrides):
+def _initial_backbone_config(preset_config, overrides):
     """The backbone preset's `XLNetConfig` as fine-tuning builds it, and the adjustments made to it."""
-    preset_config = XLNetConfig.from_dict(preset_io.read_backbone_config(init))
     adjustments = _init_adjustments(preset_config, overrides)
     return preset_config.replace(**overrides, **{k: v["finetune"] for k, v in adjustments.items()}), adjustments
 
@@ -79,7 +77,9 @@ class FinetuningInputs:
         config: the validated `FinetuneConfig`, its task completed from the data (`task_from_data`).
         task_type: the task's `TaskType`.
         vocabulary: the initial preset's SentencePiece model.
-        tokenizer: the `XLNetTokenizer` of that vocabulary, with the task's `lowercase`.
+        tokenizer: the `XLNetTokenizer` of that vocabulary, with the task's `lowercase`, built on
+            first use: its TensorFlow ops would fix the devices, so it comes after the run's
+            strategy has set up virtual CPU devices.
         from_task_preset: the initial preset is a task preset (training continues from its head).
         model_overrides: the user's `model.*` settings (those left null keep the preset's).
         backbone_config: the backbone preset's `XLNetConfig` with the overrides and adjustments
@@ -98,12 +98,15 @@ class FinetuningInputs:
     config: FinetuneConfig
     task_type: tasks.TaskType
     vocabulary: str
-    tokenizer: XLNetTokenizer
     from_task_preset: bool
     model_overrides: dict
     backbone_config: XLNetConfig | None
     init_adjustments: dict
     has_eval: bool
+
+    @functools.cached_property
+    def tokenizer(self) -> XLNetTokenizer:
+        return XLNetTokenizer(self.vocabulary, lowercase=self.config.task.lowercase)
 
     @classmethod
     def resolve(cls, config: FinetuneConfig) -> "FinetuningInputs":
@@ -118,19 +121,17 @@ class FinetuningInputs:
             raise ConfigError("No initial model: pass --init PRESET_DIR (or set training.init_from).")
         if not tf.io.gfile.isdir(init):
             raise ConfigError(f"Initial preset directory not found: {init}")
-        # `spiece.model`, else keras-hub's `assets/tokenizer/vocabulary.spm`.
-        vocabulary = preset_io.vocabulary_path(init, required=False)
-        if vocabulary is None:
+        preset = preset_io.read_preset(init)
+        if preset.vocabulary is None:
             raise ConfigError(f"The initial preset {init} has no spiece.model; fine-tuning "
                               "tokenizes text with the preset's vocabulary.")
         entry = tasks.task_type(config.task.task_type)
         task = task_from_data(config.task, entry)
-        from_task_preset = tf.io.gfile.exists(os.path.join(init, preset_files.TASK_CONFIG_FILE))
         overrides = {k: v for k, v in dataclasses.asdict(config.model).items() if v is not None}
-        backbone_config, adjustments = (None, {}) if from_task_preset else _initial_backbone_config(init, overrides)
-        return cls(config=dataclasses.replace(config, task=task), task_type=entry, vocabulary=vocabulary,
-                   tokenizer=XLNetTokenizer(vocabulary, lowercase=task.lowercase),
-                   from_task_preset=from_task_preset, model_overrides=overrides,
+        backbone_config, adjustments = (None, {}) if preset.is_task_preset else _initial_backbone_config(
+            XLNetConfig.from_dict(preset.backbone_config), overrides)
+        return cls(config=dataclasses.replace(config, task=task), task_type=entry, vocabulary=preset.vocabulary,
+                   from_task_preset=preset.is_task_preset, model_overrides=overrides,
                    backbone_config=backbone_config, init_adjustments=adjustments,
                    has_eval=bool(task.eval_file or task.dataset) or _records_have_eval(task, entry))
 

@@ -28,6 +28,7 @@ Like keras-hub's `preset_utils`, this module sits below the models: it imports n
 from the models, the preprocessors or the runs, so each of them imports it at the top.
 """
 
+import dataclasses
 import datetime
 import importlib
 import io
@@ -46,6 +47,7 @@ from xlnet_tf.formats.preset_files import BACKBONE_REGISTERED_NAME
 from xlnet_tf.formats.preset_files import CONFIG_FILE
 from xlnet_tf.formats.preset_files import KERAS_HUB_VOCABULARY_FILE
 from xlnet_tf.formats.preset_files import METADATA_FILE
+from xlnet_tf.formats.preset_files import TASK_CONFIG_FILE
 from xlnet_tf.formats.preset_files import MODEL_WEIGHTS_FILE
 from xlnet_tf.formats.preset_files import TOKENIZER_CONFIG_FILE
 from xlnet_tf.formats.preset_files import TOKENIZER_REGISTERED_NAME
@@ -241,6 +243,40 @@ def vocabulary_path(preset, required=True):
             f"Preset {preset} has no vocabulary: neither {VOCABULARY_FILE} nor "
             f"{KERAS_HUB_VOCABULARY_FILE}.")
     return None
+
+
+@dataclasses.dataclass(frozen=True)
+class PresetContents:
+    """What a run reads of its initial preset, in one pass (`read_preset`).
+
+    Attributes:
+        preset: the preset as given.
+        vocabulary: the path of its SentencePiece model (`spiece.model`, else keras-hub's
+            tokenizer asset), or None when it has none.
+        is_task_preset: it holds a task model (`task.json`), not a backbone alone.
+        backbone_config: the `XLNetConfig` fields (a dict) of its `config.json`.
+    """
+
+    preset: str
+    vocabulary: str | None
+    is_task_preset: bool
+    backbone_config: dict
+
+
+def read_preset(preset):
+    """The `PresetContents` of `preset`: its vocabulary, whether it is a task preset and its backbone config.
+
+    Raises:
+        FileNotFoundError: the preset has no `config.json`.
+        ValueError: `config.json` is not a serialized `XLNetBackbone`.
+
+    Example:
+    >>> read_preset("/tmp/xlnet_tiny").backbone_config["num_layers"]  # doctest: +SKIP
+    2
+    """
+    return PresetContents(preset=preset, vocabulary=vocabulary_path(preset, required=False),
+                          is_task_preset=fetch(preset, TASK_CONFIG_FILE, required=False) is not None,
+                          backbone_config=read_backbone_config(preset))
 
 
 def read_bytes(path):
