@@ -174,19 +174,20 @@ class TaskServingModule(tf.Module):
 
     def one_row_per_example(self, takes_question):
         """`(num_choices, takes_question)` of a task packing one row per example: `(None, None)`."""
-        if not isinstance(takes_question, bool) or not takes_question:
-            raise ValueError(f"takes_question must be a bool, False only for a multiple-choice model; got "
-                             f"{takes_question!r} for task={self.task!r}.")
+        self._check_takes_question(takes_question, may_be_false=False)
         return None, None
 
     def rows_per_choice(self, num_choices, takes_question):
         """`(num_choices, takes_question)` of a multiple-choice task: one packed row per choice."""
         if not isinstance(num_choices, int) or isinstance(num_choices, bool) or num_choices < 1:
             raise ValueError(f"task={self.task!r} needs num_choices, an int >= 1, got {num_choices!r}.")
-        if not isinstance(takes_question, bool):
+        self._check_takes_question(takes_question, may_be_false=True)
+        return num_choices, takes_question
+
+    def _check_takes_question(self, takes_question, may_be_false):
+        if not isinstance(takes_question, bool) or not (takes_question or may_be_false):
             raise ValueError(f"takes_question must be a bool, False only for a multiple-choice model; got "
                              f"{takes_question!r} for task={self.task!r}.")
-        return num_choices, takes_question
 
     def _set_long_documents(self, max_segments, preprocessor):
         if not isinstance(max_segments, int) or isinstance(max_segments, bool) or max_segments < 1:
