@@ -4,9 +4,13 @@ The helpers themselves (tiny config and inputs, `run_layer_test` and the other c
 record writer) are in `tests/harness.py`; see `tests/README.md`.
 """
 
+import importlib.util
 import os
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+# Without TensorFlow (the no-TensorFlow CI pass) the package picks its own backend.
+HAS_TENSORFLOW = importlib.util.find_spec("tensorflow") is not None
+if HAS_TENSORFLOW:
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
@@ -23,7 +27,7 @@ def pytest_configure(config):
     TensorFlow meets first. The xdist controller runs no test and skips the TensorFlow import.
     """
     is_xdist_controller = bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
-    if not is_xdist_controller:
+    if HAS_TENSORFLOW and not is_xdist_controller:
         from tests.harness import split_cpu_devices
 
         split_cpu_devices()

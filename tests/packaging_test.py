@@ -9,6 +9,7 @@ import sys
 import zipfile
 
 import pytest
+from packaging.specifiers import SpecifierSet
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -18,7 +19,7 @@ DISTRIBUTIONS = {
     "keras_hub": "keras-hub", "tensorflow_datasets": "tensorflow-datasets",
     "sentencepiece": "sentencepiece", "h5py": "h5py", "yaml": "pyyaml", "safetensors": "safetensors",
     "numpy": "numpy", "apache_beam": "apache-beam", "google_crc32c": "google-crc32c", "torch": "torch",
-    "transformers": "transformers", "matplotlib": "matplotlib",
+    "transformers": "transformers", "matplotlib": "matplotlib", "jax": "jax",
 }
 
 
@@ -75,6 +76,37 @@ def test_core_install_has_no_beam_and_the_beam_and_test_extras_do():
     assert {"pytest", "pytest-xdist"} <= extras["test"]
 
 
+def _lines(block):
+    return [line.strip() for line in block.strip().splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
+def _specifier(requirement):
+    """`SpecifierSet` of a requirement line such as `jax[cpu]>=0.10,<0.11`."""
+    return SpecifierSet(re.split(r"(?=[<>=!~])", requirement, maxsplit=1)[1])
+
+
+def test_the_backend_extras_are_ranges_and_the_test_extra_runs_every_backend():
+    extras = _setup_cfg()["options.extras_require"]
+    (jax,) = _lines(extras["jax"])
+    (torch,) = _lines(extras["torch"])
+    assert jax.startswith("jax[cpu]") and "0.10.2" in _specifier(jax)  # the JAX CI runs
+    assert torch.startswith("torch") and "2.13.0" in _specifier(torch) and "==" not in torch
+    test = _lines(extras["test"])
+    assert jax in test, "the cross-backend tests need JAX in the test extra"
+    # Pinned in the test extra: an unpinned torch resolves to the CUDA wheels.
+    assert "torch==2.13.0" in test
+
+
+def test_ci_runs_the_model_path_without_tensorflow_after_the_test_extra_pass():
+    ci = open(os.path.join(REPO, ".ci", "run"), encoding="utf-8").read()
+    full_suite = ci.index('run_pytest "$work/venv/bin/python" -m pytest -n 2 -p no:cacheprovider -m large')
+    section = ci[ci.index('echo "=== pass 4'):]
+    assert full_suite < ci.index(section)
+    assert "tests/backends/no_tensorflow_test.py" in section
+    for needed in ("KERAS_BACKEND=jax", 'if "$notf" -c "import tensorflow"', "--no-deps .", '--no-deps "$keras_hub"'):
+        assert needed in section, needed
+
+
 def test_ci_lints_with_the_ruff_of_the_test_extra():
     _, extras = _requirements()
     assert "ruff" in extras["test"]
@@ -92,7 +124,7 @@ def test_every_imported_distribution_is_declared_and_every_declared_one_imported
                    if m not in sys.stdlib_module_names and m not in own and not m.startswith("_")}
     unknown = {m: p for m, p in third_party.items() if m not in DISTRIBUTIONS}
     assert not unknown, f"add these imports to DISTRIBUTIONS and setup.cfg: {unknown}"
-    declared = core | extras["beam"] | extras["test"]
+    declared = core | extras["beam"] | extras["jax"] | extras["torch"] | extras["test"]
     undeclared = {m: p for m, p in third_party.items() if DISTRIBUTIONS[m] not in declared}
     assert not undeclared, f"imported but not declared in setup.cfg: {undeclared}"
     used = {DISTRIBUTIONS[m] for m in third_party}

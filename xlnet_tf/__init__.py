@@ -12,6 +12,11 @@ Example:
 >>> strategy = xlnet_tf.resolve_strategy("auto")  # the TPU, else the GPUs, else the CPU
 >>> per_replica = xlnet_tf.per_replica_batch_size(256, strategy.num_replicas_in_sync)
 
+The model side (configuration, backbone, pretrainer, task models, `XLNetCausalLM` on token
+ids) also runs on JAX and PyTorch without TensorFlow installed (`KERAS_BACKEND=jax`; without
+TensorFlow the default is the first of JAX and PyTorch installed); the parts that need
+TensorFlow then raise one line naming it (`xlnet_tf.tensorflow_required`).
+
 Names are imported on first use, so that light modules (for example the text normalization
 that Beam workers import) do not pay for loading Keras and the models. Importing the package
 still makes `keras.saving.load_model` find every XLNet class with no `custom_objects` (see
@@ -19,15 +24,30 @@ still makes `keras.saving.load_model` find every XLNet class with no `custom_obj
 (`xlnet_tf.storage.preset_io`) the resolver of the named presets, which sit above them.
 """
 
+import importlib.util as _importlib_util
 import os as _os
 
 from xlnet_tf import _keras_registration
+from xlnet_tf import tensorflow_required as _tensorflow_required
 from xlnet_tf._lazy_exports import lazy_exports as _lazy_exports
 from xlnet_tf._version import __version__
 from xlnet_tf.storage import preset_names as _preset_names
 
-# Keras 3 on TensorFlow; never tf_keras.
-_os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+def _default_backend():
+    """Keras 3 on TensorFlow (never tf_keras); without TensorFlow, the first of JAX and PyTorch installed."""
+    if _tensorflow_required.tensorflow_available():
+        return "tensorflow"
+    for backend in ("jax", "torch"):
+        if _importlib_util.find_spec(backend) is not None:
+            return backend
+    return "tensorflow"  # none installed: Keras' own error names the backend it wants
+
+
+_os.environ.setdefault("KERAS_BACKEND", _default_backend())
+if not _tensorflow_required.tensorflow_available():
+    # The data side (tf.data, tokenizers, Beam, export) then fails with one line naming TensorFlow.
+    _tensorflow_required.install_import_errors()
 
 # Public name -> defining module. The Keras classes are those of the registration
 # table, less the building blocks (layers) and the optimizers, which are

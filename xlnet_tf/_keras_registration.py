@@ -28,6 +28,7 @@ KERAS_CLASSES = {
     "RelativeAttention": "xlnet_tf.layers.relative_attention",
     "RelativePositionEncoding": "xlnet_tf.layers.relative_position_encoding",
     "XLNetBlock": "xlnet_tf.layers.xlnet_block",
+    "Embedding": "xlnet_tf.layers.embedding",
     "XLNetBackbone": "xlnet_tf.models.xlnet_backbone",
     "XLNetPretrainer": "xlnet_tf.models.xlnet_pretrainer",
     "XLNetTask": "xlnet_tf.models.xlnet_task",

@@ -276,3 +276,25 @@ def test_pretraining_output_does_not_need_the_last_layers_content_stream(monkeyp
     assert stack_calls == [True, False]
     for key in ("sequence_output", "query_output"):
         np.testing.assert_allclose(stacked[key], all_stacked[key], rtol=1e-5, atol=1e-6, err_msg=key)
+
+
+def test_adams_first_step_moves_a_repeated_tokens_row_by_the_learning_rate():
+    # The table's gradient reaches the optimizer as one dense [V, H] tensor (JAX's and PyTorch's), a token's
+    # rows summed: Adam's first step then moves each coordinate of a used row by the learning rate. As
+    # unsummed IndexedSlices rows, Adam would square the rows of token 9 (seen 3 times) apart.
+    keras.utils.set_random_seed(0)
+    model = XLNetBackbone(tiny_config())
+    token_ids = np.array([[9, 9, 9, 12, 3]], "int32")
+    inputs = {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids),
+              "padding_mask": np.ones_like(token_ids)}
+    table = model.token_embedding.embeddings
+    with tf.GradientTape() as tape:
+        sequence = model(inputs, training=True)["sequence_output"]  # [1, 5, 8]
+        loss = tf.reduce_sum(sequence * np.random.default_rng(0).normal(size=(1, 5, 8)).astype("float32"))
+    gradient = tape.gradient(loss, table.value)
+    assert isinstance(gradient, tf.Tensor) and tuple(gradient.shape) == (V, 8), type(gradient)
+    before = table.numpy().copy()
+    keras.optimizers.Adam(learning_rate=1e-2).apply([gradient], [table])
+    moved = np.abs(table.numpy() - before)
+    np.testing.assert_allclose(moved[[3, 9, 12]], 1e-2, rtol=1e-3)
+    assert moved[[0, 1, 2, 10]].max() == 0.0

@@ -212,3 +212,49 @@ def test_an_unknown_sampler_name_is_refused_listing_the_names(model):
                                          r"or one of the names greedy, beam, contrastive, random, top_k, top_p"):
         model.generate("a", sampler="gready")
     assert model.generate("a", max_new_tokens=1, stop_token_ids=None)  # The model's sampler is unchanged.
+
+
+def test_build_cache_moves_each_row_s_tokens_to_column_0_in_order(model):
+    """Prompt tokens under any mask (holes included) move to the front in their order: the sort is stable by key."""
+    rng = np.random.default_rng(3)
+    mask = rng.random((6, 9)) < 0.5
+    mask[:, 4] = True  # Every row has a token.
+    ids = rng.integers(10, VOCABULARY, (6, 9))
+    moved, _, start = model.build_cache(ids, mask.astype(np.int32))
+    expected = np.zeros_like(ids)
+    for row in range(len(ids)):
+        expected[row, :mask[row].sum()] = ids[row][mask[row]]
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(moved), expected)
+    assert int(keras.ops.convert_to_numpy(start)) == mask.sum(axis=1).min()
+
+
+def test_the_same_sampler_object_keeps_the_loop_and_its_seed_state(model):
+    """A sampler passed again is not rebuilt (no new trace); its seed state carries on. A new object rebuilds."""
+    sampler = keras_hub.samplers.TopKSampler(k=3, seed=1)
+    ids = id_batch(ID_PROMPTS, 6)
+    first = rows(model.generate(ids, max_new_tokens=3, stop_token_ids=None, sampler=sampler))
+    loop, seeded = model.generate_function, model.sampler
+    second = rows(model.generate(ids, max_new_tokens=3, stop_token_ids=None, sampler=sampler))
+    assert model.generate_function is loop and model.sampler is seeded
+    assert seeded.seed_generator is sampler.seed_generator
+    assert first != second  # The state moved on: new draws.
+    fresh = rows(model.generate(ids, max_new_tokens=3, stop_token_ids=None,
+                                sampler=keras_hub.samplers.TopKSampler(k=3, seed=1)))
+    assert model.generate_function is not loop and fresh == first  # Rebuilt, from the same seed.
+    model.compile(sampler="greedy")
+
+
+def test_a_preset_vocabulary_without_tensorflow_text_gives_ids_and_names_it_for_strings(model, tmp_path, monkeypatch):
+    from xlnet_tf.models import xlnet_causal_lm
+
+    preset = str(tmp_path / "generator")
+    model.save_to_preset(preset)
+    monkeypatch.setattr(xlnet_causal_lm, "tensorflow_available", lambda: False)
+    loaded = XLNetCausalLM.from_preset(preset)
+    assert loaded.preprocessor is None
+    ids = id_batch(ID_PROMPTS, 6)
+    assert rows(loaded.generate(ids, stop_token_ids=None)) == rows(model.generate(ids, stop_token_ids=None))
+    with pytest.raises(ValueError, match=r"Attach an XLNetCausalLMPreprocessor for strings; this preset's vocabulary "
+                                         r"is tokenized by TensorFlow Text, which is not installed \(pip install "
+                                         r"tensorflow tensorflow-text\)\."):
+        loaded.generate("a")

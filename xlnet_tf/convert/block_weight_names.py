@@ -46,6 +46,7 @@ def block_weight_names(block, checkpoint_format):
         name with the layer's scope.
 
     Example:
+    >>> from xlnet_tf.convert.block_weight_names import block_weight_names
     >>> from xlnet_tf.layers.xlnet_block import XLNetBlock
     >>> block = XLNetBlock(hidden_dim=8, num_heads=2, head_dim=4, intermediate_dim=16)
     >>> block.build((None, None, 8))

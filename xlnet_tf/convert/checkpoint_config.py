@@ -5,6 +5,7 @@ field by field; keys that describe nothing in the network (task heads, token ids
 ignored, any other unknown key is an error. A file of our own field names is read as it is.
 
 Example:
+>>> from xlnet_tf.convert.checkpoint_config import read_checkpoint_config
 >>> read_checkpoint_config("xlnet_cased_L-12_H-768_A-12/xlnet_config.json").num_layers  # doctest: +SKIP
 12
 """

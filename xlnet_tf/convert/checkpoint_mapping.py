@@ -22,6 +22,7 @@ class CheckpointMapping:
         source: a description of the checkpoint for error messages (a path).
 
     Example:
+    >>> from xlnet_tf.convert.checkpoint_mapping import CheckpointMapping
     >>> import numpy as np
     >>> mapping = CheckpointMapping({"w": np.ones((2, 3))}, source="demo")
     >>> mapping.take("w").shape

@@ -96,6 +96,7 @@ def convert_tf1_checkpoint(input_path, config_path=None, dtype=None):
         ConversionError: naming every missing, unused or mis-shaped variable.
 
     Example:
+    >>> from xlnet_tf.convert.tf1_checkpoint import convert_tf1_checkpoint
     >>> pretrainer, _, vocab = convert_tf1_checkpoint("xlnet_cased_L-12_H-768_A-12")  # doctest: +SKIP
     """
     prefix, config_path, vocabulary = locate_tf1_checkpoint(input_path, config_path)

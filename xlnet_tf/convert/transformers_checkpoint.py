@@ -78,6 +78,7 @@ def convert_transformers_checkpoint(input_dir, dtype=None):
         ConversionError: naming every missing, unused or mis-shaped variable.
 
     Example:
+    >>> from xlnet_tf.convert.transformers_checkpoint import convert_transformers_checkpoint
     >>> pretrainer, _, _ = convert_transformers_checkpoint("xlnet-base-cased")  # doctest: +SKIP
     """
     config_path = os.path.join(input_dir, TRANSFORMERS_CONFIG_FILE)

@@ -35,6 +35,8 @@ def write_preset(pretrainer, output, vocabulary_file=None, *, overwrite=False, c
         ValueError: `output` is a file.
 
     Example:
+    >>> from xlnet_tf.convert.tf1_checkpoint import convert_tf1_checkpoint
+    >>> from xlnet_tf.convert.write_preset import write_preset
     >>> pretrainer, mapping, vocabulary = convert_tf1_checkpoint("xlnet_cased_L-12_H-768_A-12")  # doctest: +SKIP
     >>> write_preset(pretrainer, "presets/xlnet_base", vocabulary)  # doctest: +SKIP
     'presets/xlnet_base'

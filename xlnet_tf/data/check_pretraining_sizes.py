@@ -44,6 +44,7 @@ def check_pretraining_sizes(*, sequence_length, reuse_length, num_predict, perm_
         None.
 
     Example:
+    >>> from xlnet_tf.data.check_pretraining_sizes import check_pretraining_sizes
     >>> check_pretraining_sizes(sequence_length=512, reuse_length=256, num_predict=85, perm_size=256)
     """
     n = {**DEFAULT_NAMES, **(names or {})}

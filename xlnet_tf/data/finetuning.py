@@ -132,6 +132,7 @@ def check_local_files(task):
             file and, where it applies, the line.
 
     Example:
+    >>> from xlnet_tf.data.finetuning import check_local_files
     >>> check_local_files(task)  # doctest: +SKIP
     """
     if not (task.train_file or task.dataset or task.records_dir):
@@ -514,6 +515,7 @@ def sample_batch(task, tokenizer, batch_size, data_dir=None):
         `(features, labels)` tensors laid out as `finetuning_dataset`'s.
 
     Example:
+    >>> from xlnet_tf.data.finetuning import sample_batch
     >>> features, labels = sample_batch(task, tokenizer, 8)  # doctest: +SKIP
     """
     ds = finetuning_dataset(task, tokenizer, "train", batch_size, training=False, data_dir=data_dir)

@@ -92,6 +92,7 @@ def finetuning_record_dataset(directory, split, *, shuffle=False, seed=None, wit
     Example:
 
     ```python
+    from xlnet_tf.data.finetuning_record_dataset import finetuning_record_dataset
     ds = finetuning_record_dataset("data/sst2", "train", shuffle=True, seed=0)
     ds = ds.shuffle(10000).batch(32, drop_remainder=True)
     ```

@@ -174,6 +174,8 @@ def span_reading_order(order_index, is_masked, perm_size, reverse=False):
         int32 `[L]`: a permutation of `order_index`, equal to it outside masked runs.
 
     Example:
+    >>> import tensorflow as tf
+    >>> from xlnet_tf.data.plm_sampling import span_reading_order
     >>> order = tf.constant([3, 0, 2, 1])
     >>> span_reading_order(order, tf.constant([False, True, True, True]), 4).numpy().tolist()
     [3, 0, 1, 2]

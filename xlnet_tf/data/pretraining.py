@@ -423,28 +423,28 @@ def pretraining_dataset(file_pattern, *, sequence_length, reuse_length, num_pred
     """Pretraining batches for XLNet's permutation language model, with static shapes.
 
     Args:
-        file_pattern: shard glob(s) or records directory of `xlnet-tf prepare-pretraining`
+        file_pattern (str | list[str]): shard glob(s) or records directory of `xlnet-tf prepare-pretraining`
             output (`manifest.json` must sit next to the shards).
-        sequence_length: L, tokens per example (512 in the paper).
-        reuse_length: tokens at the start of each example that the next step will see as
+        sequence_length (int): L, tokens per example (512 in the paper).
+        reuse_length (int): tokens at the start of each example that the next step will see as
             memory; the row stream advances by this much per step (256 in the paper).
-        num_predict: P, prediction slots per example (85 in the paper); about
+        num_predict (int): P, prediction slots per example (85 in the paper); about
             `num_predict * (L - reuse) / L` of them in the new part, the rest in the reuse part.
-        perm_size: factorization-order block length; must divide `reuse_length` and
+        perm_size (int): factorization-order block length; must divide `reuse_length` and
             `sequence_length - reuse_length` (256 in the paper).
-        batch_size: without `input_context`, the rows of each yielded batch. With
+        batch_size (int): without `input_context`, the rows of each yielded batch. With
             `input_context`, the GLOBAL batch: each yielded batch is the per-replica batch
             `input_context.get_per_replica_batch_size(batch_size)`; it must divide evenly.
-        bi_data: the second half of each per-replica batch reads the same ranges as the
+        bi_data (bool): the second half of each per-replica batch reads the same ranges as the
             first half, backward (needs an even per-replica batch).
         seed: int; with the epoch, row and step it seeds every random choice.
         input_context: a `tf.distribute.InputContext` (from
             `strategy.distribute_datasets_from_function`); None for one replica.
-        num_epochs: passes over the data; None repeats forever.
+        num_epochs (int | None): passes over the data; None repeats forever.
         sentencepiece_model: path of the SentencePiece model, so spans cover whole words;
             "auto" uses the manifest's vocabulary file when readable; None counts spans in
             tokens.
-        reverse_block_tokens: tokens read at once by a backward row (memory per backward row).
+        reverse_block_tokens (int): tokens read at once by a backward row (memory per backward row).
         first_step: start at this (per-replica) step, counted from the start of epoch 0, as
             if that many batches per local replica had been read, without reading them:
             each row opens its range at the step's position. For resuming a run.
@@ -478,6 +478,7 @@ def pretraining_dataset(file_pattern, *, sequence_length, reuse_length, num_pred
             (`xlnet_tf.data.check_pretraining_sizes.check_pretraining_sizes`).
 
     Example:
+        >>> from xlnet_tf.data import pretraining_dataset
         >>> ds = pretraining_dataset("records/pretrain-*.tfrecord", sequence_length=512,
         ...     reuse_length=256, num_predict=85, perm_size=256, batch_size=16,
         ...     bi_data=True, seed=1)

@@ -51,7 +51,7 @@ class PretrainingRecords:
     (shard, first record, record count) reads. No shard is opened here.
 
     Args:
-        file_pattern: a glob of shard files (e.g. `records/pretrain-*.tfrecord`), a comma
+        file_pattern (str): a glob of shard files (e.g. `records/pretrain-*.tfrecord`), a comma
             separated list of globs, or a records directory (then its `pretrain-*.tfrecord`).
             Local paths and any filesystem `tf.io.gfile` knows (`gs://...`).
 
@@ -61,6 +61,7 @@ class PretrainingRecords:
             directories were built with different vocabularies.
 
     Example:
+        >>> from xlnet_tf.data import PretrainingRecords
         >>> records = PretrainingRecords("records/pretrain-*.tfrecord")
         >>> records.num_tokens, records.special_ids["sep"]
         (4096, 4)
@@ -161,8 +162,8 @@ class PretrainingRecords:
         """Splits the global token range [start, stop) into per-shard reads.
 
         Args:
-            start: first global token position (int).
-            stop: one past the last position (int), `start <= stop <= num_tokens`.
+            start (int): first global token position (int).
+            stop (int): one past the last position (int), `start <= stop <= num_tokens`.
 
         Returns:
             A list of `(shard, first_record, num_records, begin, end)`: read `num_records`

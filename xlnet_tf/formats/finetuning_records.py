@@ -25,6 +25,12 @@ TOKEN_IDS_KEY = "token_ids"
 SEGMENT_IDS_KEY = "segment_ids"
 PADDING_MASK_KEY = "padding_mask"
 FEATURE_KEYS = (TOKEN_IDS_KEY, SEGMENT_IDS_KEY, PADDING_MASK_KEY)
+# `segment_ids` values: A and its `<sep>`, B and its `<sep>`, `<cls>`, padding (the original
+# `SEG_ID_*`). The model only compares segment ids for equality; these follow the released recipes.
+SEGMENT_A = 0
+SEGMENT_B = 1
+SEGMENT_CLS = 2
+SEGMENT_PAD = 4
 # bytes []: `{split}-{index:09d}`, the example's position in its input.
 EXAMPLE_ID_KEY = "example_id"
 # int64 []: which window of a long SQuAD passage the record is.

@@ -81,6 +81,7 @@ def packed_varints(values):
     The bytes are the values' protobuf varints one after another; value `i` is `bytes[offsets[i]:offsets[i + 1]]`.
 
     Example:
+        >>> from xlnet_tf.formats.pretraining_records import packed_varints
         >>> encoded, offsets = packed_varints([7, 300])
         >>> encoded.tolist(), offsets.tolist()
         ([7, 172, 2], [0, 1, 3])
@@ -136,6 +137,7 @@ def record_cuts(num_values, chunk_length):
     Also the byte offsets of those cuts when every value takes one byte (`sentence_ids`, 0 or 1).
 
     Example:
+        >>> from xlnet_tf.formats.pretraining_records import record_cuts
         >>> record_cuts(7, 3).tolist()
         [0, 3, 6, 7]
     """
@@ -153,6 +155,7 @@ def varint_offsets(encoded, every=1):
     tokens never needs an offset per token.
 
     Example:
+        >>> from xlnet_tf.formats.pretraining_records import varint_offsets
         >>> import numpy as np
         >>> varint_offsets(np.array([7, 172, 2], np.uint8)).tolist()
         [0, 1, 3]
@@ -196,6 +199,8 @@ def serialize_packed_records(token_bytes, token_cuts, sentence_bytes, sentence_c
         A list of `R` serialized records (bytes).
 
     Example:
+        >>> from xlnet_tf.formats.pretraining_records import (packed_varints, record_cuts, serialize_packed_records,
+        ...                                                   varint_offsets)
         >>> (tokens, _), (sentences, _) = packed_varints([10, 11, 7]), packed_varints([0, 0, 1])
         >>> cuts = record_cuts(3, chunk_length=2)
         >>> len(serialize_packed_records(tokens, varint_offsets(tokens, every=2), sentences, cuts))

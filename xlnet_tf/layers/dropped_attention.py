@@ -1,6 +1,7 @@
 """Softmax, dropout and the product with the values as one step that keeps one `[B, N, Q, K]` tensor."""
 
-import tensorflow as tf
+import keras
+from keras import ops
 
 from xlnet_tf.layers.seeded_dropout import apply_keep_mask
 
@@ -23,7 +24,10 @@ def dropped_attention(scores, keep, value_heads):
            = u - P * rowsum(u) with u = Pd * dPd.
 
     Dropout's `1 / (1 - rate)` is left to the caller (it goes on the smaller
-    result), as with `apply_unscaled_dropout`.
+    result), as with `apply_unscaled_dropout`. The lighter gradient is
+    TensorFlow's (`tf.custom_gradient`); JAX and PyTorch run the same forward
+    ops under their own autodiff (same outputs and gradients, the op-by-op
+    memory).
 
     Args:
         scores: `[B, N, Q, K]` attention scores, masked keys already at a large
@@ -36,14 +40,19 @@ def dropped_attention(scores, keep, value_heads):
 
     Example:
     >>> import numpy as np
-    >>> scores = tf.constant(np.random.rand(1, 2, 3, 4), tf.float32)
-    >>> keep = tf.constant(np.random.rand(1, 2, 3, 4) > 0.2)
-    >>> values = tf.constant(np.random.rand(1, 2, 4, 5), tf.float32)
-    >>> heads = dropped_attention(scores, keep, values)
-    >>> expected = tf.where(keep, tf.nn.softmax(scores), 0.0) @ values
+    >>> scores = np.random.rand(1, 2, 3, 4).astype("float32")
+    >>> keep = np.random.rand(1, 2, 3, 4) > 0.2
+    >>> values = np.random.rand(1, 2, 4, 5).astype("float32")
+    >>> heads = ops.convert_to_numpy(dropped_attention(scores, keep, values))
+    >>> expected = np.where(keep, ops.convert_to_numpy(ops.softmax(scores)), 0.0) @ values
     >>> heads.shape, bool(np.allclose(heads, expected, atol=1e-6))
-    (TensorShape([1, 2, 3, 5]), True)
+    ((1, 2, 3, 5), True)
     """
+    if keras.config.backend() != "tensorflow":
+        probabilities = ops.softmax(scores, axis=-1)  # [B, N, Q, K]
+        return ops.matmul(apply_keep_mask(keep, probabilities), value_heads)  # [B, N, Q, D]
+    # tf.custom_gradient: the backward step holds the probabilities and the mask only.
+    import tensorflow as tf
 
     @tf.custom_gradient
     def forward(scores, value_heads):

@@ -1,7 +1,6 @@
 """Transformer-XL relative multi-head attention with XLNet's two streams."""
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 from xlnet_tf.layers.attention_masks import mask_value
@@ -22,10 +21,35 @@ def sequence_length(tensor):
 def split_streams(tensor, lengths, axis=1):
     """The streams stacked along `axis`, apart again.
 
-    `tf.split`, not two slices: its gradient is one concatenation, where each
-    slice's gradient would be a zero-filled tensor of the full stacked size.
+    On TensorFlow `tf.split`, not two slices: its gradient is one
+    concatenation, where each slice's gradient would be a zero-filled tensor of
+    the full stacked size. `tf.split` also takes lengths known only as tensors.
+
+    Args:
+        tensor: the stacked streams.
+        lengths: each stream's length along `axis` (ints; on TensorFlow also
+            scalar tensors).
+        axis: the stacking axis.
+
+    Returns:
+        A list of tensors, one per length.
+
+    Example:
+    >>> import numpy as np
+    >>> parts = split_streams(np.zeros((2, 5, 3), "float32"), [3, 2])
+    >>> [tuple(part.shape) for part in parts]
+    [(2, 3, 3), (2, 2, 3)]
     """
-    return tf.split(tensor, lengths, axis=axis)
+    if keras.config.backend() == "tensorflow":
+        import tensorflow as tf
+
+        return tf.split(tensor, lengths, axis=axis)
+    # JAX's and PyTorch's slice gradients are cheap pads/scatters; shapes are static ints here.
+    boundaries, start = [], 0
+    for length in lengths[:-1]:
+        start += int(length)
+        boundaries.append(start)
+    return ops.split(tensor, boundaries, axis=axis)
 
 
 def _rows_at(positions, *tensors):
@@ -114,8 +138,8 @@ class RelativeAttention(keras.layers.Layer):
     >>> no_mask = np.zeros((1, 3, 3), bool)
     >>> bias = np.zeros((2, 4), "float32")
     >>> out, _ = layer(h, pos, no_mask, no_mask, bias, bias, bias, np.zeros((2, 2, 4), "float32"))
-    >>> out.shape
-    TensorShape([1, 3, 8])
+    >>> tuple(out.shape)
+    (1, 3, 8)
     """
 
     def __init__(self, num_heads, head_dim, dropout=0.0, attention_dropout=0.0,

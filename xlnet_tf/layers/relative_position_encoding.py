@@ -34,8 +34,8 @@ class RelativePositionEncoding(keras.layers.Layer):
 
     Example:
     >>> layer = RelativePositionEncoding(hidden_dim=4)
-    >>> layer(query_length=2, key_length=3).shape
-    TensorShape([1, 5, 4])
+    >>> tuple(layer(query_length=2, key_length=3).shape)
+    (1, 5, 4)
     """
 
     def __init__(self, hidden_dim, attention_type="bi", bi_data=False, clamp_length=-1, **kwargs):

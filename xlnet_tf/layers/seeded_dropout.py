@@ -6,19 +6,34 @@ call. That state is not part of the weights, so a run restored from a backup
 uninterrupted run, and a rematerialized block, whose forward pass runs again in
 the backward step, would drop other units the second time. Here every mask of
 a training step is drawn statelessly from one `[2]` seed folded from the run
-seed, the optimizer's micro-batch counter and the replica id
-(`step_dropout_seed`), so the same step on the same replica always drops the
-same units, also after a resume. Every fold is a tensor op on device: it runs
-inside XLA, a `steps_per_execution` loop and every replica of a strategy
-without a host round trip.
+seed, the micro-batch counter and the replica id (`step_dropout_seed`), so the
+same step on the same replica always drops the same units, also after a resume.
+Every fold is a tensor op on device: it runs inside XLA, a jitted step, a
+`steps_per_execution` loop and every replica of a strategy without a host
+round trip.
+
+The random bits come from `seeded_random` on every Keras backend
+(TensorFlow's Philox, `jax.random`, an integer hash in PyTorch): the same seed
+gives the same mask on one backend; the masks differ between backends. The
+step comes from the optimizer's counter, or from `traced_step` where the
+forward pass cannot read that counter (JAX's jitted train step).
 """
 
+import contextlib
 import random
+import threading
 
-import tensorflow as tf
+import keras
+from keras import ops
+
+from xlnet_tf.layers import seeded_random
 
 # Sub-seeds of one step seed: the backbone's and the task head's dropouts.
 BACKBONE_SEED, HEAD_SEED = 0, 1
+
+
+def _on_tensorflow():
+    return keras.config.backend() == "tensorflow"
 
 
 def apply_dropout(layer, inputs, training, seed=None, site=0):
@@ -38,16 +53,15 @@ def apply_dropout(layer, inputs, training, seed=None, site=0):
     >>> import keras, numpy as np
     >>> layer = keras.layers.Dropout(0.5)
     >>> x = np.ones((2, 8), "float32")
-    >>> seed = tf.constant([1, 2], tf.int64)
-    >>> a = apply_dropout(layer, x, True, seed, site=3)
-    >>> b = apply_dropout(layer, x, True, seed, site=3)
-    >>> bool(tf.reduce_all(a == b))
+    >>> a = apply_dropout(layer, x, True, [1, 2], site=3)
+    >>> b = apply_dropout(layer, x, True, [1, 2], site=3)
+    >>> bool(np.all(keras.ops.convert_to_numpy(a) == keras.ops.convert_to_numpy(b)))
     True
     """
     dropped, scale = apply_unscaled_dropout(layer, inputs, training, seed, site)
     if scale == 1.0:
         return dropped
-    return dropped * tf.cast(scale, dropped.dtype)
+    return dropped * ops.cast(scale, dropped.dtype)
 
 
 def apply_unscaled_dropout(layer, inputs, training, seed=None, site=0):
@@ -71,8 +85,8 @@ def apply_unscaled_dropout(layer, inputs, training, seed=None, site=0):
     >>> import keras, numpy as np
     >>> layer = keras.layers.Dropout(0.5)
     >>> x = np.ones((2, 8), "float32")
-    >>> dropped, scale = apply_unscaled_dropout(layer, x, True, tf.constant([1, 2], tf.int64))
-    >>> scale, sorted(set(dropped.numpy().ravel().tolist()))
+    >>> dropped, scale = apply_unscaled_dropout(layer, x, True, [1, 2])
+    >>> scale, sorted(set(keras.ops.convert_to_numpy(dropped).ravel().tolist()))
     (2.0, [0.0, 1.0])
     """
     if seed is None:
@@ -96,7 +110,8 @@ def apply_stacked_dropout(layer, inputs, lengths, training, seed=None, sites=(0,
     Args:
         layer: a `keras.layers.Dropout`.
         inputs: `[B, S_1 + S_2 + ..., ...]`, the parts stacked along axis 1.
-        lengths: the parts' lengths S_i along axis 1 (ints or scalar tensors).
+        lengths: the parts' lengths S_i along axis 1 (ints; on TensorFlow also
+            scalar tensors).
         training: Python bool.
         seed: None (one draw of the layer's own generator over all of `inputs`)
             or an int `[2]` stateless seed.
@@ -108,12 +123,11 @@ def apply_stacked_dropout(layer, inputs, lengths, training, seed=None, sites=(0,
     Example:
     >>> import keras, numpy as np
     >>> layer = keras.layers.Dropout(0.5)
-    >>> seed = tf.constant([1, 2], tf.int64)
     >>> content, query = np.ones((2, 3, 8), "float32"), np.ones((2, 1, 8), "float32")
     >>> stacked = apply_stacked_dropout(layer, np.concatenate([content, query], 1), [3, 1], True,
-    ...                                 seed, sites=(4, 6))
-    >>> alone = apply_dropout(layer, query, True, seed, site=6)
-    >>> bool(tf.reduce_all(stacked[:, 3:] == alone))
+    ...                                 [1, 2], sites=(4, 6))
+    >>> alone = apply_dropout(layer, query, True, [1, 2], site=6)
+    >>> bool(np.all(keras.ops.convert_to_numpy(stacked)[:, 3:] == keras.ops.convert_to_numpy(alone)))
     True
     """
     if len(lengths) != len(sites):
@@ -122,15 +136,24 @@ def apply_stacked_dropout(layer, inputs, lengths, training, seed=None, sites=(0,
         return apply_dropout(layer, inputs, training, seed, sites[0])
     if not training or layer.rate == 0:
         return inputs
-    shape = tf.shape(inputs)
     keeps = []
-    for length, site in zip(lengths, sites):
-        # A Python length keeps the mask's static shape (XLA and TPUs need it).
-        length = [length] if isinstance(length, int) else tf.reshape(tf.cast(length, shape.dtype), [1])
-        part_shape = tf.concat([shape[:1], length, shape[2:]], axis=0)
-        keeps.append(_keep_mask_of_shape(part_shape, inputs.shape[-1], layer.rate, sub_seed(seed, site)))
-    keep = tf.concat(keeps, axis=1)  # [B, S_1 + S_2 + ..., ...]
-    return apply_keep_mask(keep, inputs) * tf.cast(1.0 / (1.0 - layer.rate), inputs.dtype)
+    if _on_tensorflow():
+        import tensorflow as tf
+
+        # tf.shape: the lengths and the batch may be known only when the graph runs.
+        shape = tf.shape(inputs)
+        for length, site in zip(lengths, sites):
+            # A Python length keeps the mask's static shape (XLA and TPUs need it).
+            length = [length] if isinstance(length, int) else tf.reshape(tf.cast(length, shape.dtype), [1])
+            part_shape = tf.concat([shape[:1], length, shape[2:]], axis=0)
+            keeps.append(_keep_mask_of_shape(part_shape, inputs.shape[-1], layer.rate, sub_seed(seed, site)))
+    else:
+        shape = tuple(inputs.shape)
+        for length, site in zip(lengths, sites):
+            part_shape = (shape[0], int(length)) + shape[2:]
+            keeps.append(_keep_mask_of_shape(part_shape, shape[-1], layer.rate, sub_seed(seed, site)))
+    keep = ops.concatenate(keeps, axis=1)  # [B, S_1 + S_2 + ..., ...]
+    return apply_keep_mask(keep, inputs) * ops.cast(1.0 / (1.0 - layer.rate), inputs.dtype)
 
 
 def apply_keep_mask(keep, inputs):
@@ -144,11 +167,14 @@ def apply_keep_mask(keep, inputs):
         A tensor shaped like `inputs`.
 
     Example:
-    >>> apply_keep_mask(tf.constant([True, False]), tf.constant([3.0, 4.0])).numpy().tolist()
+    >>> import keras
+    >>> keras.ops.convert_to_numpy(apply_keep_mask(keras.ops.array([True, False]),
+    ...                                            keras.ops.array([3.0, 4.0]))).tolist()
     [3.0, 0.0]
     """
+    inputs = ops.convert_to_tensor(inputs)
     # A scalar zero: a zeros_like would be one more full pass.
-    return tf.where(keep, inputs, tf.zeros([], inputs.dtype))
+    return ops.where(keep, inputs, ops.zeros((), inputs.dtype))
 
 
 def dropout_keep_mask(layer, inputs, training, seed, site=0):
@@ -167,10 +193,9 @@ def dropout_keep_mask(layer, inputs, training, seed, site=0):
 
     Example:
     >>> import keras
-    >>> keep, scale = dropout_keep_mask(keras.layers.Dropout(0.5), tf.zeros((2, 8)), True,
-    ...                                 tf.constant([1, 2], tf.int64))
-    >>> keep.dtype, scale
-    (tf.bool, 2.0)
+    >>> keep, scale = dropout_keep_mask(keras.layers.Dropout(0.5), keras.ops.zeros((2, 8)), True, [1, 2])
+    >>> keras.backend.standardize_dtype(keep.dtype), scale
+    ('bool', 2.0)
     """
     if not training or layer.rate == 0:
         return None, 1.0
@@ -183,11 +208,12 @@ def stateless_keep_mask(inputs, rate, seed):
     `tf.nn.experimental.stateless_dropout` draws float uniforms with the
     `auto_select` algorithm, which XLA on CPU expands to a generator many times
     slower than TensorFlow's own kernel, making the XLA step the slow one. Here
-    the mask compares raw Philox bits, 16 per unit (each 32-bit draw serves two
-    units), with an integer threshold: no float
-    conversion, half the generator's work, the same mask with and without XLA,
-    and Philox is counter-based on every backend (`auto_select` stays on TPUs,
-    whose native generator is the fast one there).
+    the mask compares raw random bits, 16 per unit (each 32-bit draw serves two
+    units), with an integer threshold: no float conversion, half the
+    generator's work, the same mask with and without XLA (Philox is
+    counter-based; `auto_select` stays on TPUs, whose native generator is the
+    fast one there). JAX and PyTorch draw their own counter-based bits
+    (`seeded_random`) and compare them the same way.
 
     Args:
         inputs: the tensor the mask is for (only its shape is read).
@@ -198,58 +224,75 @@ def stateless_keep_mask(inputs, rate, seed):
         bool, shaped like `inputs`: True where the unit is kept.
 
     Example:
-    >>> keep = stateless_keep_mask(tf.zeros((4, 1000)), 0.25, tf.constant([3, 4], tf.int64))
-    >>> round(float(tf.reduce_mean(tf.cast(keep, tf.float32))), 2)
-    0.75
+    >>> import keras
+    >>> keep = stateless_keep_mask(keras.ops.zeros((4, 1000)), 0.25, [3, 4])
+    >>> abs(float(keras.ops.mean(keras.ops.cast(keep, "float32"))) - 0.75) < 0.02
+    True
     """
-    return _keep_mask_of_shape(tf.shape(inputs), inputs.shape[-1], rate, seed)
+    if _on_tensorflow():
+        import tensorflow as tf
+
+        return _keep_mask_of_shape(tf.shape(inputs), inputs.shape[-1], rate, seed)
+    shape = tuple(inputs.shape)
+    return _keep_mask_of_shape(shape, shape[-1], rate, seed)
 
 
 def _keep_mask_of_shape(shape, static_last, rate, seed):
-    """`stateless_keep_mask` for a tensor of `shape` (an int vector); `static_last` its last size or None."""
-    last = shape[-1]
+    """`stateless_keep_mask` for a tensor of `shape` (an int vector or tuple); `static_last` its last size or None."""
     # 16 random bits per unit: each 32-bit draw decides two units, half the generator's
     # work on every backend. On CPU, XLA's Philox fused into the select cost more than TensorFlow's
     # kernel (the XLA step's largest excess); split draws cost less than the kernel's.
-    half_shape = tf.concat([shape[:-1], [(last + 1) // 2]], axis=0)
-    bits = stateless_random_bits(half_shape, seed)  # [..., ceil(last / 2)]
     threshold = min(int(round(rate * 2.0 ** 16)), 2 ** 16 - 1)
-    # The low half decides the first ceil(last / 2) units, the high half the rest. The
-    # high half is compared in place (`bits >= threshold * 2**16` is `bits >> 16 >= threshold`),
-    # and the halves are joined as booleans: a quarter of the bytes of joining the bits.
-    keep = tf.concat([tf.bitwise.bitwise_and(bits, 0xFFFF) >= tf.constant(threshold, tf.uint32),
-                      bits >= tf.constant(threshold << 16, tf.uint32)],
-                     axis=-1)  # [..., 2 * ceil(last / 2)]
-    if static_last is None or static_last % 2:
+    if _on_tensorflow():
+        import tensorflow as tf
+
+        last = shape[-1]
+        half_shape = tf.concat([shape[:-1], [(last + 1) // 2]], axis=0)
+        bits = stateless_random_bits(half_shape, seed)  # [..., ceil(last / 2)]
+        # The low half decides the first ceil(last / 2) units, the high half the rest. The
+        # high half is compared in place (`bits >= threshold * 2**16` is `bits >> 16 >= threshold`),
+        # and the halves are joined as booleans: a quarter of the bytes of joining the bits.
+        keep = tf.concat([tf.bitwise.bitwise_and(bits, 0xFFFF) >= tf.constant(threshold, tf.uint32),
+                          bits >= tf.constant(threshold << 16, tf.uint32)],
+                         axis=-1)  # [..., 2 * ceil(last / 2)]
+        if static_last is None or static_last % 2:
+            keep = keep[..., :last]  # shaped like inputs
+        return keep
+    last = int(shape[-1])
+    words = seeded_random.random_words(tuple(shape[:-1]) + ((last + 1) // 2,), seed)  # [..., ceil(last / 2)]
+    # Thresholds in the words' dtype: a Python int past 2**31 overflows JAX's weak int32.
+    low_threshold, high_threshold = (ops.convert_to_tensor(value, keras.backend.standardize_dtype(words.dtype))
+                                     for value in (threshold, threshold << 16))
+    keep = ops.concatenate([(words & 0xFFFF) >= low_threshold, words >= high_threshold],
+                           axis=-1)  # [..., 2 * ceil(last / 2)]
+    if last % 2:
         keep = keep[..., :last]  # shaped like inputs
     return keep
 
 
 def stateless_random_bits(shape, seed):
-    """uint32 random bits, a pure function of `seed`: the same bits with and without XLA.
+    """uint32 random bits, a pure function of `seed`: `seeded_random.random_bits` on every backend.
 
-    Philox is counter-based and TensorFlow's kernel and XLA's expansion of it
-    give the same bits on every backend; `auto_select` (which may pick another
-    generator under XLA) is kept on TPUs only, where the native generator is
-    the fast one. Seeded dropout masks and the generation samplers' draws both
-    come from here.
+    On TensorFlow these are Philox bits, the same with and without XLA
+    (`auto_select` on TPUs only); on JAX `jax.random` bits (jit-safe); on
+    PyTorch a keyed integer hash. Seeded dropout masks and the generation
+    samplers' draws both come from here.
 
     Args:
-        shape: the output shape (a list or an int vector).
+        shape: the output shape (a list or tuple; on TensorFlow also an int vector).
         seed: int `[2]` stateless seed.
 
     Returns:
         uint32, of `shape`.
 
     Example:
-    >>> a = stateless_random_bits([3], tf.constant([1, 2], tf.int64))
-    >>> b = tf.function(stateless_random_bits, jit_compile=True)([3], tf.constant([1, 2], tf.int64))
-    >>> bool(tf.reduce_all(a == b))
+    >>> import keras
+    >>> a = stateless_random_bits([3], [1, 2])
+    >>> b = stateless_random_bits([3], [1, 2])
+    >>> bool(keras.ops.all(keras.ops.equal(keras.ops.cast(a, "int32"), keras.ops.cast(b, "int32"))))
     True
     """
-    on_tpu = isinstance(tf.distribute.get_strategy(), tf.distribute.TPUStrategy)
-    return tf.random.stateless_uniform(shape, seed=seed, minval=None, maxval=None, dtype=tf.uint32,
-                                       alg="auto_select" if on_tpu else "philox")
+    return seeded_random.random_bits(shape, seed)
 
 
 def default_run_seed():
@@ -278,64 +321,194 @@ def micro_batch_counter(optimizer):
         optimizer: a Keras optimizer.
 
     Returns:
-        The int64 counter variable (restored with the optimizer's state).
+        The int counter variable (restored with the optimizer's state).
     """
     optimizer = getattr(optimizer, "inner_optimizer", optimizer)
     counter = getattr(optimizer, "_iterations", None)
     return optimizer.iterations if counter is None else counter
 
 
+def micro_batch_counter_value(optimizer, optimizer_variables):
+    """`micro_batch_counter(optimizer)`'s value in a stateless train step's optimizer state.
+
+    JAX's train step receives the optimizer's variables as values
+    (`state[2]`, in the order of `optimizer.variables`); this picks the
+    counter's, a traced scalar there, for `traced_step`.
+
+    Args:
+        optimizer: the model's Keras optimizer.
+        optimizer_variables: the values of `optimizer.variables`, in order.
+
+    Returns:
+        The counter's value (an int scalar).
+
+    Raises:
+        ValueError: the counter is not among `optimizer.variables` or the
+            lengths differ.
+    """
+    variables = list(optimizer.variables)
+    optimizer_variables = list(optimizer_variables)
+    if len(variables) != len(optimizer_variables):
+        raise ValueError(f"micro_batch_counter_value: {len(optimizer_variables)} optimizer values for "
+                         f"{len(variables)} variables of optimizer {optimizer.name!r}.")
+    counter = micro_batch_counter(optimizer)
+    for variable, value in zip(variables, optimizer_variables):
+        if variable is counter:
+            return value
+    raise ValueError(f"micro_batch_counter_value: the counter {counter.path!r} is not among the variables "
+                     f"of optimizer {optimizer.name!r}.")
+
+
+_TRACED_STEPS = threading.local()
+
+
+@contextlib.contextmanager
+def traced_step(step):
+    """Sets the step that `training_dropout_seed` folds in, for the forward passes inside the block.
+
+    Inside JAX's jitted train step the forward pass cannot read the
+    optimizer's counter: optimizer variables are passed to the step as state,
+    so the counter variable itself is a trace-time constant there (every step
+    would draw the first step's masks), or, in `fit`, holds no value at all. The train step passes the traced
+    counter value here instead; `training_dropout_seed` prefers it over
+    `micro_batch_counter(optimizer)`. TensorFlow and PyTorch read the counter
+    variable itself and need no `traced_step` (it works there too).
+
+    The contract for a JAX `train_step` override: take the counter's value
+    from the optimizer state (`micro_batch_counter_value`), the value before
+    this step's `apply`, as TensorFlow's forward pass reads it, and run the
+    whole forward and backward pass (`super().train_step`) inside the block.
+    Nested blocks restore the outer step on exit.
+
+    Args:
+        step: an int scalar (a traced value, a tensor or a Python int).
+
+    Example:
+    >>> class Model:  # what `training_dropout_seed` reads: the run seed (and an optimizer, unused here)
+    ...     dropout_run_seed, optimizer = 7, None
+    >>> with traced_step(3):
+    ...     seed = training_dropout_seed(Model(), training=True)
+    >>> expected = step_dropout_seed(7, 3)
+    >>> bool((keras.ops.convert_to_numpy(seed) == keras.ops.convert_to_numpy(expected)).all())
+    True
+
+    A JAX train step override (the JAX trainer's `train_step(state, data)`):
+
+        class Task(keras.Model):
+            def train_step(self, state, data):
+                step = micro_batch_counter_value(self.optimizer, state[2])
+                with traced_step(step):
+                    return super().train_step(state, data)
+    """
+    steps = _traced_step_stack()
+    steps.append(step)
+    try:
+        yield step
+    finally:
+        steps.pop()
+
+
+def current_traced_step():
+    """The innermost `traced_step`'s step, or None outside every `traced_step` block."""
+    steps = _traced_step_stack()
+    return steps[-1] if steps else None
+
+
+def _traced_step_stack():
+    if not hasattr(_TRACED_STEPS, "steps"):
+        _TRACED_STEPS.steps = []
+    return _TRACED_STEPS.steps
+
+
 def step_dropout_seed(run_seed, step):
-    """The `[2]` int64 seed of every dropout mask of one training step on this replica.
+    """The `[2]` seed of every dropout mask of one training step on this replica.
 
     Args:
         run_seed: Python int, fixed for the whole run (also across a resume).
-        step: int scalar tensor, the micro-batch counter (`micro_batch_counter`).
+        step: int scalar (tensor, variable or traced value), the micro-batch
+            counter (`micro_batch_counter`, or the one `traced_step` sets).
 
     Returns:
-        int64 `[2]`: `fold_in(fold_in(run_seed, step), replica id)`; replicas get
-        different masks, the same step of a resumed run the same ones.
+        int `[2]` (int64 on TensorFlow): `fold_in(fold_in(run_seed, step), replica id)`;
+        replicas get different masks, the same step of a resumed run the same ones.
+        The replica id is the `tf.distribute` replica's on TensorFlow, 0 on JAX
+        and PyTorch (one program per process; under `keras.distribution` the
+        batch is global).
 
     Example:
-    >>> a = step_dropout_seed(7, tf.constant(3, tf.int64))
-    >>> b = step_dropout_seed(7, tf.constant(4, tf.int64))
-    >>> bool(tf.reduce_all(a == b))
+    >>> import keras
+    >>> a = keras.ops.convert_to_numpy(step_dropout_seed(7, 3))
+    >>> b = keras.ops.convert_to_numpy(step_dropout_seed(7, 4))
+    >>> bool((a == b).all())
     False
     """
     run_seed = int(run_seed)
-    seed = tf.constant([run_seed & 0x7FFFFFFF, (run_seed >> 31) & 0x7FFFFFFF], tf.int64)  # [2]
-    seed = tf.random.experimental.stateless_fold_in(seed, tf.cast(step, tf.int64))
-    return tf.random.experimental.stateless_fold_in(seed, tf.cast(_replica_id(), tf.int64))
+    words = [run_seed & 0x7FFFFFFF, (run_seed >> 31) & 0x7FFFFFFF]
+    if _on_tensorflow():
+        import tensorflow as tf
+
+        # Folded as int64: TensorFlow's fold draws in its data's dtype, and saved runs drew these.
+        seed = tf.constant(words, tf.int64)  # [2]
+        seed = seeded_random.fold_in(seed, tf.cast(step, tf.int64))
+        return seeded_random.fold_in(seed, tf.cast(_replica_id(), tf.int64))
+    if isinstance(step, keras.Variable):
+        step = _variable_value(step)
+    seed = seeded_random.fold_in(words, step)
+    # One program per process (under keras.distribution the batch is global): replica 0.
+    return seeded_random.fold_in(seed, 0)
 
 
 def training_dropout_seed(model, training):
     """`step_dropout_seed` of `model`'s current step, or None outside training or before `compile`.
 
-    None leaves every dropout to its Keras layer (inference is unchanged, and a
-    model called for training without an optimizer keeps stateful dropout).
+    The step is the innermost `traced_step`'s where one is set (JAX's jitted
+    train step), else the optimizer's `micro_batch_counter`. None leaves every
+    dropout to its Keras layer (inference is unchanged, and a model called for
+    training without an optimizer and outside `traced_step` keeps stateful
+    dropout).
 
     Args:
-        model: a compiled model with a `backbone` holding `dropout_run_seed`.
+        model: a model with a `backbone` holding `dropout_run_seed` (or holding
+            it itself), compiled unless a `traced_step` is set.
         training: the call's `training` flag.
 
     Returns:
-        int64 `[2]` or None.
+        int `[2]` or None.
     """
-    optimizer = getattr(model, "optimizer", None)
-    if not training or optimizer is None:
+    if not training:
         return None
+    step = current_traced_step()
+    if step is None:
+        optimizer = getattr(model, "optimizer", None)
+        if optimizer is None:
+            return None
+        step = micro_batch_counter(optimizer)
     backbone = getattr(model, "backbone", model)
-    return step_dropout_seed(backbone.dropout_run_seed, micro_batch_counter(optimizer))
+    return step_dropout_seed(backbone.dropout_run_seed, step)
 
 
 def sub_seed(seed, index):
     """`fold_in(seed, index)`, None for a None seed (the two users of a step seed draw apart)."""
     if seed is None:
         return None
-    return tf.random.experimental.stateless_fold_in(tf.cast(seed, tf.int64), index)  # [2]
+    return seeded_random.fold_in(seed, index)  # [2]
+
+
+def _variable_value(variable):
+    """A counter variable's value; a clear error where JAX's `fit` holds it outside the variable."""
+    try:
+        return variable.value
+    except TypeError as error:
+        # JAX's trainer frees the variables' own values while the state is passed to the step.
+        raise RuntimeError(
+            f"step_dropout_seed: the counter variable {variable.path!r} holds no value here (inside JAX's "
+            "train step the optimizer state is passed to the step); run the forward pass inside "
+            "`traced_step(micro_batch_counter_value(optimizer, state[2]))`.") from error
 
 
 def _replica_id():
+    import tensorflow as tf
+
     context = tf.distribute.get_replica_context()
     # Cross-replica context (a call outside `strategy.run`) counts as replica 0.
     return 0 if context is None else context.replica_id_in_sync_group

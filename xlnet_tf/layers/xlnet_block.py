@@ -77,8 +77,8 @@ class XLNetBlock(keras.layers.Layer):
     >>> no_mask = np.zeros((1, 3, 3), bool)
     >>> bias = np.zeros((2, 4), "float32")
     >>> out, _ = block(h, pos, no_mask, no_mask, bias, bias, bias, np.zeros((2, 2, 4), "float32"))
-    >>> out.shape
-    TensorShape([1, 3, 8])
+    >>> tuple(out.shape)
+    (1, 3, 8)
     """
 
     def __init__(self, hidden_dim, num_heads, head_dim, intermediate_dim, activation="gelu", dropout=0.0,

@@ -104,6 +104,7 @@ def squad_v2_best_thresholds(predictions, null_scores, gold_answers):
         that kind is present); `has_answer_total`, `no_answer_total`.
 
     Example:
+    >>> from xlnet_tf.metrics.squad_metrics import squad_v2_best_thresholds
     >>> squad_v2_best_thresholds({"a": "Paris", "b": "x"}, {"a": -2.0, "b": 1.0},
     ...                          {"a": ["Paris"], "b": []})["best_f1_thresh"]
     -2.0

@@ -11,8 +11,9 @@ Where it runs (each caller picks what its values allow):
 - concrete values (numpy arrays, Python lists, eager tensors, JAX/PyTorch arrays): every
   check, the values included, in numpy, raising `TypeError` / `ValueError`;
 - symbolic tensors inside a model's traced step (`fit`/`predict`'s compiled function,
-  a `tf.function`, `keras.Input`): structure, dtypes and the shapes known when tracing
-  only. Assert ops would stop XLA compilation, and the ids were checked where they came from;
+  a `tf.function`, a JAX tracer under `jax.jit`, `torch.compile`, `keras.Input`): structure,
+  dtypes and the shapes known when tracing only. Assert ops would stop XLA compilation, a
+  traced value has nothing to raise on, and the ids were checked where they came from;
 - symbolic tensors of a `tf.data` map (`assert_in_graph=True`): the same, plus `Assert`
   ops on the values that gate the returned tensors, as `tf.data` runs on the host CPU.
   A failure is an `InvalidArgumentError` carrying the same text, the offending value
@@ -28,10 +29,9 @@ from collections.abc import Mapping
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from xlnet_tf.preprocessing.string_inputs import describe_input, dtype_name
-from xlnet_tf.preprocessing.xlnet_packer import SEGMENT_PAD
+from xlnet_tf.formats.finetuning_records import SEGMENT_PAD
 
 # The token-id inputs every XLNet model reads (the backbone's required inputs).
 REQUIRED_INPUTS = ("token_ids", "segment_ids", "padding_mask")
@@ -102,9 +102,37 @@ def check_token_id_inputs(inputs, *, vocabulary_size, caller, keys=REQUIRED_INPU
         for key in keys:
             _check_values_now(caller, key, values[key], *limits[key], first_row=first_row)
         return dict(inputs)
-    if assert_in_graph and all(isinstance(inputs[key], tf.Tensor) for key in keys):
+    tf = sys.modules.get("tensorflow")  # Only an imported TensorFlow can hand over its tensors.
+    if assert_in_graph and tf is not None and all(isinstance(inputs[key], tf.Tensor) for key in keys):
         return _gated_by_value_checks(caller, inputs, keys, limits)
     return dict(inputs)
+
+
+def concrete_values(value):
+    """The values of `value` as a numpy array when they are known now, else None.
+
+    Known: numpy arrays, lists, eager TensorFlow tensors, JAX arrays outside a
+    trace, PyTorch tensors outside `torch.compile`. Not known: `keras.KerasTensor`,
+    tensors of a `tf.function` graph, JAX tracers (`jax.jit`, `jax.grad`), PyTorch
+    tensors on the `meta` device or inside `torch.compile`. A model checks
+    values only where they are known, so one check serves eager calls on every
+    backend and costs nothing in a compiled step.
+
+    Args:
+        value: an array, a tensor of any backend, or a list.
+
+    Returns:
+        A numpy array, or None.
+
+    Example:
+    >>> concrete_values(keras.ops.array([1, 2])).tolist()
+    [1, 2]
+    >>> concrete_values(keras.KerasTensor((2,), "int32")) is None
+    True
+    """
+    if _is_symbolic(value):
+        return None
+    return np.asarray(keras.ops.convert_to_numpy(value))
 
 
 def _expected(keys, shapes):
@@ -124,17 +152,32 @@ def _limits(key, vocabulary_size):
 
 
 def _is_symbolic(value):
-    if isinstance(value, (keras.KerasTensor, tf.TypeSpec)):
+    """Whether `value` has no values yet (a traced or symbolic tensor, or a spec).
+
+    Each framework is looked up in `sys.modules`, never imported: a value can
+    only be a framework's tensor once that framework is imported.
+    """
+    if isinstance(value, keras.KerasTensor):
         return True
-    if isinstance(value, tf.Tensor):
-        return tf.is_symbolic_tensor(value)
-    jax = sys.modules.get("jax")  # Only a JAX model can hand over JAX tracers: no import otherwise.
-    return jax is not None and isinstance(value, jax.core.Tracer)
+    tf = sys.modules.get("tensorflow")
+    if tf is not None:
+        if isinstance(value, tf.TypeSpec):
+            return True
+        if isinstance(value, tf.Tensor):
+            return tf.is_symbolic_tensor(value)
+    jax = sys.modules.get("jax")
+    if jax is not None and isinstance(value, jax.core.Tracer):
+        return True
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        return value.device.type == "meta" or torch.compiler.is_compiling()
+    return False
 
 
 def _known_values(caller, key, value):
     """The values of `value` as a numpy array when they are known now, else None."""
-    if isinstance(value, (tf.RaggedTensor, tf.RaggedTensorSpec)):
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and isinstance(value, (tf.RaggedTensor, tf.RaggedTensorSpec)):
         raise TypeError(f"{caller}: {key} must be a dense tensor (rows of one length); got "
                         f"{describe_input(value)}. Pad the rows to one length (padding_mask 0 on the padding).")
     if _is_symbolic(value):
@@ -207,6 +250,8 @@ def _check_values_now(caller, key, values, low, high, allowed, first_row=0):
 
 def _gated_by_value_checks(caller, inputs, keys, limits):
     """`inputs` with `keys` behind `Assert`s on their shapes and values (a `tf.data` map)."""
+    import tensorflow as tf
+
     checks = []
     reference = tf.shape(inputs[keys[0]])  # [rank]
     for key in keys[1:]:

@@ -4,24 +4,21 @@ import contextlib
 import os
 
 import keras
-import tensorflow as tf
 from keras import ops
 from keras_hub.models import Backbone
 
 from xlnet_tf.formats.preset_files import CONFIG_FILE
 from xlnet_tf.formats.preset_files import MODEL_WEIGHTS_FILE
-from xlnet_tf.models.token_id_checks import REQUIRED_INPUTS, check_token_id_inputs
+from xlnet_tf.models.token_id_checks import REQUIRED_INPUTS, check_token_id_inputs, concrete_values
 from xlnet_tf.models.xlnet_config import XLNetConfig
 from xlnet_tf.layers import seeded_dropout
 from xlnet_tf.layers.attention_masks import xlnet_attention_masks
 from xlnet_tf.layers.relative_position_encoding import RelativePositionEncoding
+from xlnet_tf.layers.embedding import Embedding
 from xlnet_tf.layers.xlnet_block import XLNetBlock
 from xlnet_tf.storage import atomic_files
 from xlnet_tf.storage import preset_io
-from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
-# Module-level so tests can swap it for the identity and compare against one forward run.
-_recompute_grad = tf.recompute_grad
 OPTIONAL_INPUTS = ("perm_mask", "target_mapping", "mems", "memory_padding_mask")
 # The XLNetBlock arguments that are XLNetConfig fields of the same name.
 BLOCK_CONFIG_FIELDS = ("hidden_dim", "num_heads", "head_dim", "intermediate_dim", "activation", "dropout",
@@ -37,6 +34,9 @@ class XLNetBackbone(Backbone):
     a learned `mask_embedding` at each prediction and shares every weight of
     the content stream. Recurrence memory (`memory_length > 0`) caches each
     layer's input for the next segment.
+
+    Runs on TensorFlow, JAX and PyTorch with the same outputs (float rounding
+    apart); presets and `.keras` files saved on one backend load on the others.
 
     Args:
         config: an `XLNetConfig`.
@@ -114,6 +114,7 @@ class XLNetBackbone(Backbone):
 
     Example:
     >>> import numpy as np
+    >>> from xlnet_tf import XLNetBackbone, XLNetConfig
     >>> config = XLNetConfig(vocabulary_size=50, num_layers=2, num_heads=2, head_dim=4,
     ...                      hidden_dim=8, intermediate_dim=16)
     >>> backbone = XLNetBackbone(config)
@@ -123,10 +124,6 @@ class XLNetBackbone(Backbone):
     >>> outputs["sequence_output"].shape
     TensorShape([2, 5, 8])
     """
-
-    # A plain attribute, not keras-hub's `token_embedding` property: the weights
-    # then keep their `token_embedding/...` paths in files saved before.
-    token_embedding = None
 
     def __init__(self, config, dtype=None, rematerialize=False, **kwargs):
         if isinstance(config, dict):
@@ -140,7 +137,9 @@ class XLNetBackbone(Backbone):
         self.dropout_run_seed = seeded_dropout.default_run_seed()
         self.precomputed_position_heads = None
         initializer = keras.initializers.RandomNormal(stddev=config.initializer_range)
-        self.token_embedding = keras.layers.Embedding(
+        # keras-hub's `token_embedding` property: weights files still name it `token_embedding/`
+        # (Keras' saver visits public names before the `_token_embedding` it stores it under).
+        self.token_embedding = Embedding(
             config.vocabulary_size, config.hidden_dim,
             embeddings_initializer=keras.initializers.RandomNormal(stddev=config.initializer_range),
             dtype=self.dtype_policy, name="token_embedding")
@@ -306,7 +305,7 @@ class XLNetBackbone(Backbone):
         """Sets `precomputed_position_heads` inside the `with` block (None: leaves it as it is).
 
         Example:
-        >>> from xlnet_tf.models.xlnet_config import XLNetConfig
+        >>> from xlnet_tf import XLNetBackbone, XLNetConfig
         >>> backbone = XLNetBackbone(XLNetConfig(vocabulary_size=20, num_layers=1, num_heads=1, head_dim=2,
         ...                                      hidden_dim=2, intermediate_dim=4))
         >>> with backbone.lend_position_heads(backbone.project_positions(8)):
@@ -426,7 +425,7 @@ class XLNetBackbone(Backbone):
                           dropout_seed=None, last=last,
                           layer_heads=None if memory_heads is None else memory_heads[index]):
                 # The biases are read inside, so a rematerialized run re-reads the variables
-                # and tf.recompute_grad hands their gradients back.
+                # and the recomputing wrapper (`_recompute_grad`) hands their gradients back.
                 return block(
                     content, position_encoding, segment_different, content_mask,
                     self._layer_bias(self.content_attention_bias, index),
@@ -482,7 +481,13 @@ class XLNetBackbone(Backbone):
                          block.attention.probability_dropout]
         for dropout in dropouts:
             if dropout.rate > 0 and getattr(dropout, "seed_generator", None) is not None:
-                return tf.cast(dropout.seed_generator.next(), tf.int64)  # [2]
+                seed = dropout.seed_generator.next()  # [2]
+                if keras.config.backend() == "tensorflow":
+                    import tensorflow as tf
+
+                    # int64: TensorFlow's stateless fold draws in its seed's dtype, and saved runs drew these.
+                    return tf.cast(seed, tf.int64)  # [2]
+                return seed
         return None
 
     # ------------------------------------------------------------------ presets and config
@@ -518,7 +523,16 @@ class XLNetBackbone(Backbone):
                 `vocabulary_file`, vocabulary) go into `tokenizer.json`.
 
         Example:
-        >>> backbone.save_to_preset("my_preset", vocabulary_file="spiece.model")
+        >>> import os, tempfile
+        >>> from xlnet_tf import XLNetBackbone, XLNetConfig
+        >>> backbone = XLNetBackbone(XLNetConfig(vocabulary_size=32, num_layers=2, num_heads=2,
+        ...                                      head_dim=4, hidden_dim=8, intermediate_dim=16))
+        >>> preset = os.path.join(tempfile.mkdtemp(), "my_preset")
+        >>> backbone.save_to_preset(preset)  # vocabulary_file="spiece.model" adds the tokenizer
+        >>> sorted(os.listdir(preset))
+        ['config.json', 'metadata.json', 'model.weights.h5']
+        >>> XLNetBackbone.from_preset(preset).config.hidden_dim
+        8
         """
         del max_shard_size  # One weights file: XLNet-large is 1.4 GB.
         preset_io.make_preset_dir(preset_dir)
@@ -552,7 +566,8 @@ class XLNetBackbone(Backbone):
             An `XLNetBackbone`.
 
         Example:
-        >>> backbone = XLNetBackbone.from_preset("xlnet_base_cased")
+        >>> from xlnet_tf import XLNetBackbone
+        >>> backbone = XLNetBackbone.from_preset("xlnet_base_cased")  # or a directory save_to_preset wrote
         """
         preset = preset_io.resolve(preset)
         config = XLNetConfig.from_dict(preset_io.read_backbone_config(preset))
@@ -570,8 +585,18 @@ class XLNetBackbone(Backbone):
         return backbone
 
 
+def _recompute_grad(function):
+    """`function`, its intermediates recomputed in the backward pass instead of kept.
+
+    `keras.remat`: `tf.recompute_grad` on TensorFlow, `jax.checkpoint` on JAX,
+    `torch.utils.checkpoint` on PyTorch. Module-level so tests can swap it for
+    the identity and compare against one forward run.
+    """
+    return keras.remat(function)
+
+
 def _rematerialized(run_block, content_stream, query_stream, dropout_seed):
-    """`run_block(content, query)` under `tf.recompute_grad`: only the streams are kept."""
+    """`run_block(content, query)` under `_recompute_grad`: only the streams are kept."""
     if query_stream is None:
         def forward(content):
             return run_block(content, None, dropout_seed=dropout_seed)[0]
@@ -594,14 +619,15 @@ def _check_dims(key, shape, expected):
 
 
 def _check_positions_in_range(positions, length):
-    """Refuses eager `output_positions` outside `[0, length)` (a GPU gather would read zeros there).
+    """Refuses concrete `output_positions` outside `[0, length)` (a GPU gather would read zeros there).
 
-    Traced positions (the task heads' `<cls>` indices) are not checked: an assert
-    op cannot run inside an XLA computation.
+    Traced positions (the task heads' `<cls>` indices in a compiled step) are not
+    checked: an assert op cannot run inside an XLA computation, and a JAX tracer
+    has no value to raise on.
     """
-    if length is None or not hasattr(positions, "numpy"):
+    values = None if length is None else concrete_values(positions)
+    if values is None:
         return
-    values = positions.numpy()
     bad = values[(values < 0) | (values >= length)]
     if bad.size:
         raise ValueError(f"XLNetBackbone: output_positions must be in [0, {length}) (the block length); "
@@ -610,4 +636,7 @@ def _check_positions_in_range(positions, length):
 
 def _settings_only_tokenizer():
     """An `XLNetTokenizer` with the default settings and no vocabulary, for `tokenizer.json`."""
+    # optional dependency: the tokenizer needs TensorFlow Text, which the model path does not import
+    from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
+
     return XLNetTokenizer(proto=None)

@@ -1,10 +1,11 @@
 """Text generation with XLNet: keras-hub's `CausalLM.generate()` in two modes, `exact` and `cached`."""
 
 import os
+import sys
 
 import keras
+import keras_hub
 import numpy as np
-import tensorflow as tf
 from keras import ops
 from keras_hub.models import CausalLM
 
@@ -12,11 +13,11 @@ from xlnet_tf.formats.preset_files import PREPROCESSING_FILE
 from xlnet_tf.formats.special_tokens import EOD_TOKEN_ID, EOP_TOKEN_ID
 from xlnet_tf.storage import atomic_files
 from xlnet_tf.storage import preset_io
+from xlnet_tf.tensorflow_required import tensorflow_available
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.token_id_checks import check_token_id_inputs
 from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer, tied_lm_logits
 from xlnet_tf.samplers.seeded_sampler import seeded_sampler
-from xlnet_tf.preprocessing.xlnet_causal_lm_preprocessor import XLNetCausalLMPreprocessor
 
 MODES = ("exact", "cached")
 # XLNet's own end markers: end of document and end of paragraph.
@@ -33,56 +34,31 @@ GENERATION_SETTINGS = ("mode", "recompute_window", "sequence_length", "max_new_t
 class XLNetCausalLM(CausalLM):
     """XLNet generating text left to right, with keras-hub's samplers.
 
-    XLNet is not a causal model: in its bidirectional attention every token
-    sees every other real token, so an earlier token's states change when a
-    later token arrives. Each step predicts the next token through the query
-    stream: a placeholder position right after the text, hidden from every
-    token, is picked by `target_mapping` (Hugging Face's
-    `prepare_inputs_for_generation`). Two modes, named in the API:
+    `generate()` continues each prompt token by token: give it strings (with a
+    preprocessor) or ids (`{"token_ids", "padding_mask"}`), a budget
+    (`max_length`, or `max_new_tokens`) and a sampler. Each step predicts the
+    next token through the query stream at a placeholder right after the text
+    (Hugging Face's scheme), because XLNet's attention is bidirectional: every
+    new token changes the states of the tokens before it.
 
-    - `mode="exact"`: every step recomputes the whole sequence, so each token
-      is drawn from the model's true conditional given all tokens before it.
-      Equals Hugging Face's `generate(use_mems=False)`.
-    - `mode="cached"`: tokens before the last `recompute_window` ones come
-      from memory, kept as each layer's keys and values (projected from the
-      layer's input as computed when they were last in the window: they never
-      change after, so they are projected once); only the window and the
-      placeholder are recomputed. An approximation, cheaper per step, whose
-      step costs the same at any memory length but for the attention itself.
-      `recompute_window=2` is Hugging Face's `offset = 2` (its default mems
-      path, which keeps layer inputs and projects them again every step), which
-      it equals.
+    - `mode="exact"` recomputes the whole sequence every step, so each token
+      comes from the model's true conditional (Hugging Face's `use_mems=False`).
+    - `mode="cached"` keeps the keys and values of the tokens before the last
+      `recompute_window` in memory and recomputes only the window: cheaper per
+      step, an approximation of `exact` (Hugging Face's default mems path).
 
-    Prompts of different lengths are laid out from column 0 inside the loop
-    (keras-hub's layout) and padding is closed to every query, so each prompt
-    gets the tokens it gets alone (Hugging Face drops the attention mask, so
-    its batches of unequal prompts are wrong), and its own budget: up to
-    `max_length` tokens with its prompt, or `max_new_tokens` after it. The
-    loop starts at the shortest prompt's end; a longer prompt's row is given
-    its own tokens until its prompt ends (in `cached` mode its memory then
-    holds what its prompt pass computed, as alone). XLNet's positions are
-    relative: the padding changes nothing but the work.
-
-    The whole loop is one `tf.function` (XLA when `causal_lm.jit_compile =
-    True`; Keras leaves it off on CPU), traced once per batch shape, with a
-    `tf.while_loop` over the static width, no host round trip per token; it
-    ends when every row has produced a stop token (`<eod>`, `<eop>`, or the
-    ids given) or reached its budget, and each row's output stops at its first
-    stop token: what a row samples after it is discarded, so its output is
-    fixed from then on. A row that stopped still
-    runs with the others until the last one stops: every step's shapes are
-    static, the batch axis included, so a finished row's share of each matmul
-    is computed and thrown away. Skipping it would need a batch that shrinks
-    as rows finish (a dynamic shape: XLA compiles once per size) or the
-    running rows gathered into smaller static slices each step (in `cached`
-    mode, a copy of every layer's memory of the batch per step); neither is
-    done. A batch of one, or of prompts expected to end together, wastes
-    nothing.
+    Each prompt of a batch gets the tokens and the budget it would get alone,
+    because padding is closed to every query. The loop is compiled once per
+    batch shape on every backend (no host round trip per token); a row stops
+    at its first stop token (`<eod>`, `<eop>`, or the ids given), and the batch
+    runs until every row has stopped.
 
     Args:
         backbone: an `XLNetBackbone` without `bi_data`.
-        preprocessor: an `XLNetCausalLMPreprocessor` (strings in and out), or
-            None (ids in and out).
+        preprocessor: an `XLNetCausalLMPreprocessor` (strings in and out; it
+            tokenizes with TensorFlow Text on the CPU on every backend and
+            hands the loop backend tensors), or None (ids in and out: no
+            TensorFlow needed).
         mode: `"exact"` or `"cached"`.
         recompute_window: tokens recomputed each step in `cached` mode (>= 1).
         **kwargs: `name`, `dtype`, `trainable`, `compile` of keras-hub's `Task`.
@@ -102,7 +78,8 @@ class XLNetCausalLM(CausalLM):
         stop token).
 
     Example:
-    >>> from xlnet_tf.models.xlnet_config import XLNetConfig
+    >>> import numpy as np
+    >>> from xlnet_tf import XLNetBackbone, XLNetCausalLM, XLNetConfig
     >>> config = XLNetConfig(vocabulary_size=50, num_layers=2, num_heads=2, head_dim=4,
     ...                      hidden_dim=8, intermediate_dim=16)
     >>> causal_lm = XLNetCausalLM(XLNetBackbone(config), mode="cached")
@@ -130,6 +107,8 @@ class XLNetCausalLM(CausalLM):
                                        initializer="zeros")
         self.built = True
         self.generate_function = None
+        # Why string prompts cannot be tokenized, when a preset had a vocabulary but no tokenizer could load.
+        self._untokenized = None
         if compile_now:
             self.compile(sampler="greedy")
 
@@ -347,8 +326,15 @@ class XLNetCausalLM(CausalLM):
         return {"token_ids": ops.where(keep, token_ids, 0), "padding_mask": keep}
 
     def make_generate_function(self):
-        """keras-hub's compiled loop, rebuilt when `jit_compile`, `run_eagerly`, the mode or the sampler changed."""
-        key = (self.jit_compile, self.run_eagerly, self.mode, id(self.sampler))
+        """keras-hub's compiled loop, rebuilt when `jit_compile`, `run_eagerly`, the mode or the sampler changed.
+
+        keras-hub's `CausalLM.make_generate_function` picks the backend's way:
+        `tf.function` on TensorFlow, `jax.jit` with the weights and the
+        sampler's seed state passed as stateless values on JAX (the new seed
+        state is assigned back after each call), `torch.no_grad()` on PyTorch.
+        """
+        # The sampler itself, not its `id`: a new sampler may get the `id` of a freed one.
+        key = (self.jit_compile, self.run_eagerly, self.mode, self.sampler)
         if getattr(self, "_generate_function_key", None) != key:
             self.generate_function = None
             self._generate_function_key = key
@@ -382,7 +368,10 @@ class XLNetCausalLM(CausalLM):
             sampler: a keras-hub sampler or its name (`"greedy"`, `"top_k"`,
                 `"top_p"`, `"random"`, `"beam"`, ...); default: the compiled one
                 (greedy). Top-k, top-p and random draw with `seeded_sampler`'s
-                samplers: a seed gives the same tokens with and without XLA.
+                samplers: a seed gives the same tokens with and without XLA
+                (on each backend: their random bits differ between backends).
+                The same sampler object again keeps the compiled loop and
+                carries its seed state on.
             mode: `"exact"` or `"cached"` for this call and after (default: as built).
             max_new_tokens: the most tokens generated after each prompt,
                 instead of `max_length`. String prompts may then have up to the
@@ -399,7 +388,7 @@ class XLNetCausalLM(CausalLM):
         """
         max_length, max_new_tokens = _checked_budget(max_length, max_new_tokens)
         stop_token_ids = self._checked_stop_token_ids(stop_token_ids)
-        self.sampler = seeded_sampler(self.sampler if sampler is None else sampler)
+        self.sampler = self._seeded(self.sampler if sampler is None else sampler)
         if mode is not None:
             self.mode = _checked_mode(mode)
         generate_function = self.make_generate_function()
@@ -417,6 +406,17 @@ class XLNetCausalLM(CausalLM):
         if not outputs:
             raise ValueError("XLNetCausalLM.generate: the dataset holds no prompts.")
         return self._normalize_generate_outputs(_one_width(outputs), input_is_scalar)
+
+    def _seeded(self, sampler):
+        """`seeded_sampler(sampler)`; the same object again for the same sampler object, so the loop is not rebuilt.
+
+        A name or a config gives a new sampler on each call, as in keras-hub.
+        """
+        given, seeded = getattr(self, "_seeded_from", (None, None))
+        if sampler is not given or not isinstance(sampler, keras_hub.samplers.Sampler):
+            seeded = seeded_sampler(sampler)
+            self._seeded_from = (sampler, seeded)
+        return seeded
 
     def _checked_stop_token_ids(self, stop_token_ids):
         """`stop_token_ids` as a tuple of ids in the vocabulary, or None; `"auto"` is XLNet's end markers."""
@@ -476,7 +476,8 @@ class XLNetCausalLM(CausalLM):
         if self.preprocessor is None:
             raise ValueError("XLNetCausalLM.generate: this model has no preprocessor, so prompts are ids: a dict "
                              f"of 'token_ids' and 'padding_mask' [batch, length]; got {type(batch).__name__}. "
-                             "Attach an XLNetCausalLMPreprocessor for strings.")
+                             "Attach an XLNetCausalLMPreprocessor for strings"
+                             f"{self._untokenized or ''}.")
         texts = _text_prompts(batch, first_row)
         window = self.preprocessor.sequence_length
         if window is None and not max_length:
@@ -536,14 +537,17 @@ class XLNetCausalLM(CausalLM):
             mode: `"exact"` (default) or `"cached"`.
             recompute_window: the `cached` mode's window (default 2).
             sequence_length: the preprocessor's default `max_length` (default 128).
-            preprocessor: `"auto"` (the preset's vocabulary, when it has one), an
-                `XLNetCausalLMPreprocessor`, or None.
+            preprocessor: `"auto"` (the preset's vocabulary, when it has one
+                and TensorFlow, which tokenizes, is installed: without it the
+                model takes ids, and string prompts are refused naming
+                TensorFlow), an `XLNetCausalLMPreprocessor`, or None.
             **config_overrides: `XLNetConfig` fields to change.
 
         Returns:
             An `XLNetCausalLM`.
 
         Example:
+        >>> from xlnet_tf import XLNetCausalLM
         >>> causal_lm = XLNetCausalLM.from_preset("xlnet_base_cased", mode="cached")
         >>> text = causal_lm.generate("The river", max_length=32)
         """
@@ -555,14 +559,22 @@ class XLNetCausalLM(CausalLM):
         overrides = {"bi_data": False, "memory_length": 0, "reuse_length": 0, "dropout": 0.0,
                      "attention_dropout": 0.0, **config_overrides}
         pretrainer = XLNetPretrainer.from_preset(preset, dtype=dtype, load_weights=load_weights, **overrides)
+        untokenized = None
         if preprocessor == "auto":
             preprocessor = None
-            if preset_io.vocabulary_path(preset, required=False):
+            if preset_io.vocabulary_path(preset, required=False) and not tensorflow_available():
+                untokenized = ("; this preset's vocabulary is tokenized by TensorFlow Text, which is not installed "
+                               "(pip install tensorflow tensorflow-text)")
+            elif preset_io.vocabulary_path(preset, required=False):
+                # optional dependency: the data side (tensorflow-text), only for a preset with a vocabulary.
+                from xlnet_tf.preprocessing.xlnet_causal_lm_preprocessor import XLNetCausalLMPreprocessor
+
                 preprocessor = XLNetCausalLMPreprocessor.from_preset(
                     preset, sequence_length=(settings.get("sequence_length", 128) if sequence_length is None
                                              else sequence_length))
         model = cls(pretrainer.backbone, preprocessor=preprocessor, mode=mode, recompute_window=recompute_window)
         model.lm_bias.assign(pretrainer.lm_bias)
+        model._untokenized = untokenized
         return model
 
     # Writes the pretraining layout (which every backbone reader takes) plus the generation settings,
@@ -577,7 +589,15 @@ class XLNetCausalLM(CausalLM):
         `xlnet-tf export` read.
 
         Example:
-        >>> causal_lm.save_to_preset("my_generator")
+        >>> import os, tempfile
+        >>> from xlnet_tf import XLNetBackbone, XLNetCausalLM, XLNetConfig
+        >>> causal_lm = XLNetCausalLM(XLNetBackbone(XLNetConfig(
+        ...     vocabulary_size=32, num_layers=2, num_heads=2, head_dim=4, hidden_dim=8, intermediate_dim=16)),
+        ...     mode="cached")
+        >>> preset = os.path.join(tempfile.mkdtemp(), "my_generator")
+        >>> causal_lm.save_to_preset(preset)
+        >>> XLNetCausalLM.from_preset(preset).mode  # the generation settings travel with the weights
+        'cached'
         """
         tokenizer = None if self.preprocessor is None else self.preprocessor.tokenizer
         if vocabulary_file is None and tokenizer is not None:
@@ -621,9 +641,11 @@ def _any_equal(token_ids, stop_token_ids):
 def _move_real_tokens(token_ids, real):
     """Each row's real tokens, in order, moved to the columns `0, 1, ...`; zeros elsewhere."""
     length = ops.shape(token_ids)[1]
-    # A stable sort puts each row's real columns first, in order.
-    order = tf.argsort(1 - real, axis=1, stable=True)  # [B, T]
-    valid = ops.arange(length, dtype="int32")[None, :] < ops.sum(real, axis=1)[:, None]  # [B, T]
+    columns = ops.arange(length, dtype="int32")[None, :]  # [1, T]
+    # Distinct keys (a pad column sorts after every real one, each in column order) make the order the
+    # same under any sort, stable or not: `ops.argsort` is stable on no backend by contract.
+    order = ops.argsort(columns + length * (1 - real), axis=1)  # [B, T]
+    valid = columns < ops.sum(real, axis=1)[:, None]  # [B, T]
     return ops.where(valid, ops.take_along_axis(token_ids, ops.cast(order, "int32"), axis=1), 0)
 
 
@@ -653,11 +675,13 @@ def _checked_budget(max_length, max_new_tokens):
 
 def _prompt_batches(inputs):
     """`(batches, input_is_scalar)`: a dataset's elements, or the input as one batch (a lone string as a list)."""
-    if isinstance(inputs, tf.data.Dataset):
+    # A dataset or a TensorFlow string exists only where TensorFlow is already imported: ids never need it.
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and isinstance(inputs, tf.data.Dataset):
         return inputs.as_numpy_iterator(), False
     if isinstance(inputs, (str, bytes)):
         return [[inputs]], True
-    if isinstance(inputs, tf.Tensor) and inputs.dtype == tf.string and inputs.shape.rank == 0:
+    if tf is not None and isinstance(inputs, tf.Tensor) and inputs.dtype == tf.string and inputs.shape.rank == 0:
         return [[inputs.numpy()]], True
     return [inputs], False
 

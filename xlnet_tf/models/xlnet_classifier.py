@@ -53,12 +53,11 @@ class XLNetClassifier(XLNetTask):
         float32 logits `[B, num_classes]` (for regression, `[B, 1]` predictions).
 
     Example:
-    >>> from xlnet_tf.models.xlnet_config import XLNetConfig
-    >>> from xlnet_tf.models.xlnet_backbone import XLNetBackbone
-    >>> backbone = XLNetBackbone(XLNetConfig(vocabulary_size=50, num_layers=2, num_heads=2,
-    ...     head_dim=4, hidden_dim=8, intermediate_dim=16))
-    >>> model = XLNetClassifier(backbone, num_classes=3)
     >>> import numpy as np
+    >>> from xlnet_tf import XLNetBackbone, XLNetClassifier, XLNetConfig
+    >>> backbone = XLNetBackbone(XLNetConfig(vocabulary_size=50, num_layers=2, num_heads=2,
+    ...     head_dim=4, hidden_dim=8, intermediate_dim=16, memory_length=6))  # memory: long documents
+    >>> model = XLNetClassifier(backbone, num_classes=3)
     >>> window = {"token_ids": np.array([[5, 5, 11, 12, 4, 3]]),
     ...           "segment_ids": np.array([[4, 4, 0, 0, 0, 2]]),
     ...           "padding_mask": np.array([[0, 0, 1, 1, 1, 1]])}

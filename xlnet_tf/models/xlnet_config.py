@@ -45,6 +45,7 @@ class XLNetConfig:
         initializer_range: stddev of the normal initializer.
 
     Example:
+    >>> from xlnet_tf import XLNetConfig
     >>> config = XLNetConfig(vocabulary_size=100, num_layers=2, num_heads=2,
     ...                      head_dim=4, hidden_dim=8, intermediate_dim=16)
     >>> config.replace(memory_length=8).memory_length

@@ -44,7 +44,10 @@ class XLNetMultipleChoice(XLNetTask):
         float32 logits `[B, C]`.
 
     Example:
-    >>> backbone = XLNetBackbone.from_preset("xlnet_base_cased")
+    >>> import numpy as np
+    >>> from xlnet_tf import XLNetBackbone, XLNetConfig, XLNetMultipleChoice
+    >>> backbone = XLNetBackbone(XLNetConfig(vocabulary_size=32, num_layers=2, num_heads=2,
+    ...                                      head_dim=4, hidden_dim=8, intermediate_dim=16))
     >>> model = XLNetMultipleChoice(backbone)
     >>> ids = np.full((2, 4, 16), 11)  # [B, choices, L]
     >>> model({"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": np.ones_like(ids)}).shape

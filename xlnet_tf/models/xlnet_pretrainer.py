@@ -5,7 +5,6 @@ import warnings
 
 import keras
 import numpy as np
-import tensorflow as tf
 from keras import ops
 
 from xlnet_tf.layers.seeded_dropout import training_dropout_seed
@@ -14,13 +13,14 @@ from xlnet_tf.storage import preset_io
 from xlnet_tf.models.xlnet_backbone import OPTIONAL_INPUTS, REQUIRED_INPUTS, XLNetBackbone
 from xlnet_tf.models.recurrence_memory import RecurrenceMemory
 from xlnet_tf.models.token_id_checks import check_token_id_inputs
+from xlnet_tf.models.traced_dropout_step import TracedDropoutStep
 
 BACKBONE_INPUTS = REQUIRED_INPUTS + OPTIONAL_INPUTS
 TARGET_KEYS = ("target_ids", "target_mask")
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
-class XLNetPretrainer(keras.Model):
+class XLNetPretrainer(TracedDropoutStep, keras.Model):
     """`XLNetBackbone` plus the LM head: logits tied to the word embedding, plus an output bias.
 
     The logits come from the query stream when `target_mapping` is given
@@ -36,6 +36,13 @@ class XLNetPretrainer(keras.Model):
     right. With `memory_length > 0`, call `enable_recurrence_memory(per_replica_batch)`
     before `fit`: each replica then feeds its previous step's `new_mems` back as
     `mems` (see `xlnet_tf.training.RecurrenceMemory`).
+
+    On TensorFlow, `train_step` is this class's own (replica-context
+    all-reduces, the deferred tied-embedding gradient). On JAX and PyTorch,
+    Keras' trainer runs the step through `compute_loss` (the same masked mean:
+    one jitted JAX step sees the whole global batch) and `compute_metrics`; the
+    memory is then read and written in `call`, a non-trainable variable the JAX
+    trainer carries from step to step in its state.
 
     With an optimizer from `xlnet_tf.optimizers.build_optimizer` (an `AllReducedAdamW`,
     chosen by `all_reduces_gradients`) the train step sums gradients over replicas
@@ -59,7 +66,7 @@ class XLNetPretrainer(keras.Model):
 
     Example:
     >>> import numpy as np
-    >>> from xlnet_tf.models.xlnet_config import XLNetConfig
+    >>> from xlnet_tf import XLNetBackbone, XLNetConfig, XLNetPretrainer
     >>> config = XLNetConfig(vocabulary_size=50, num_layers=2, num_heads=2, head_dim=4,
     ...                      hidden_dim=8, intermediate_dim=16)
     >>> pretrainer = XLNetPretrainer(XLNetBackbone(config))
@@ -87,6 +94,8 @@ class XLNetPretrainer(keras.Model):
         # Set by train_step only: the head's share of the tied embedding's gradient is then
         # computed by `_tied_embedding_gradient`, after every other gradient.
         self._defer_head_table_gradient = False
+        # Keras variables of the recurrence memory tracked as this model's state (JAX, PyTorch).
+        self._memory_variables = []
         self.build()
 
     def build(self, input_shape=None):
@@ -113,9 +122,16 @@ class XLNetPretrainer(keras.Model):
                              f"{list(BACKBONE_INPUTS + TARGET_KEYS)}.")
         if dropout_seed is None:
             dropout_seed = training_dropout_seed(self, training)
-        outputs = dict(self.backbone({k: v for k, v in inputs.items() if k in BACKBONE_INPUTS},
-                                     training=training, output_hidden_states=output_hidden_states,
+        features = {k: v for k, v in inputs.items() if k in BACKBONE_INPUTS}
+        # TensorFlow's train_step feeds the memory itself; Keras' trainer of the other backends calls the model.
+        carry_memory = (training and self._recurrence_memory is not None and "mems" not in features
+                        and keras.config.backend() != "tensorflow")
+        if carry_memory:
+            features["mems"] = self._recurrence_memory.read()  # [B, num_layers, M, H]
+        outputs = dict(self.backbone(features, training=training, output_hidden_states=output_hidden_states,
                                      dropout_seed=dropout_seed))
+        if carry_memory:
+            self._recurrence_memory.write(outputs["new_mems"])
         outputs["logits"] = tied_lm_logits(_head_input(outputs), self.backbone.token_embedding.embeddings,
                                            self.lm_bias, stop_table_gradient=self._defer_head_table_gradient)
         return outputs
@@ -150,12 +166,54 @@ class XLNetPretrainer(keras.Model):
         if self.train_function is not None:
             raise ValueError("enable_recurrence_memory must be called before the first fit.")
         self.set_static_batch_size(per_replica_batch_size)
+        if keras.config.backend() == "tensorflow":
+            strategy = strategy or self.distribute_strategy
         self._recurrence_memory = RecurrenceMemory(
             per_replica_batch_size=per_replica_batch_size, num_layers=config.num_layers,
             memory_length=config.memory_length, hidden_dim=config.hidden_dim,
-            dtype=self.backbone.compute_dtype, strategy=strategy or self.distribute_strategy,
+            dtype=self.backbone.compute_dtype, strategy=strategy,
             reset_every_steps=reset_every_steps)
+        if keras.config.backend() != "tensorflow":
+            self._track_memory_variables(self._recurrence_memory)
         return self._recurrence_memory
+
+    def _track_memory_variables(self, memory):
+        """Makes the memory's Keras variables part of this model's non-trainable state.
+
+        Keras' JAX trainer carries only the model's variables from one step to
+        the next (a variable assigned in `call` is written back through that
+        state), so the memory must be one of them. The weights files leave it out
+        (`save_own_variables`): it depends on the batch size, and a run's backup
+        keeps it apart (`RecurrenceMemory.save`).
+        """
+        variables = [v for v in (getattr(memory, "variable", None), getattr(memory, "step", None))
+                     if isinstance(v, keras.Variable)]
+        locked = self._tracker.locked
+        self._tracker.unlock()
+        try:
+            for variable in variables:
+                self._track_variable(variable)
+        finally:
+            if locked:
+                self._tracker.lock()
+        self._memory_variables = variables
+
+    def _weight_variables(self):
+        """This model's own variables in a weights file: the LM bias, not the recurrence memory."""
+        memory = {id(v) for v in self._memory_variables}
+        return [v for v in self._trainable_variables + self._non_trainable_variables if id(v) not in memory]
+
+    def save_own_variables(self, store):
+        for i, variable in enumerate(self._weight_variables()):
+            store[f"{i}"] = variable
+
+    def load_own_variables(self, store):
+        variables = self._weight_variables()
+        if len(store.keys()) != len(variables):
+            raise ValueError(f"XLNetPretrainer: the weights file holds {len(store.keys())} variable(s) of the "
+                             f"model itself, the model has {len(variables)} (the LM bias).")
+        for i, variable in enumerate(variables):
+            variable.assign(store[f"{i}"])
 
     def set_static_batch_size(self, per_replica_batch_size):
         """Pins the per-replica batch size of training batches.
@@ -212,6 +270,8 @@ class XLNetPretrainer(keras.Model):
                     f"the model was set up for {self._static_batch_size} (recurrence memory rows or "
                     "set_static_batch_size); check global_batch_size / number of replicas.")
             return tensor
+        import tensorflow as tf  # only TensorFlow's train_step pins the batch
+
         static_shape = (self._static_batch_size,) + tuple(tensor.shape[1:])
         compiled_by_xla = self.jit_compile or isinstance(tf.distribute.get_strategy(),
                                                          tf.distribute.TPUStrategy)
@@ -232,6 +292,8 @@ class XLNetPretrainer(keras.Model):
 
     def _global_results(self, context):
         """Running loss/accuracy over all replicas, computed inside the replica context."""
+        import tensorflow as tf  # TensorFlow's train and test steps only
+
         local = ops.stack([ops.cast(v, "float32") for v in (
             self.loss_tracker.total, self.loss_tracker.count,
             self.accuracy_tracker.total, self.accuracy_tracker.count)])
@@ -247,12 +309,30 @@ class XLNetPretrainer(keras.Model):
             results = {k: ops.reshape(v, (1,)) for k, v in results.items()}
         return results
 
-    def train_step(self, data):
+    def train_step(self, *args):
+        """TensorFlow: the step below. JAX (`train_step(state, data)`) and PyTorch: Keras' own."""
+        if keras.config.backend() != "tensorflow":
+            self._warn_without_memory()
+            return super().train_step(*args)
+        return self._tensorflow_train_step(*args)
+
+    def _warn_without_memory(self):
+        if (self._recurrence_memory is None and self.backbone.config.memory_length > 0
+                and not self._warned_no_memory):
+            self._warned_no_memory = True
+            warnings.warn("XLNetPretrainer: memory_length > 0 but enable_recurrence_memory() was "
+                          "not called; training without recurrence memory.", stacklevel=4)
+
+    def _tensorflow_train_step(self, data):
+        # tf.distribute's replica context: the global target count and the gradient sum over replicas,
+        # and the tied embedding's [V, H] gradient formed after every other one.
+        import tensorflow as tf
+
         with_memory = self._recurrence_memory is not None
         if not with_memory and self.backbone.config.memory_length > 0 and not self._warned_no_memory:
             self._warned_no_memory = True
             warnings.warn("XLNetPretrainer: memory_length > 0 but enable_recurrence_memory() was "
-                          "not called; training without recurrence memory.", stacklevel=2)
+                          "not called; training without recurrence memory.", stacklevel=3)
         features, target_ids, target_mask = self._features(data, with_memory)
         context = tf.distribute.get_replica_context()
         num_replicas = context.num_replicas_in_sync
@@ -263,6 +343,8 @@ class XLNetPretrainer(keras.Model):
         table = self.backbone.token_embedding.embeddings
         table_index = next((i for i, v in enumerate(variables) if v is table), None)
         self._defer_head_table_gradient = table_index is not None
+        # The lookup's rows stay `IndexedSlices`: `_tied_embedding_gradient` adds them in place.
+        self.backbone.token_embedding.sparse_gradient = self._defer_head_table_gradient
         try:
             with tf.GradientTape() as tape:
                 outputs = self(features, training=True, dropout_seed=dropout_seed)
@@ -276,6 +358,7 @@ class XLNetPretrainer(keras.Model):
                 scaled_loss = self.optimizer.scale_loss(loss)
         finally:
             self._defer_head_table_gradient = False
+            self.backbone.token_embedding.sparse_gradient = False
         if table_index is None:
             gradients = tape.gradient(scaled_loss, variables)
         else:
@@ -297,13 +380,45 @@ class XLNetPretrainer(keras.Model):
         self.accuracy_tracker.update_state(correct, sample_weight=mask)
         return self._global_results(context)
 
-    def test_step(self, data):
+    def test_step(self, *args):
+        if keras.config.backend() != "tensorflow":
+            return super().test_step(*args)
+        import tensorflow as tf  # the replica context reduces the running sums
+
+        (data,) = args
         features, target_ids, target_mask = self._features(data, with_memory=False)
         outputs = self(features, training=False)
         per_token, correct, mask = self._masked_sums(target_ids, target_mask, outputs["logits"])
         self.loss_tracker.update_state(per_token, sample_weight=mask)
         self.accuracy_tracker.update_state(correct, sample_weight=mask)
         return self._global_results(tf.distribute.get_replica_context())
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        """Running loss and accuracy over the real targets (JAX and PyTorch; TensorFlow's steps do their own).
+
+        As TensorFlow's step: the loss tracker weighs each target's cross-entropy by
+        `target_mask`, so the running loss is the mean over all real targets so far.
+        """
+        del sample_weight
+        target_ids, target_mask = self._targets(x, y)
+        if target_mask is None:
+            target_mask = ops.ones(ops.shape(target_ids), "float32")  # [B, P]: every target is real
+        per_token, correct, mask = self._masked_sums(target_ids, target_mask, y_pred["logits"])
+        self.loss_tracker.update_state(per_token, sample_weight=mask)
+        self.accuracy_tracker.update_state(correct, sample_weight=mask)
+        return {"loss": self.loss_tracker.result(), "accuracy": self.accuracy_tracker.result()}
+
+    @staticmethod
+    def _targets(x, y):
+        """`(target_ids, target_mask)` of a batch: from `y`, or from the input dict."""
+        if y is None:
+            y = {k: x[k] for k in TARGET_KEYS if k in x}
+        if isinstance(y, dict):
+            if "target_ids" not in y:
+                raise ValueError(f"XLNetPretrainer: batch lacks 'target_ids' (needed for the loss); "
+                                 f"got keys {sorted(y)}.")
+            return y["target_ids"], y.get("target_mask")
+        return y, None
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         """Masked cross-entropy over predicted tokens, averaged over real targets."""
@@ -351,7 +466,16 @@ class XLNetPretrainer(keras.Model):
             tokenizer: optional `XLNetTokenizer` whose settings are saved.
 
         Example:
-        >>> pretrainer.save_to_preset("my_preset", vocabulary_file="spiece.model")
+        >>> import os, tempfile
+        >>> from xlnet_tf import XLNetBackbone, XLNetConfig, XLNetPretrainer
+        >>> pretrainer = XLNetPretrainer(XLNetBackbone(XLNetConfig(
+        ...     vocabulary_size=32, num_layers=2, num_heads=2, head_dim=4, hidden_dim=8, intermediate_dim=16)))
+        >>> preset = os.path.join(tempfile.mkdtemp(), "my_preset")
+        >>> pretrainer.save_to_preset(preset)  # vocabulary_file="spiece.model" adds the tokenizer
+        >>> sorted(os.listdir(preset))
+        ['config.json', 'lm_head.weights.h5', 'metadata.json', 'model.weights.h5']
+        >>> XLNetPretrainer.from_preset(preset).backbone.config.vocabulary_size
+        32
         """
         self.backbone.save_to_preset(preset_dir, vocabulary_file, max_shard_size, tokenizer=tokenizer)
         preset_io.write_arrays(os.path.join(preset_dir, LM_HEAD_FILE),
@@ -375,7 +499,8 @@ class XLNetPretrainer(keras.Model):
             An `XLNetPretrainer`.
 
         Example:
-        >>> pretrainer = XLNetPretrainer.from_preset("xlnet_base_cased")
+        >>> from xlnet_tf import XLNetPretrainer
+        >>> pretrainer = XLNetPretrainer.from_preset("xlnet_base_cased")  # or a directory save_to_preset wrote
         """
         preset = preset_io.resolve(preset)
         backbone = XLNetBackbone.from_preset(
@@ -399,7 +524,8 @@ def tied_lm_logits(hidden, embedding_variable, bias, stop_table_gradient=False):
 
     Args:
         hidden: `[B, P, H]`, the stream the head reads.
-        embedding_variable: the `[V, H]` word-embedding variable (the tied weights).
+        embedding_variable: the `[V, H]` word-embedding variable (the tied weights): the
+            table of `xlnet_tf.layers.embedding.Embedding`, never autocast, so read in its own dtype.
         bias: the `[V]` output bias.
         stop_table_gradient: no gradient to the table through the head (the
             pretrainer's train step forms that share itself).
@@ -409,17 +535,22 @@ def tied_lm_logits(hidden, embedding_variable, bias, stop_table_gradient=False):
     """
     # The head runs in the embedding variable's own dtype (float32 under mixed_bfloat16):
     # casting the [V, H] table to bfloat16 and its [V, H] gradient back costs more than the
-    # P prediction rows' bfloat16 matmul saves, and the logits over
-    # the vocabulary are more accurate. `_value` is the variable itself, not Keras' autocast read.
-    embeddings = getattr(embedding_variable, "_value", embedding_variable)  # [V, H]
+    # P prediction rows' bfloat16 matmul saves, and the logits over the vocabulary are more
+    # accurate. In JAX's stateless step the read gives the step's value, not the variable's.
+    embeddings = ops.convert_to_tensor(embedding_variable)  # [V, H]
     if stop_table_gradient:
-        embeddings = tf.stop_gradient(embeddings)
+        embeddings = ops.stop_gradient(embeddings)
     hidden = ops.cast(hidden, embeddings.dtype)
     # One 2-D matmul: a batched [B, P, H] x [V, H] einsum lowers to a broadcast
     # BatchMatMul whose embedding gradient is B [V, H] products summed (and transposed).
     batch, predictions = ops.shape(hidden)[0], ops.shape(hidden)[1]
-    logits = tf.linalg.matmul(ops.reshape(hidden, (-1, ops.shape(hidden)[2])), embeddings,
-                              transpose_b=True)  # [B*P, V]
+    hidden = ops.reshape(hidden, (-1, ops.shape(hidden)[2]))  # [B*P, H]
+    if keras.config.backend() == "tensorflow":
+        import tensorflow as tf  # transpose_b folds the [V, H] transpose into the matmul kernel
+
+        logits = tf.linalg.matmul(hidden, embeddings, transpose_b=True)  # [B*P, V]
+    else:
+        logits = ops.matmul(hidden, ops.transpose(embeddings))  # [B*P, V]
     logits = ops.reshape(logits, (batch, predictions, -1))  # [B, P, V]
     return ops.cast(logits, "float32") + ops.cast(bias, "float32")
 
@@ -450,6 +581,8 @@ def _tied_embedding_gradient(lookup_gradient, logits_gradient, head_input, other
     Returns:
         `[V, H]`.
     """
+    import tensorflow as tf  # TensorFlow's train step only (IndexedSlices, control dependencies)
+
     after = [g.values if isinstance(g, tf.IndexedSlices) else g for g in other_gradients if g is not None]
     with tf.control_dependencies(after):
         vocabulary_size = ops.shape(logits_gradient)[-1]

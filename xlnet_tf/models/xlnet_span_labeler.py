@@ -60,12 +60,17 @@ class XLNetSpanLabeler(XLNetTask):
         int32 `[B, K1, K2]` (the end candidates of the k-th start), `cls_logits` `[B]`.
 
     Example:
-    >>> backbone = XLNetBackbone.from_preset("xlnet_base_cased")
-    >>> preprocessor = XLNetSpanLabelerPreprocessor.from_preset("xlnet_base_cased", sequence_length=32)
-    >>> features = preprocessor({"context": ["The fox jumps."], "question": ["Who jumps?"]})
+    >>> import numpy as np
+    >>> from xlnet_tf import XLNetBackbone, XLNetConfig, XLNetSpanLabeler
+    >>> backbone = XLNetBackbone(XLNetConfig(vocabulary_size=32, num_layers=2, num_heads=2,
+    ...                                      head_dim=4, hidden_dim=8, intermediate_dim=16))
     >>> model = XLNetSpanLabeler(backbone)
-    >>> out = model(features)            # inference beam
-    >>> out["end_top_index"].shape       # [B, 5, 5]
+    >>> # P <sep> Q <sep> <cls>, as XLNetSpanLabelerPreprocessor packs a context and a question.
+    >>> features = {"token_ids": np.array([[11, 12, 13, 14, 4, 15, 16, 4, 3]]),
+    ...             "segment_ids": np.array([[0, 0, 0, 0, 0, 1, 1, 1, 2]]),
+    ...             "padding_mask": np.ones((1, 9), "int32")}
+    >>> out = model(features)            # no start_positions: the inference beam
+    >>> out["end_top_index"].shape       # [B, start_n_top, end_n_top]
     TensorShape([1, 5, 5])
     """
 

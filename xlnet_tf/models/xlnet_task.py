@@ -18,11 +18,11 @@ A backbone or pretraining preset (no `task.json`) gives the backbone's weights a
 import math
 import os
 import re
+import sys
 import warnings
 
 import keras
 import numpy as np
-import tensorflow as tf
 from keras import ops
 from keras_hub.models import Task
 
@@ -37,17 +37,31 @@ from xlnet_tf.layers import seeded_dropout
 from xlnet_tf.models.xlnet_backbone import REQUIRED_INPUTS, XLNetBackbone
 from xlnet_tf.models.xlnet_config import XLNetConfig
 from xlnet_tf.models.token_id_checks import check_token_id_inputs
+from xlnet_tf.models.traced_dropout_step import TracedDropoutStep
 from xlnet_tf.preprocessing.string_inputs import contains_string_data, describe_input, dtype_name
 from xlnet_tf.preprocessing.xlnet_preprocessor import is_packed
 from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 from xlnet_tf.storage import atomic_files
 from xlnet_tf.storage import preset_io
+from xlnet_tf.tensorflow_required import TensorFlowRequiredError, tensorflow_available
 from xlnet_tf.optimizers.build_optimizer import BUILD_OPTIMIZER_ARGUMENTS
 from xlnet_tf.optimizers.build_optimizer import build_optimizer
 from xlnet_tf.optimizers.build_optimizer import exclude_from_weight_decay
 
 
 _PACKED_IDS = "(token_ids, segment_ids, padding_mask, each int [batch, length])"
+
+
+def _is_dataset(x):
+    """Whether `x` is a `tf.data.Dataset` (TensorFlow is the data side; without it no data set exists)."""
+    tf = sys.modules.get("tensorflow")
+    return tf is not None and isinstance(x, tf.data.Dataset)
+
+
+def _is_ragged(x):
+    """Whether `x` is a `tf.RaggedTensor` (word lists and their labels)."""
+    tf = sys.modules.get("tensorflow")
+    return tf is not None and isinstance(x, tf.RaggedTensor)
 
 
 def _is_array_data(x):
@@ -65,6 +79,24 @@ def _leaves(x):
     return [x]
 
 
+def _lists_as_arrays(x):
+    """`x` with every list input (a list is one input, as in `_leaves`) as a numpy array.
+
+    `keras.Model.fit` walks lists as nests of separate inputs. Python numbers narrow to
+    the dtypes `tf.data.Dataset.from_tensor_slices` gives them (int32, float32), as
+    keras-hub's data set does; arrays and tensors keep their own dtype.
+    """
+    if isinstance(x, dict):
+        return {key: _lists_as_arrays(value) for key, value in x.items()}
+    if isinstance(x, tuple):
+        return tuple(_lists_as_arrays(value) for value in x)
+    if not isinstance(x, list):
+        return x
+    array = np.asarray(x)
+    narrower = {np.dtype("int64"): "int32", np.dtype("float64"): "float32"}.get(array.dtype)
+    return array if narrower is None else array.astype(narrower)
+
+
 def _row_count(x):
     """Rows of the first input of `x`, or None when its shape does not say."""
     leaves = _leaves(x)
@@ -73,7 +105,7 @@ def _row_count(x):
     first = leaves[0]
     if isinstance(first, list):
         return len(first)
-    if isinstance(first, tf.RaggedTensor):
+    if _is_ragged(first):
         return int(first.nrows())
     shape = getattr(first, "shape", None)
     if shape is None or getattr(shape, "rank", 1) is None or len(shape) == 0:
@@ -175,7 +207,7 @@ def finetuning_adjustments(config, keep=()):
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
-class XLNetTask(Task):
+class XLNetTask(TracedDropoutStep, Task):
     """Base class of the XLNet task models: backbone, preprocessor, compile defaults, presets.
 
     A `keras_hub.models.Task` (so a `PipelineModel`): `fit`, `evaluate` and
@@ -205,6 +237,7 @@ class XLNetTask(Task):
         **kwargs: `name`, `dtype`, `trainable` of `keras.Model`.
 
     Example:
+    >>> from xlnet_tf import XLNetClassifier
     >>> classifier = XLNetClassifier.from_preset("xlnet_base_cased", num_classes=2)
     >>> classifier.predict(["A fine film.", "A dull film."], verbose=0).shape
     (2, 2)
@@ -267,15 +300,22 @@ class XLNetTask(Task):
         return y
 
     def _host_data(self, x, y, method):
-        """`x`, `y` of `fit`/`evaluate`/`predict`, checked before the data set is built from them.
+        """`(x, y, direct)` of `fit`/`evaluate`/`predict`, checked before any data set is built from them.
 
         Concrete inputs get every check of `check_token_id_inputs` (values included)
         here, where a failure is a plain exception; a `tf.data.Dataset` gets the
         structure, dtype and shape checks on its `element_spec`, and its values are
         checked batch by batch in `preprocess_samples`. Other inputs (generators,
         `PyDataset`s) pass unchanged to the same per-batch checks.
+
+        `direct`: give `x`, `y` to `keras.Model`'s own loop instead of keras-hub's, which
+        builds a `tf.data` (or grain) data set only to map the preprocessor over it. So
+        for in-memory packed ids, which every preprocessor passes through unchanged
+        (their values checked here), and for every input when TensorFlow is not
+        installed; raw text then raises `TensorFlowRequiredError`, as the tokenizer and
+        the packer are TensorFlow ops.
         """
-        if isinstance(x, tf.data.Dataset):
+        if _is_dataset(x):
             spec = keras.utils.unpack_x_y_sample_weight(x.element_spec)[0]
             if self.preprocessor is None and contains_string_data(spec):
                 raise ValueError(self._no_preprocessor_message())
@@ -283,17 +323,24 @@ class XLNetTask(Task):
                 self._checked_token_ids(spec)
             else:
                 self._text_inputs(spec)
-            return x, y
+            return x, y, False
         if x is None or not _is_array_data(x):
-            return x, y
+            return x, y, not tensorflow_available()
         if self.preprocessor is None and contains_string_data(x):
             raise ValueError(self._no_preprocessor_message())
         if self.preprocessor is None or is_packed(x):
             self._checked_token_ids(x)
-            return x, y
+            # Ragged values need keras-hub's tf.data set (Keras' array loop cannot slice them).
+            direct = not any(_is_ragged(leaf) for leaf in _leaves((x, y)))
+            return (_lists_as_arrays(x), _lists_as_arrays(y), True) if direct else (x, y, False)
         if _row_count(x) == 0:
             raise ValueError(f"{type(self).__name__}.{method} got 0 examples ({describe_input(x)}); pass at least one.")
-        return self._text_inputs(x), self._text_labels(y)
+        if not tensorflow_available():
+            raise TensorFlowRequiredError(
+                f"{type(self).__name__}.{method} on raw text",
+                f"its {type(self.preprocessor).__name__} tokenizes and packs with TensorFlow ops; got "
+                f"{describe_input(x)}. Without TensorFlow pass a dict of packed ids {_PACKED_IDS}")
+        return self._text_inputs(x), self._text_labels(y), False
 
     def __call__(self, *args, **kwargs):
         inputs = args[0] if args else kwargs.get("inputs")
@@ -314,26 +361,39 @@ class XLNetTask(Task):
         return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)
 
     def fit(self, x=None, y=None, batch_size=None, sample_weight=None, validation_data=None, **kwargs):
-        x, y = self._host_data(x, y, "fit")
+        x, y, direct = self._host_data(x, y, "fit")
         split = kwargs.get("validation_split")
-        if split and validation_data is None and any(isinstance(leaf, tf.RaggedTensor) for leaf in _leaves((x, y))):
+        if split and validation_data is None and any(_is_ragged(leaf) for leaf in _leaves((x, y))):
             # keras-hub splits arrays only; word lists are ragged. The same rule: the last rows validate.
             kwargs.pop("validation_split")
             (x, y, sample_weight), validation_data = _split_rows((x, y, sample_weight), split)
-        elif validation_data is not None and not isinstance(validation_data, tf.data.Dataset):
+        elif validation_data is not None and not _is_dataset(validation_data):
             vx, vy, vsw = keras.utils.unpack_x_y_sample_weight(validation_data)
-            vx, vy = self._host_data(vx, vy, "fit")
-            validation_data = keras.utils.pack_x_y_sample_weight(vx, vy, vsw)
+            vx, vy, validation_direct = self._host_data(vx, vy, "fit")
+            direct = direct and validation_direct
+            validation_data = keras.utils.pack_x_y_sample_weight(vx, vy, _lists_as_arrays(vsw))
+        elif validation_data is not None:
+            direct = False  # a `tf.data.Dataset`: keras-hub maps the preprocessor over it
+        if direct:
+            # Keras' own loop: keras-hub's would build a data set only to pass the packed ids through.
+            return keras.Model.fit(self, x, y, batch_size=batch_size, sample_weight=_lists_as_arrays(sample_weight),
+                                   validation_data=validation_data, **kwargs)
         return super().fit(x, y, batch_size=batch_size, sample_weight=sample_weight,
                            validation_data=validation_data, **kwargs)
 
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
-        if not kwargs.get("_use_cached_eval_dataset", False):
-            x, y = self._host_data(x, y, "evaluate")
+        if kwargs.get("_use_cached_eval_dataset", False):  # `fit`'s validation data, already prepared
+            return super().evaluate(x, y, batch_size=batch_size, sample_weight=sample_weight, **kwargs)
+        x, y, direct = self._host_data(x, y, "evaluate")
+        if direct:
+            return keras.Model.evaluate(self, x, y, batch_size=batch_size,
+                                        sample_weight=_lists_as_arrays(sample_weight), **kwargs)
         return super().evaluate(x, y, batch_size=batch_size, sample_weight=sample_weight, **kwargs)
 
     def predict(self, x=None, batch_size=None, **kwargs):
-        x, _ = self._host_data(x, None, "predict")
+        x, _, direct = self._host_data(x, None, "predict")
+        if direct:
+            return keras.Model.predict(self, x, batch_size=batch_size, **kwargs)
         return super().predict(x, batch_size=batch_size, **kwargs)
 
     # ------------------------------------------------------------------ compile
@@ -391,8 +451,14 @@ class XLNetTask(Task):
             ValueError: optimizer settings given with an optimizer other than `"auto"`.
 
         Example:
+        >>> from xlnet_tf import XLNetBackbone, XLNetClassifier, XLNetConfig
+        >>> classifier = XLNetClassifier(XLNetBackbone(XLNetConfig(
+        ...     vocabulary_size=32, num_layers=2, num_heads=2, head_dim=4, hidden_dim=8, intermediate_dim=16)),
+        ...     num_classes=2)
         >>> classifier.compile()  # AdamW 2e-5 after 100 warmup steps, cross-entropy, accuracy
         >>> classifier.compile(learning_rate=5e-5, train_steps=1000, layer_decay=0.75)
+        >>> type(classifier.optimizer).__name__  # per-layer learning rates
+        'LayerwiseAdamW'
         """
         settings = {key: kwargs.pop(key) for key in BUILD_OPTIMIZER_ARGUMENTS if key in kwargs}
         if isinstance(optimizer, str) and optimizer == "auto":
@@ -523,6 +589,8 @@ class XLNetTask(Task):
             ValueError: the preset holds a task model of another class.
 
         Example:
+        >>> import tensorflow as tf
+        >>> from xlnet_tf import XLNetClassifier
         >>> classifier = XLNetClassifier.from_preset("xlnet_base_cased", num_classes=2)
         >>> texts, labels = ["A fine film.", "A dull film."], [1, 0]
         >>> history = classifier.fit(tf.data.Dataset.from_tensor_slices((texts, labels)).batch(2), verbose=0)
@@ -587,8 +655,12 @@ class XLNetTask(Task):
                 `preprocessing.json`; by default the preprocessor's settings, if any.
 
         Example:
-        >>> classifier.save_to_preset("my_classifier")
-        >>> XLNetClassifier.from_preset("my_classifier").predict(["A fine film."], verbose=0).shape
+        >>> import os, tempfile
+        >>> from xlnet_tf import XLNetClassifier
+        >>> classifier = XLNetClassifier.from_preset("xlnet_base_cased", num_classes=2)
+        >>> preset = os.path.join(tempfile.mkdtemp(), "my_classifier")
+        >>> classifier.save_to_preset(preset)
+        >>> XLNetClassifier.from_preset(preset).predict(["A fine film."], verbose=0).shape
         (1, 2)
         """
         del max_shard_size

@@ -1,7 +1,6 @@
 """`XLNetTokenClassifier`: one label per token (NER-style) on an XLNet backbone."""
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 from xlnet_tf.formats.finetuning_records import IGNORE_LABEL
@@ -41,7 +40,10 @@ class XLNetTokenClassifier(XLNetTask):
         float32 logits `[B, L, num_classes]`.
 
     Example:
-    >>> backbone = XLNetBackbone.from_preset("xlnet_base_cased")
+    >>> import numpy as np
+    >>> from xlnet_tf import XLNetBackbone, XLNetConfig, XLNetTokenClassifier
+    >>> backbone = XLNetBackbone(XLNetConfig(vocabulary_size=32, num_layers=2, num_heads=2,
+    ...                                      head_dim=4, hidden_dim=8, intermediate_dim=16))
     >>> model = XLNetTokenClassifier(backbone, num_classes=9)
     >>> ids = np.full((2, 16), 11)
     >>> features = {"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": np.ones_like(ids)}
@@ -58,6 +60,8 @@ class XLNetTokenClassifier(XLNetTask):
 
     def _text_labels(self, y):
         if isinstance(y, list) and all(isinstance(row, (list, tuple)) for row in y):
+            import tensorflow as tf  # the data side: labels go into keras-hub's tf.data pipeline
+
             return tf.ragged.constant(y, dtype=tf.int32, ragged_rank=1)  # one label per word
         return y
 

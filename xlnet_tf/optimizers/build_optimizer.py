@@ -49,6 +49,8 @@ def uses_weight_decay(variable) -> bool:
     """True when `variable` gets weight decay (not LayerNorm, not a bias).
 
     Example:
+    >>> import keras
+    >>> from xlnet_tf.optimizers import uses_weight_decay
     >>> dense = keras.layers.Dense(2)
     >>> dense.build((None, 3))
     >>> tuple(uses_weight_decay(v) for v in dense.weights)
@@ -69,6 +71,8 @@ def exclude_from_weight_decay(optimizer, model):
         model: the built model whose trainable variables the optimizer updates.
 
     Example:
+    >>> import keras
+    >>> from xlnet_tf.optimizers import exclude_from_weight_decay
     >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     >>> optimizer = keras.optimizers.AdamW(weight_decay=0.01)
     >>> exclude_from_weight_decay(optimizer, model)
@@ -116,7 +120,8 @@ def build_optimizer(model, *, learning_rate=2e-5, warmup_steps=100, train_steps=
             biases and heads at the full rate). 1 disables it.
         gradient_accumulation_steps: micro-batches whose gradients are averaged per update.
         loss_scaling: wrap in a dynamic `LossScaleOptimizer` (for mixed_float16).
-        fused: update in place with TensorFlow's Adam kernel (see `FusedAdamWMuon`).
+        fused: update in place with TensorFlow's Adam kernel (see `FusedAdamWMuon`); on JAX
+            and PyTorch, the kernel's arithmetic in `keras.ops`, for the same numbers.
         algorithm: "adamw", or "muon": the blocks' weight matrices (`muon_variables`)
             take Muon's orthogonalised momentum step at the same learning rate
             (`xlnet_tf.optimizers.muon_update`), everything else AdamW.
@@ -128,9 +133,15 @@ def build_optimizer(model, *, learning_rate=2e-5, warmup_steps=100, train_steps=
         ValueError: naming the argument that is out of range or does not fit the model.
 
     Example:
-    >>> classifier = XLNetClassifier.from_preset("xlnet_base_cased", num_classes=2)
+    >>> from xlnet_tf import XLNetBackbone, XLNetClassifier, XLNetConfig
+    >>> from xlnet_tf.optimizers import build_optimizer
+    >>> classifier = XLNetClassifier(XLNetBackbone(XLNetConfig(
+    ...     vocabulary_size=32, num_layers=2, num_heads=2, head_dim=4, hidden_dim=8, intermediate_dim=16)),
+    ...     num_classes=2)
     >>> optimizer = build_optimizer(classifier, learning_rate=5e-5, train_steps=1000, layer_decay=0.75)
     >>> classifier.compile(optimizer=optimizer)  # the same as classifier.compile(learning_rate=5e-5, ...)
+    >>> round(float(optimizer.learning_rate_multiplier(classifier.backbone.blocks[0].trainable_variables[0])), 2)
+    0.75
     """
     if not 0 < layer_decay <= 1:
         raise ValueError(f"layer_decay must be in (0, 1], got {layer_decay}.")

@@ -3,13 +3,18 @@
 Keras' AdamW update is about ten separate element-wise passes per variable
 (clip, decay, two moments, square root, division, three assignments), each
 writing a temporary as large as the variable, and Keras clips by scaling every
-gradient at once, which holds a second copy of all gradients. Here each
-variable gets TensorFlow's native `ResourceApplyAdam` kernel, which updates the
+gradient at once, which holds a second copy of all gradients. On TensorFlow each
+variable gets the native `ResourceApplyAdam` kernel, which updates the
 variable and both moments in place in one pass (CPU and GPU, and it also has an
 XLA lowering), after an in-place decoupled decay. The updates run one variable
 after another, so at most one variable-sized temporary (the scaled gradient)
 is alive at a time. Under TPUStrategy the whole step is XLA-compiled anyway, so
 Keras' own update is kept there.
+
+On JAX and PyTorch the same arithmetic is written in `keras.ops`
+(`adam_kernel_step`: the kernel's order of operations and its float32 `1 - beta`),
+so the three backends give the same numbers; the optimizer's state is Keras'
+AdamW's (`build`), which the JAX trainer carries through `stateless_apply`.
 
 Variables named in `muon_variable_paths` (the blocks' weight matrices, when
 `build_optimizer(algorithm="muon")`) get Muon's orthogonalised momentum step
@@ -18,14 +23,14 @@ decoupled decay and learning rate; every other variable keeps AdamW.
 """
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from xlnet_tf.optimizers.muon_update import muon_update
 
 
 def apply_adamw_in_place(variable, momentum, velocity, gradient, *, learning_rate, decay_rate,
                          beta_1, beta_2, epsilon, local_step, gradient_scale=None):
-    """One AdamW step on one variable through TensorFlow's in-place Adam kernel.
+    """One AdamW step on one variable through TensorFlow's in-place Adam kernel (TensorFlow only).
 
     Keras' order: decay `w *= 1 - decay_rate` (Keras writes `w -= w * decay_rate`, the
     same to rounding), then the bias-corrected Adam step
@@ -45,6 +50,8 @@ def apply_adamw_in_place(variable, momentum, velocity, gradient, *, learning_rat
     Returns:
         The kernel's op, to order the next update after this one.
     """
+    import tensorflow as tf
+
     dtype = gradient.dtype
     if gradient_scale is not None:
         gradient = gradient * gradient_scale
@@ -63,6 +70,41 @@ def apply_adamw_in_place(variable, momentum, velocity, gradient, *, learning_rat
             epsilon=tf.constant(epsilon, dtype), grad=gradient, use_locking=False)
 
 
+def adam_kernel_step(value, momentum, velocity, gradient, *, learning_rate, beta_1, beta_2, epsilon,
+                     local_step):
+    """`ResourceApplyAdam`'s arithmetic in `keras.ops`: the new `(value, momentum, velocity)`.
+
+    The kernel's order of operations, with `1 - beta` formed from the beta in the
+    gradient's dtype (as the kernel does, where Keras' Adam takes it from the Python
+    float), so that every backend gives TensorFlow's fused numbers.
+
+    Args:
+        value, momentum, velocity: the variable's value and its moments (tensors).
+        gradient: the gradient, in the variable's dtype.
+        learning_rate: scheduled rate times any per-variable multiplier (a scalar tensor).
+        beta_1, beta_2, epsilon: Python floats.
+        local_step: the 1-based step number (a scalar tensor of the variable's dtype).
+
+    Returns:
+        `(value, momentum, velocity)` after the step, each of `value`'s shape.
+
+    Example:
+    >>> one = keras.ops.ones((2,))
+    >>> value, _, _ = adam_kernel_step(one, one * 0, one * 0, keras.ops.convert_to_tensor([3.0, -4.0]),
+    ...                                learning_rate=0.1, beta_1=0.9, beta_2=0.999, epsilon=1e-6, local_step=1.0)
+    >>> [round(float(x), 3) for x in value]  # Adam's first step: the learning rate times the sign
+    [0.9, 1.1]
+    """
+    dtype = gradient.dtype
+    beta_1, beta_2 = ops.cast(beta_1, dtype), ops.cast(beta_2, dtype)
+    alpha = (learning_rate * ops.sqrt(1 - ops.power(beta_2, local_step))
+             / (1 - ops.power(beta_1, local_step)))
+    momentum = momentum + (gradient - momentum) * (1 - beta_1)
+    velocity = velocity + (ops.square(gradient) - velocity) * (1 - beta_2)
+    value = value - (momentum * alpha) / (ops.sqrt(velocity) + ops.cast(epsilon, dtype))
+    return value, momentum, velocity
+
+
 @keras.saving.register_keras_serializable(package="xlnet_tf")
 class FusedAdamWMuon(keras.optimizers.AdamW):
     """AdamW whose update of each variable is one in-place kernel (results equal Keras' AdamW), or Muon's step.
@@ -77,8 +119,9 @@ class FusedAdamWMuon(keras.optimizers.AdamW):
 
     Args:
         fused: use the in-place kernel (TensorFlow backend, not under TPUStrategy,
-            no per-variable `clipnorm`/`clipvalue`, no amsgrad); otherwise Keras'
-            own update.
+            no per-variable `clipnorm`/`clipvalue`, no amsgrad); on JAX and PyTorch
+            the kernel's arithmetic in `keras.ops` (`adam_kernel_step`), under the
+            same conditions. Otherwise Keras' own update.
         muon_variable_paths: paths of the variables (2-D, or 3-D attention kernels)
             that take Muon's step instead of Adam's; their Adam velocity stays unused.
         muon_momentum: Muon's momentum coefficient.
@@ -88,7 +131,7 @@ class FusedAdamWMuon(keras.optimizers.AdamW):
     >>> variable = keras.Variable([1.0, -2.0])
     >>> optimizer = FusedAdamWMuon(learning_rate=0.1, weight_decay=0.0, global_clipnorm=1.0)
     >>> optimizer.apply([keras.ops.convert_to_tensor([3.0, 4.0])], [variable])
-    >>> [round(float(x), 3) for x in variable.numpy()]
+    >>> [round(float(x), 3) for x in keras.ops.convert_to_numpy(variable)]
     [0.9, -2.1]
     """
 
@@ -114,24 +157,45 @@ class FusedAdamWMuon(keras.optimizers.AdamW):
                              f"{sorted(unknown)}.")
 
     def update_step(self, gradient, variable, learning_rate):
-        # Keras' unfused path: the clip and the decay have already been applied.
+        # Keras' unfused path and the kernel's arithmetic off TensorFlow: the clip and
+        # the decay have already been applied.
         index = self._get_variable_index(variable)
-        if index not in self._muon_indices:
+        if index in self._muon_indices:
+            momentum = self._momentums[index]
+            new_momentum, update = muon_update(ops.cast(gradient, variable.dtype), momentum.value,
+                                               self.muon_momentum)
+            self.assign(momentum, new_momentum)
+            self.assign_sub(variable, ops.cast(learning_rate, variable.dtype) * update)
+            return
+        if not self._uses_kernel_arithmetic():
             return super().update_step(gradient, variable, learning_rate)
-        momentum = self._momentums[index]
-        new_momentum, update = muon_update(tf.cast(gradient, variable.dtype), momentum.value,
-                                           self.muon_momentum)
+        dtype = variable.dtype
+        momentum, velocity = self._momentums[index], self._velocities[index]
+        value, new_momentum, new_velocity = adam_kernel_step(
+            variable.value, momentum.value, velocity.value, ops.cast(gradient, dtype),
+            learning_rate=ops.cast(learning_rate, dtype), beta_1=self.beta_1, beta_2=self.beta_2,
+            epsilon=self.epsilon, local_step=ops.cast(self.iterations + 1, dtype))
         self.assign(momentum, new_momentum)
-        self.assign_sub(variable, tf.cast(learning_rate, variable.dtype) * update)
+        self.assign(velocity, new_velocity)
+        self.assign(variable, value)
 
     def learning_rate_multiplier(self, variable):
         """Factor on `variable`'s Adam step (not on its weight decay); 1.0 here."""
         return 1.0
 
+    def _fused_settings(self):
+        return self.fused and not self.amsgrad and not self.clipnorm and not self.clipvalue
+
     def _uses_fused_update(self):
-        return (self.fused and keras.backend.backend() == "tensorflow" and not self.amsgrad
-                and not self.clipnorm and not self.clipvalue
-                and not isinstance(tf.distribute.get_strategy(), tf.distribute.TPUStrategy))
+        if not self._fused_settings() or keras.config.backend() != "tensorflow":
+            return False
+        import tensorflow as tf
+
+        return not isinstance(tf.distribute.get_strategy(), tf.distribute.TPUStrategy)
+
+    def _uses_kernel_arithmetic(self):
+        # Off TensorFlow the fused setting takes the kernel's arithmetic in keras.ops.
+        return self._fused_settings() and keras.config.backend() != "tensorflow"
 
     # Keras calls _clip_gradients, then _apply_weight_decay, then _backend_update_step
     # (also on the update step of gradient accumulation); apply_adamw_in_place does all three.
@@ -143,11 +207,22 @@ class FusedAdamWMuon(keras.optimizers.AdamW):
     def _apply_weight_decay(self, variables):
         if self._uses_fused_update():
             return
-        super()._apply_weight_decay(variables)
+        if not self._uses_kernel_arithmetic():
+            return super()._apply_weight_decay(variables)
+        if not self.weight_decay:
+            return
+        for variable in variables:
+            if self._use_weight_decay(variable):
+                dtype = variable.dtype
+                rate = ops.cast(self.learning_rate, dtype) * ops.cast(self.weight_decay, dtype)
+                # The fused path's form: `w * (1 - lr * wd)`.
+                self.assign(variable, variable.value * (1.0 - rate))
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
         if not self._uses_fused_update():
             return super()._backend_update_step(grads, trainable_variables, learning_rate)
+        import tensorflow as tf
+
         variables = [v.value if isinstance(v, keras.Variable) else v for v in trainable_variables]
         # Dense before the all-reduce: replicas' IndexedSlices can differ in length.
         grads_and_vars = self._all_reduce_sum_gradients(
@@ -163,6 +238,8 @@ class FusedAdamWMuon(keras.optimizers.AdamW):
             list(grads_and_vars), learning_rate, scale)
 
     def _distributed_fused_update(self, distribution, grads_and_vars, learning_rate, scale):
+        import tensorflow as tf
+
         previous = []
         for gradient, variable in grads_and_vars:
             # One variable after another: otherwise the executor may scale every gradient
@@ -174,6 +251,8 @@ class FusedAdamWMuon(keras.optimizers.AdamW):
             previous = [u for u in tf.nest.flatten(updates) if u is not None]
 
     def _fused_update_step(self, variable, gradient, learning_rate, scale):
+        import tensorflow as tf
+
         index = self._get_variable_index(variable)
         dtype = variable.dtype
         learning_rate = tf.cast(learning_rate, dtype)
@@ -191,6 +270,8 @@ class FusedAdamWMuon(keras.optimizers.AdamW):
             gradient_scale=None if scale is None else tf.cast(scale, dtype))
 
     def _fused_muon_step(self, index, variable, gradient, learning_rate, decay, scale):
+        import tensorflow as tf
+
         dtype = variable.dtype
         gradient = tf.cast(gradient, dtype)
         if scale is not None:

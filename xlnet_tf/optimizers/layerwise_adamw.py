@@ -23,9 +23,15 @@ class LayerwiseAdamW(FusedAdamWMuon):
         **kwargs: `FusedAdamWMuon` arguments (the update is fused unless `fused=False`).
 
     Example:
-    >>> model = XLNetClassifier.from_preset("xlnet_base_cased", num_classes=2)
-    >>> multipliers = layer_decay_multipliers(model.backbone, 0.75)
+    >>> from xlnet_tf import XLNetBackbone, XLNetConfig
+    >>> from xlnet_tf.optimizers import LayerwiseAdamW
+    >>> from xlnet_tf.optimizers.layerwise_adamw import layer_decay_multipliers
+    >>> backbone = XLNetBackbone(XLNetConfig(vocabulary_size=32, num_layers=2, num_heads=2,
+    ...                                      head_dim=4, hidden_dim=8, intermediate_dim=16))
+    >>> multipliers = layer_decay_multipliers(backbone, 0.75)  # the last block at 1.0
     >>> optimizer = LayerwiseAdamW(learning_rate_multipliers=multipliers, learning_rate=3e-5)
+    >>> [optimizer.learning_rate_multiplier(block.trainable_variables[0]) for block in backbone.blocks]
+    [0.75, 1.0]
     """
 
     def __init__(self, learning_rate_multipliers=(), multipliers_by_path=None, **kwargs):

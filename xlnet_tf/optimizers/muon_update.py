@@ -9,12 +9,14 @@ which gives it about the root-mean-square size of an AdamW step, so AdamW's lear
 rate and weight decay carry over (Liu et al.'s rule).
 
 XLNet's attention kernels are `[hidden, heads, head_dim]`; they are orthogonalised as the
-`[hidden, heads * head_dim]` matrix they multiply by.
+`[hidden, heads * head_dim]` matrix they multiply by. Written in `keras.ops`: the same
+numbers on TensorFlow, JAX and PyTorch.
 """
 
 import math
 
-import tensorflow as tf
+import keras
+from keras import ops
 
 # The quintic iteration's coefficients (Jordan et al.): the steepest slope at 0 whose
 # iterates keep every singular value in about [0.7, 1.2] after 5 steps.
@@ -28,7 +30,7 @@ def orthogonalize(matrix, steps=NEWTON_SCHULZ_STEPS):
     """About `U @ V^T` of `matrix = U S V^T`: every singular value pushed towards 1.
 
     Args:
-        matrix: a float 2-D tensor `[rows, columns]`.
+        matrix: a float 2-D tensor `[rows, columns]` (any backend's tensor, or NumPy).
         steps: Newton-Schulz iterations.
 
     Returns:
@@ -36,20 +38,31 @@ def orthogonalize(matrix, steps=NEWTON_SCHULZ_STEPS):
 
     Example:
     >>> import numpy as np
-    >>> matrix = tf.constant(np.random.default_rng(0).standard_normal((6, 3)), tf.float32)
-    >>> values = np.linalg.svd(orthogonalize(matrix).numpy(), compute_uv=False)
+    >>> matrix = np.random.default_rng(0).standard_normal((6, 3)).astype("float32")
+    >>> values = np.linalg.svd(keras.ops.convert_to_numpy(orthogonalize(matrix)), compute_uv=False)
     >>> bool(((values > 0.6) & (values < 1.3)).all())
     True
     """
     a, b, c = NEWTON_SCHULZ_COEFFICIENTS
+    matrix = ops.convert_to_tensor(matrix)
     tall = matrix.shape[0] > matrix.shape[1]
-    x = tf.transpose(matrix) if tall else matrix  # [short, long]: the Gram matrix is the small one
+    x = ops.transpose(matrix) if tall else matrix  # [short, long]: the Gram matrix is the small one
     # The Frobenius norm bounds the spectral one: every singular value starts in [0, 1].
-    x = x / (tf.norm(x) + 1e-7)
+    x = x / (ops.sqrt(ops.sum(ops.square(x))) + 1e-7)
     for _ in range(steps):
-        gram = tf.matmul(x, x, transpose_b=True)  # [short, short]
-        x = a * x + tf.matmul(b * gram + c * tf.matmul(gram, gram), x)
-    return tf.transpose(x) if tall else x
+        gram = _gram(x)  # [short, short]
+        x = a * x + ops.matmul(b * gram + c * ops.matmul(gram, gram), x)
+    return ops.transpose(x) if tall else x
+
+
+def _gram(x):
+    """`x @ x^T`."""
+    if keras.config.backend() == "tensorflow":
+        import tensorflow as tf
+
+        # The transposed-operand kernel: TensorFlow's numbers stay those it has always given.
+        return tf.matmul(x, x, transpose_b=True)
+    return ops.matmul(x, ops.transpose(x))
 
 
 def muon_update(gradient, momentum, momentum_decay):
@@ -69,16 +82,16 @@ def muon_update(gradient, momentum, momentum_decay):
         moves by `-learning_rate * update`.
 
     Example:
-    >>> gradient = tf.constant([[3.0, 0.0], [0.0, 0.5]])
-    >>> _, update = muon_update(gradient, tf.zeros_like(gradient), 0.95)
+    >>> gradient = keras.ops.convert_to_tensor([[3.0, 0.0], [0.0, 0.5]])
+    >>> _, update = muon_update(gradient, keras.ops.zeros_like(gradient), 0.95)
     >>> # Directions 6x apart in the gradient move alike (RMS-matched: 0.2 * sqrt(2) each).
-    >>> [round(float(x), 1) for x in tf.linalg.diag_part(update) / 0.2 / 2 ** 0.5]
+    >>> [round(float(x), 1) for x in keras.ops.diagonal(update) / 0.2 / 2 ** 0.5]
     [0.7, 1.0]
     """
     new_momentum = momentum_decay * momentum + gradient
     direction = gradient + momentum_decay * new_momentum
-    shape = gradient.shape
+    shape = tuple(gradient.shape)
     rows, columns = shape[0], math.prod(shape[1:])
-    matrix = tf.reshape(direction, [rows, columns])  # [rows, columns]
+    matrix = ops.reshape(direction, (rows, columns))  # [rows, columns]
     update = orthogonalize(matrix) * (MATCHED_RMS * math.sqrt(max(rows, columns)))
-    return new_momentum, tf.reshape(update, shape)  # the gradient's rank again
+    return new_momentum, ops.reshape(update, shape)  # the gradient's rank again

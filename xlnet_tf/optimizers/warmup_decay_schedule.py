@@ -22,6 +22,7 @@ class WarmupDecaySchedule(keras.optimizers.schedules.LearningRateSchedule):
         accumulation_steps: micro-batches per optimizer update.
 
     Example:
+    >>> from xlnet_tf.optimizers import WarmupDecaySchedule
     >>> schedule = WarmupDecaySchedule(1e-3, warmup_steps=10, decay_steps=110)
     >>> round(float(schedule(5)), 7), round(float(schedule(60)), 7)  # half way up, half way down
     (0.0005, 0.0005)
@@ -41,8 +42,9 @@ class WarmupDecaySchedule(keras.optimizers.schedules.LearningRateSchedule):
         self.power, self.accumulation_steps = float(power), int(accumulation_steps)
 
     def __call__(self, step):
-        step = ops.cast(ops.floor_divide(ops.cast(step, "int64"), self.accumulation_steps),
-                        "float32")
+        # JAX has int64 only under `jax_enable_x64` (it would warn and truncate); int32 counts 2**31 updates.
+        integer = "int32" if keras.config.backend() == "jax" else "int64"
+        step = ops.cast(ops.floor_divide(ops.cast(step, integer), self.accumulation_steps), "float32")
         peak = self.peak_learning_rate
         warmup = ops.cast(max(self.warmup_steps, 1), "float32")
         warm = peak * step / warmup

@@ -1,6 +1,6 @@
 """`same_batch_size`, `same_row_lengths`: inputs packed together, checked to pair up row by row."""
 
-import tensorflow as tf
+from xlnet_tf.tensorflow_required import tensorflow as tf
 
 
 def _rows(value):
@@ -47,6 +47,8 @@ def same_batch_size(owner, inputs):
         ValueError: the sizes are known and differ.
 
     Example:
+    >>> import tensorflow as tf
+    >>> from xlnet_tf.preprocessing.batch_size_check import same_batch_size
     >>> same_batch_size("demo", {"text_a": tf.constant(["a", "b"]), "text_b": tf.constant(["c"])})
     Traceback (most recent call last):
     ...
@@ -82,6 +84,8 @@ def same_row_lengths(owner, inputs):
         ValueError: the lengths are known and differ (the message names the first such row).
 
     Example:
+    >>> import tensorflow as tf
+    >>> from xlnet_tf.preprocessing.batch_size_check import same_row_lengths
     >>> same_row_lengths("demo", {"words": tf.ragged.constant([["a", "b"], ["c"]]),
     ...                           "labels": tf.ragged.constant([[0], [1, 2]])})
     Traceback (most recent call last):

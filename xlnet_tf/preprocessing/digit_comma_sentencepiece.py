@@ -32,6 +32,8 @@ class DigitCommaSentencepiece(tf.Module):
         name: module name.
 
     Example:
+    >>> import tensorflow as tf
+    >>> from xlnet_tf.preprocessing.digit_comma_sentencepiece import DigitCommaSentencepiece
     >>> sp = DigitCommaSentencepiece(open("spiece.model", "rb").read())
     >>> sp.tokenize(tf.constant(["in 1990, the"]))   # [B, (P)] ids, `▁1990` and `,` apart
     """
@@ -95,6 +97,8 @@ class SurvivingSentencepieceModel(tf.saved_model.experimental.TrackableResource)
         model: serialized SentencePiece model (`bytes` or a scalar `tf.string`).
 
     Example:
+    >>> import keras
+    >>> from xlnet_tf.preprocessing.digit_comma_sentencepiece import SurvivingSentencepieceModel
     >>> model = SurvivingSentencepieceModel(open("spiece.model", "rb").read())
     >>> keras.utils.set_random_seed(0)
     >>> gen_sentencepiece_tokenizer.sentencepiece_tokenize_op(model.resource_handle, ...)  # still there

@@ -37,6 +37,7 @@ class DigitCommaSplit:
         processor: a `sentencepiece.SentencePieceProcessor` (the vocabulary).
 
     Example:
+    >>> from xlnet_tf.preprocessing.digit_comma_split import DigitCommaSplit
     >>> split = DigitCommaSplit.from_proto(open("spiece.model", "rb").read())
     >>> split.split_ids(processor.encode("in 1990, the"))   # `▁1990,` -> `▁1990`, `,`
     """
@@ -111,6 +112,7 @@ class DigitCommaSplit:
             `(ids [N'], row_lengths [S])`: the split ids (same dtype) and the new lengths.
 
         Example:
+        >>> import numpy as np
         >>> split.split_flat(np.array([37, 5, 9]), np.array([2, 1]))  # doctest: +SKIP
         (array([12, 4, 5, 9]), array([3, 1]))          # id 37 (`▁1990,`) -> 12, 4
         """

@@ -4,7 +4,7 @@ import functools
 
 import keras
 import numpy as np
-import tensorflow as tf
+from xlnet_tf.tensorflow_required import tensorflow as tf
 
 
 def preprocessing_function(call):
@@ -25,6 +25,9 @@ def preprocessing_function(call):
         The wrapped method.
 
     Example:
+    >>> import keras_hub
+    >>> import tensorflow as tf
+    >>> from xlnet_tf.preprocessing.preprocessing_function import preprocessing_function
     >>> class Upper(keras_hub.models.Preprocessor):
     ...     @preprocessing_function
     ...     def call(self, x, y=None, sample_weight=None):

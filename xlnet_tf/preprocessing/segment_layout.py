@@ -13,6 +13,7 @@ tokens) exceeds `S * L` (or, for `keep_second`, when the second segment went
 over `second_max_length`).
 
 Example:
+>>> from xlnet_tf.preprocessing.segment_layout import to_segments, truncated_rows
 >>> import tensorflow as tf
 >>> from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 >>> pieces = tf.ragged.constant([[10, 11, 12, 13, 14]])
@@ -23,7 +24,7 @@ Example:
 [False]
 """
 
-import tensorflow as tf
+from xlnet_tf.tensorflow_required import tensorflow as tf
 
 
 def packed_length(sequence_length, max_segments=1):

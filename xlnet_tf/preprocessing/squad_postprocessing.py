@@ -30,7 +30,7 @@ def squad_best_answer(context, window_features, window_outputs, max_answer_lengt
     whitespace dropped (SentencePiece's `▁` pieces cover the preceding space).
 
     Args:
-        context: the passage, `str` (the one given to `XLNetSquadPreprocessor`).
+        context (str): the passage, `str` (the one given to `XLNetSquadPreprocessor`).
         window_features: dict of numpy arrays from `XLNetSquadPreprocessor` for this
             example: `piece_start_bytes`, `piece_end_bytes`, `token_is_max_context`, each `[W, L]`.
         window_outputs: dict of numpy arrays, the `XLNetSpanLabeler` inference outputs
@@ -38,7 +38,7 @@ def squad_best_answer(context, window_features, window_outputs, max_answer_lengt
             `[W, K1]`, `end_top_log_probs` `[W, K1, K2]` (or flattened `[W, K1*K2]`),
             `end_top_index` (same shape), `cls_logits` `[W]`.
         max_answer_length: longest answer in pieces (original: 64).
-        null_score_threshold: None (SQuAD 1.1: always answer) or a float: answer ""
+        null_score_threshold (float | None): None (SQuAD 1.1: always answer) or a float: answer ""
             when `null_score > null_score_threshold` (SQuAD 2.0).
 
     Returns:
@@ -110,7 +110,7 @@ def squad_predictions(contexts, features, outputs, max_answer_length=64, null_sc
             `example_id` (any hashable dtype) and the keys `squad_best_answer` reads.
         outputs: dict of numpy arrays of the span labeler over the same `N` windows.
         max_answer_length: as in `squad_best_answer`.
-        null_score_threshold: as in `squad_best_answer`.
+        null_score_threshold (float | None): as in `squad_best_answer`.
 
     Returns:
         dict `example_id -> SquadAnswer` (examples with no window are absent).

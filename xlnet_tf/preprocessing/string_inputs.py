@@ -20,6 +20,8 @@ def contains_string_data(inputs):
         True when some leaf is text.
 
     Example:
+    >>> import numpy as np
+    >>> from xlnet_tf.preprocessing.string_inputs import contains_string_data
     >>> contains_string_data({"text": ["a quiet river"]})
     True
     >>> contains_string_data({"token_ids": np.zeros((1, 4), "int32")})
@@ -53,6 +55,8 @@ def describe_input(value):
         A string such as `"a list of 2 str"` or `"an int64 array of shape (2, 6)"`.
 
     Example:
+    >>> import numpy as np
+    >>> from xlnet_tf.preprocessing.string_inputs import describe_input
     >>> describe_input(["New York", "Paris"])
     'a list of 2 str'
     >>> describe_input({"token_ids": np.zeros((2, 6), "int64")})
@@ -88,6 +92,8 @@ def dtype_name(dtype):
     """The name of a numpy, TensorFlow or Keras dtype: `"int32"`, `"string"` (numpy's text kinds too), `"object"`.
 
     Example:
+    >>> import numpy as np
+    >>> from xlnet_tf.preprocessing.string_inputs import dtype_name
     >>> dtype_name(np.array(["a"]).dtype), dtype_name(np.dtype("int64"))
     ('string', 'int64')
     """

@@ -12,13 +12,16 @@ All functions are TensorFlow ops only (tf.data-mappable, traceable into a SavedM
 or a `TextPreprocessor.tokenize`) and an `XLNetPacker`.
 
 Example:
+>>> import tensorflow as tf
+>>> from xlnet_tf import XLNetPacker
+>>> from xlnet_tf.preprocessing.task_encoding import encode_text
 >>> packer = XLNetPacker(16)  # doctest: +SKIP
 >>> features, pieces = encode_text(tokenizer, packer, [tf.constant(["A quiet river."])])  # doctest: +SKIP
 >>> features["token_ids"].shape  # doctest: +SKIP
 TensorShape([1, 16])
 """
 
-import tensorflow as tf
+from xlnet_tf.tensorflow_required import tensorflow as tf
 
 from xlnet_tf.formats.finetuning_records import IGNORE_LABEL
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
@@ -91,6 +94,8 @@ def question_with_option(question, option):
         String tensor `[N]`.
 
     Example:
+    >>> import tensorflow as tf
+    >>> from xlnet_tf.preprocessing.task_encoding import question_with_option
     >>> question_with_option(tf.constant(["The sky is _ today."]), tf.constant(["blue"]))  # doctest: +SKIP
     <tf.Tensor: shape=(1,), dtype=string, numpy=array([b'The sky is blue today.'], dtype=object)>
     """

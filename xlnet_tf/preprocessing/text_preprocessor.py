@@ -29,6 +29,9 @@ class TextPreprocessor(tf.Module):
     Example:
 
     ```python
+    import tensorflow as tf
+    from xlnet_tf.serving import TextPreprocessor
+    from xlnet_tf import XLNetPacker, XLNetTokenizer
     pre = TextPreprocessor(XLNetTokenizer("spiece.model"), XLNetPacker(128))
     pre(tf.constant(["a fine film"]))["token_ids"].shape  # [1, 128]
     ```

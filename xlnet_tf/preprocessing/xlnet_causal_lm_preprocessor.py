@@ -29,6 +29,7 @@ class XLNetCausalLMPreprocessor(CausalLMPreprocessor):
         `generate_postprocess`: strings.
 
     Example:
+    >>> from xlnet_tf import XLNetCausalLMPreprocessor, XLNetTokenizer
     >>> tokenizer = XLNetTokenizer("spiece.model")
     >>> preprocessor = XLNetCausalLMPreprocessor(tokenizer, sequence_length=8)
     >>> features = preprocessor.generate_preprocess(["the river"])
@@ -57,6 +58,7 @@ class XLNetCausalLMPreprocessor(CausalLMPreprocessor):
         """The preprocessor of a preset's vocabulary (`XLNetTokenizer.from_preset`).
 
         Example:
+        >>> from xlnet_tf import XLNetCausalLMPreprocessor
         >>> preprocessor = XLNetCausalLMPreprocessor.from_preset("xlnet_base_cased")
         """
         return cls(XLNetTokenizer.from_preset(preset), sequence_length=sequence_length, **kwargs)

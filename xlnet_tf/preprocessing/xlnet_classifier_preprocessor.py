@@ -31,7 +31,7 @@ class XLNetClassifierPreprocessor(XLNetPreprocessor):
         tokenizer: an `xlnet_tf.XLNetTokenizer`.
         sequence_length: packed length of one segment.
         truncate: `"longest_first"` (default) or `"keep_second"`.
-        second_max_length: `XLNetPacker.second_max_length` (for `"keep_second"`).
+        second_max_length (int | None): `XLNetPacker.second_max_length` (for `"keep_second"`).
         max_segments: segments per example (1: the single-window layout).
         **kwargs: `keras.layers.Layer` arguments.
 
@@ -46,6 +46,8 @@ class XLNetClassifierPreprocessor(XLNetPreprocessor):
         (`keras.utils.pack_x_y_sample_weight`).
 
     Example:
+    >>> import tensorflow as tf
+    >>> from xlnet_tf import XLNetClassifierPreprocessor, XLNetTokenizer
     >>> tokenizer = XLNetTokenizer("spiece.model")
     >>> preprocessor = XLNetClassifierPreprocessor(tokenizer, sequence_length=16)
     >>> preprocessor(["A quiet river."])["token_ids"].shape

@@ -1,7 +1,7 @@
 """`XLNetMultipleChoicePreprocessor`: context, question and choices -> `[B, C, L]` (`[B, C, S, L]`) packed ids."""
 
 import keras
-import tensorflow as tf
+from xlnet_tf.tensorflow_required import tensorflow as tf
 from xlnet_tf.preprocessing.preprocessing_function import preprocessing_function
 
 from xlnet_tf.preprocessing.batch_size_check import same_batch_size
@@ -43,6 +43,7 @@ class XLNetMultipleChoicePreprocessor(XLNetPreprocessor):
         `max_segments` > 1); `y`, `sample_weight` unchanged.
 
     Example:
+    >>> from xlnet_tf import XLNetMultipleChoicePreprocessor, XLNetTokenizer
     >>> tokenizer = XLNetTokenizer("spiece.model")
     >>> preprocessor = XLNetMultipleChoicePreprocessor(tokenizer, sequence_length=32)
     >>> preprocessor({"context": ["The sky is blue."], "question": ["Its colour?"],

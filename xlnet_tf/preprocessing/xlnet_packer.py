@@ -2,20 +2,14 @@
 
 import keras
 import numpy as np
-import tensorflow as tf
+from xlnet_tf.tensorflow_required import tensorflow as tf
 
+from xlnet_tf.formats.finetuning_records import SEGMENT_A, SEGMENT_B, SEGMENT_CLS, SEGMENT_PAD
 from xlnet_tf.formats.special_tokens import CLS_TOKEN_ID
 from xlnet_tf.formats.special_tokens import PAD_TOKEN_ID
 from xlnet_tf.formats.special_tokens import SEP_TOKEN_ID
 from xlnet_tf.preprocessing.batch_size_check import same_batch_size
 
-# Segment ids of the original fine-tuning code (classifier_utils.py); the
-# model only compares segment ids for equality, so the values matter only for
-# consistency with checkpoints' fine-tuning recipes.
-SEGMENT_A = 0
-SEGMENT_B = 1
-SEGMENT_CLS = 2
-SEGMENT_PAD = 4
 TRUNCATION_STRATEGIES = ("longest_first", "keep_second")
 
 
@@ -49,7 +43,7 @@ class XLNetPacker(keras.layers.Layer):
         cls_token_id: id of `<cls>` (3).
         pad_token_id: id of `<pad>` (5).
         truncate: `"longest_first"` or `"keep_second"`.
-        second_max_length: cap on B's length for `"keep_second"` (original RACE: 128).
+        second_max_length (int | None): cap on B's length for `"keep_second"` (original RACE: 128).
         **kwargs: `name`, ...
 
     Call arguments:
@@ -62,6 +56,7 @@ class XLNetPacker(keras.layers.Layer):
         (or `[L]` for unbatched input).
 
     Example:
+    >>> from xlnet_tf import XLNetPacker
     >>> packer = XLNetPacker(sequence_length=8)
     >>> out = packer(([[10, 11, 12]], [[20]]))
     >>> out["token_ids"].numpy().tolist()

@@ -38,7 +38,7 @@ class XLNetPreprocessor(Preprocessor):
         tokenizer: an `xlnet_tf.XLNetTokenizer`.
         sequence_length: packed length L.
         truncate: `XLNetPacker` truncation (`"longest_first"` or `"keep_second"`).
-        second_max_length: `XLNetPacker.second_max_length` (for `"keep_second"`).
+        second_max_length (int | None): `XLNetPacker.second_max_length` (for `"keep_second"`).
         **kwargs: `keras.layers.Layer` arguments.
     """
 
@@ -134,6 +134,7 @@ class XLNetPreprocessor(Preprocessor):
         preset records.
 
         Example:
+        >>> from xlnet_tf import XLNetClassifierPreprocessor
         >>> preprocessor = XLNetClassifierPreprocessor.from_preset(
         ...     "xlnet_base_cased", sequence_length=128)
         """

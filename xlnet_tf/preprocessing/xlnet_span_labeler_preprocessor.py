@@ -1,7 +1,7 @@
 """`XLNetSpanLabelerPreprocessor`: SQuAD questions and contexts -> one packed window per example."""
 
 import keras
-import tensorflow as tf
+from xlnet_tf.tensorflow_required import tensorflow as tf
 from xlnet_tf.preprocessing.preprocessing_function import preprocessing_function
 
 from xlnet_tf.preprocessing.batch_size_check import same_batch_size
@@ -44,6 +44,7 @@ class XLNetSpanLabelerPreprocessor(XLNetPreprocessor):
         "cls_logits": [B] float (1 = no answer)}`.
 
     Example:
+    >>> from xlnet_tf import XLNetSpanLabelerPreprocessor, XLNetTokenizer
     >>> tokenizer = XLNetTokenizer("spiece.model")
     >>> preprocessor = XLNetSpanLabelerPreprocessor(tokenizer, sequence_length=64)
     >>> x, y = preprocessor({"context": ["The fox jumps."], "question": ["Who jumps?"]},

@@ -1,13 +1,12 @@
 """`XLNetSquadPreprocessor`: SQuAD passages and questions -> XLNet windows, inside the graph."""
 
-import tensorflow as tf
+from xlnet_tf.tensorflow_required import tensorflow as tf
 
 from xlnet_tf.formats.special_tokens import CLS_TOKEN_ID
 from xlnet_tf.formats.special_tokens import PAD_TOKEN_ID
 from xlnet_tf.formats.special_tokens import SEP_TOKEN_ID
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
 from xlnet_tf.text_normalization import replace_undecodable_tf
-from xlnet_tf.preprocessing.digit_comma_sentencepiece import DigitCommaSentencepiece
 
 
 class XLNetSquadPreprocessor:
@@ -49,6 +48,8 @@ class XLNetSquadPreprocessor:
         doc_stride: window step in passage pieces (original: 128).
 
     Example:
+    >>> import tensorflow as tf
+    >>> from xlnet_tf import XLNetSquadPreprocessor, XLNetTokenizer
     >>> tokenizer = XLNetTokenizer("spiece.model")
     >>> pre = XLNetSquadPreprocessor(tokenizer, sequence_length=64, max_query_length=16, doc_stride=16)
     >>> windows = pre(tf.constant("The fox jumps."), tf.constant("Who jumps?"))
@@ -75,6 +76,9 @@ class XLNetSquadPreprocessor:
                 proto = f.read()
         # The tokenizer's digit-comma splitting applies to the passage too (with offsets).
         split = tokenizer.digit_comma_split() if hasattr(tokenizer, "digit_comma_split") else None
+        # optional dependency: the offsets tokenizer is a tf.Module, so the class imports without TensorFlow
+        from xlnet_tf.preprocessing.digit_comma_sentencepiece import DigitCommaSentencepiece
+
         self._offset_tokenizer = DigitCommaSentencepiece(
             proto, out_type=tf.int32, split=split if split is not None and split.fires else False)
         self._packer = XLNetPacker(self.sequence_length, sep_token_id=SEP_TOKEN_ID,

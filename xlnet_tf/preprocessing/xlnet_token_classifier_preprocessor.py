@@ -7,7 +7,7 @@ set, the preprocessor on the tensors it is given.
 
 import keras
 import numpy as np
-import tensorflow as tf
+from xlnet_tf.tensorflow_required import tensorflow as tf
 
 from xlnet_tf.preprocessing.batch_size_check import same_row_lengths
 from xlnet_tf.preprocessing.preprocessing_function import preprocessing_function
@@ -40,6 +40,7 @@ def word_lists(words, owner):
         ValueError: `words` is not a batch of word lists.
 
     Example:
+    >>> from xlnet_tf.preprocessing.xlnet_token_classifier_preprocessor import word_lists
     >>> word_lists([["New", "York"], ["Paris"]], "demo").to_list()
     [[b'New', b'York'], [b'Paris']]
     """
@@ -162,6 +163,8 @@ class XLNetTokenClassifierPreprocessor(XLNetPreprocessor):
         piece labels (-100 where ignored).
 
     Example:
+    >>> import tensorflow as tf
+    >>> from xlnet_tf import XLNetTokenClassifierPreprocessor, XLNetTokenizer
     >>> tokenizer = XLNetTokenizer("spiece.model")
     >>> preprocessor = XLNetTokenClassifierPreprocessor(tokenizer, sequence_length=16)
     >>> x, y = preprocessor(tf.ragged.constant([["John", "lives", "here"]]),

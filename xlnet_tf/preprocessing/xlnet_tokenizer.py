@@ -7,7 +7,7 @@ import warnings
 
 import keras
 import numpy as np
-import tensorflow as tf
+from xlnet_tf.tensorflow_required import tensorflow as tf
 from keras_hub.tokenizers import SentencePieceTokenizer
 
 from xlnet_tf.preprocessing.digit_comma_split import DigitCommaSplit
@@ -18,8 +18,8 @@ from xlnet_tf.formats.special_tokens import SPECIAL_PIECES
 from xlnet_tf.text_normalization import normalize_text
 from xlnet_tf.text_normalization import normalize_text_tf
 from xlnet_tf.text_normalization import replace_undecodable
-from xlnet_tf.preprocessing.digit_comma_sentencepiece import DigitCommaSentencepiece
 from xlnet_tf.storage import atomic_files
+from xlnet_tf.storage import file_system
 from xlnet_tf.storage import preset_io
 
 # `SPECIAL_PIECES` (re-exported from `xlnet_tf.formats.special_tokens`) are the released
@@ -54,7 +54,7 @@ class XLNetTokenizer(SentencePieceTokenizer):
     were trained on.
 
     Args:
-        proto: the SentencePiece model: a path to `spiece.model`, its `bytes`,
+        proto (str | bytes): the SentencePiece model: a path to `spiece.model`, its `bytes`,
             or the base64 `str` that `get_config` stores.
         lowercase: lowercase before tokenizing (uncased vocabularies).
         keep_accents: when False, strip accents (NFKD, drop combining marks),
@@ -63,7 +63,7 @@ class XLNetTokenizer(SentencePieceTokenizer):
         split_digit_comma: split pieces ending in "digit," into the number and
             the comma, as the original tokenizer (default; the released models
             need it). False keeps SentencePiece's segmentation.
-        sequence_length: when set, outputs are dense, truncated or right-padded
+        sequence_length (int | None): when set, outputs are dense, truncated or right-padded
             with `<pad>` (id 5) to this length.
         dtype: output dtype, an integer type or "string" (pieces).
         **kwargs: `keras.layers.Layer` arguments (`name`, ...).
@@ -76,6 +76,8 @@ class XLNetTokenizer(SentencePieceTokenizer):
         `[B, sequence_length]` dense when `sequence_length` is set).
 
     Example:
+    >>> import tensorflow as tf
+    >>> from xlnet_tf import XLNetTokenizer
     >>> tokenizer = XLNetTokenizer("spiece.model")
     >>> ids = tokenizer("A quiet river.")
     >>> tokenizer.detokenize(ids)
@@ -134,6 +136,9 @@ class XLNetTokenizer(SentencePieceTokenizer):
         return self._digit_comma[1]
 
     def _set_proto_tf(self, proto):
+        # optional dependency: the in-graph tokenizer is a tf.Module; keras-hub takes this path only with TensorFlow
+        from xlnet_tf.preprocessing.digit_comma_sentencepiece import DigitCommaSentencepiece
+
         split = self._split_for(proto)
         self._sentence_piece = DigitCommaSentencepiece(proto, out_type=self.compute_dtype,
                                                        split=split if split is not None and split.fires else False)
@@ -252,6 +257,7 @@ class XLNetTokenizer(SentencePieceTokenizer):
         settings. `kwargs` override the saved constructor arguments.
 
         Example:
+        >>> from xlnet_tf import XLNetTokenizer
         >>> tokenizer = XLNetTokenizer.from_preset("xlnet_base_cased")
         """
         preset = preset_io.resolve(preset)
@@ -310,9 +316,10 @@ def _decode_proto(proto):
     if not isinstance(proto, str) or os.path.exists(proto):
         return proto
     if "://" in proto:
-        if not tf.io.gfile.exists(proto):
+        files = file_system.gfile(proto)
+        if not files.exists(proto):
             raise ValueError(f"XLNetTokenizer: SentencePiece model file {proto!r} does not exist.")
-        with tf.io.gfile.GFile(proto, "rb") as f:
+        with files.GFile(proto, "rb") as f:
             return f.read()
     # Any real model is kilobytes; a short string is a mistyped path, not base64.
     if len(proto) >= 64:

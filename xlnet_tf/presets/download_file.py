@@ -187,6 +187,7 @@ def download_file(url, target, *, expected_size=None, expected_sha256=None, hugg
             timeout or the deadline, the limit and how to raise it).
 
     Example:
+    >>> from xlnet_tf.presets.download_file import download_file
     >>> record = download_file("https://huggingface.co/xlnet/xlnet-base-cased/resolve/main/config.json",
     ...                        "/tmp/config.json", hugging_face=True)  # doctest: +SKIP
     """

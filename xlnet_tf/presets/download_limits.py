@@ -21,14 +21,15 @@ class DownloadLimits:
     Each read waits at most for what is left of the deadline.
 
     Args:
-        timeout: seconds; None reads `$XLNET_TF_DOWNLOAD_TIMEOUT`, else 60.
-        deadline: seconds; None reads `$XLNET_TF_DOWNLOAD_DEADLINE`, else no deadline.
+        timeout (float | None): seconds; None reads `$XLNET_TF_DOWNLOAD_TIMEOUT`, else 60.
+        deadline (float | None): seconds; None reads `$XLNET_TF_DOWNLOAD_DEADLINE`, else no deadline.
 
     Raises:
         PresetError: a value (or the variable it came from) that is not a number of
             seconds > 0, naming it.
 
     Example:
+    >>> from xlnet_tf.presets import DownloadLimits
     >>> limits = DownloadLimits(timeout=10, deadline=3600)
     >>> limits.timeout, limits.deadline
     (10.0, 3600.0)

@@ -38,12 +38,12 @@ def download_preset(name, force=False, progress=None, timeout=None, deadline=Non
     refused, never deleted.
 
     Args:
-        name: a registered preset name (`xlnet-tf presets`).
+        name (str): a registered preset name (`xlnet-tf presets`).
         force: download and convert again even when cached (the entry is replaced atomically); the
             fix for a damaged entry.
         progress: optional callable `(file_name, received_bytes, total_bytes_or_None)`.
-        timeout: seconds a read may wait for data (None: `$XLNET_TF_DOWNLOAD_TIMEOUT`, else 60).
-        deadline: seconds the download of all the preset's files may take (None:
+        timeout (float | None): seconds a read may wait for data (None: `$XLNET_TF_DOWNLOAD_TIMEOUT`, else 60).
+        deadline (float | None): seconds the download of all the preset's files may take (None:
             `$XLNET_TF_DOWNLOAD_DEADLINE`, else none); see `DownloadLimits`.
 
     Returns:
@@ -56,6 +56,8 @@ def download_preset(name, force=False, progress=None, timeout=None, deadline=Non
             message names the preset, what is wrong and the fix, `force=True`).
 
     Example:
+    >>> from xlnet_tf import XLNetPretrainer
+    >>> from xlnet_tf.presets import download_preset
     >>> directory = download_preset("xlnet_base_cased")
     >>> pretrainer = XLNetPretrainer.from_preset(directory)
     """

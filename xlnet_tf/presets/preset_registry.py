@@ -60,6 +60,7 @@ class PresetSpec:
         revision: `hf` only: the branch, tag or commit of the repository.
 
     Example:
+    >>> from xlnet_tf.presets import get_preset_spec
     >>> spec = get_preset_spec("hf_xlnet_base_cased")
     >>> spec.file_url("config.json", base_url="https://huggingface.co")
     'https://huggingface.co/xlnet/xlnet-base-cased/resolve/main/config.json'

@@ -30,6 +30,8 @@ def resolve_preset(name_or_path, progress=None):
             failed download, check or conversion, or a damaged cache entry (named, with the fix).
 
     Example:
+    >>> from xlnet_tf import XLNetPretrainer
+    >>> from xlnet_tf.presets import resolve_preset
     >>> pretrainer = XLNetPretrainer.from_preset(resolve_preset("xlnet_base_cased"))
     """
     value = os.fspath(name_or_path)

@@ -9,7 +9,9 @@ the same target removes. Paths go through `tf.io.gfile`, so local directories,
 `gs://` buckets and TensorFlow's in-memory `ram://` filesystem all work; rename
 with overwrite works on all three (object stores emulate it by copy + delete,
 which still never exposes a partial object under the target name). Local
-paths use `os` directly (no TensorFlow import: the vocabulary trainer stays light).
+paths use `os` directly (no TensorFlow import: the vocabulary trainer stays light);
+the HDF5 checks read local files through `tf.io.gfile` when TensorFlow is installed
+and with `open` when it is not (`xlnet_tf.storage.file_system`).
 """
 
 import contextlib
@@ -21,17 +23,12 @@ import shutil
 import tempfile
 import uuid
 
+from xlnet_tf.storage import file_system
+
 _log = logging.getLogger(__name__)
 
 TEMP_PREFIX = ".tmp-"
 _WEIGHTS_SUFFIX = ".weights.h5"
-
-
-def _tensorflow():
-    """TensorFlow, for paths on other filesystems than the local one (`gs://`, `ram://`)."""
-    import tensorflow as tf  # import time: local writes (Beam workers, vocabulary trainer) stay TensorFlow-free
-
-    return tf
 
 
 def _h5py():
@@ -41,43 +38,14 @@ def _h5py():
     return h5py
 
 
-class _LocalFiles:
-    """The subset of `tf.io.gfile` used here, for plain local paths."""
-
-    exists = staticmethod(os.path.exists)
-    isdir = staticmethod(os.path.isdir)
-    listdir = staticmethod(os.listdir)
-    remove = staticmethod(os.remove)
-    rmtree = staticmethod(shutil.rmtree)
-    GFile = staticmethod(open)
-
-    @staticmethod
-    def makedirs(path):
-        os.makedirs(path, exist_ok=True)
-
-    @staticmethod
-    def copy(source, target, overwrite=False):
-        shutil.copyfile(source, target)
-
-
 def _files(path):
     """`os`-based helpers for local paths, `tf.io.gfile` for every other filesystem."""
     if is_local(path):
-        return _LocalFiles
-    tf = _tensorflow()
-
-    return tf.io.gfile
+        return file_system.LocalFiles
+    return file_system.gfile(path)
 
 
-def _not_found_errors():
-    tf = _tensorflow()
-
-    return (FileNotFoundError, tf.errors.NotFoundError)
-
-
-def is_local(path):
-    """Whether `path` is a plain local path (no `scheme://`)."""
-    return "://" not in str(path)
+is_local = file_system.is_local
 
 
 def is_temporary(path):
@@ -126,7 +94,7 @@ def remove_stale_temporaries(path):
         if len(middle) != 32:
             continue
         stale = os.path.join(directory, entry)
-        vanished = OSError if is_local(stale) else _not_found_errors()
+        vanished = OSError if is_local(stale) else file_system.not_found_errors(stale)
         try:
             if files.isdir(stale):
                 files.rmtree(stale)
@@ -186,9 +154,7 @@ def _commit(temporary, path):
         _fsync_local(temporary)
         os.replace(temporary, path)
     else:
-        tf = _tensorflow()
-
-        tf.io.gfile.rename(temporary, path, overwrite=True)
+        file_system.gfile(path).rename(temporary, path, overwrite=True)
 
 
 def write_bytes(path, data):
@@ -365,8 +331,8 @@ def save_weights(model, path, *, attributes=None, **kwargs):
 
 def weights_file_attributes(path):
     """The root attributes of the HDF5 file `path` (what `save_weights(attributes=)` stored)."""
-    tf, h5py = _tensorflow(), _h5py()
-    with tf.io.gfile.GFile(str(path), "rb") as raw, h5py.File(raw, "r") as h5:
+    h5py = _h5py()
+    with file_system.gfile(path).GFile(str(path), "rb") as raw, h5py.File(raw, "r") as h5:
         return {key: (value.item() if hasattr(value, "item") else value)
                 for key, value in h5.attrs.items()}
 
@@ -378,9 +344,8 @@ def copy_file(source, target):
         if is_local(source) and is_local(target):
             shutil.copyfile(source, temporary)
         else:
-            tf = _tensorflow()
-
-            tf.io.gfile.copy(str(source), temporary, overwrite=True)
+            gfile = file_system.gfile(source if not is_local(source) else target)
+            gfile.copy(str(source), temporary, overwrite=True)
         _commit(temporary, target)
     return target
 
@@ -395,16 +360,14 @@ def _move_directory(source, target):
     if is_local(source):
         os.rename(source, target)
         return
-    tf = _tensorflow()
-
-    for directory, _, files in tf.io.gfile.walk(source):
+    gfile = file_system.gfile(source)
+    for directory, _, files in gfile.walk(source):
         relative = os.path.relpath(directory, source) if directory != source else ""
         destination = os.path.join(target, relative) if relative else target
-        tf.io.gfile.makedirs(destination)
+        gfile.makedirs(destination)
         for name in files:
-            tf.io.gfile.rename(os.path.join(directory, name), os.path.join(destination, name),
-                               overwrite=True)
-    tf.io.gfile.rmtree(source)
+            gfile.rename(os.path.join(directory, name), os.path.join(destination, name), overwrite=True)
+    gfile.rmtree(source)
 
 
 def replace_directory(build, path):
@@ -448,12 +411,13 @@ def weights_file_problem(path):
     Returns:
         None, or a one-line reason such as "truncated file: eof = 100, ...".
     """
-    tf, h5py = _tensorflow(), _h5py()
+    h5py = _h5py()
     path = str(path)
-    if not tf.io.gfile.exists(path):
+    gfile = file_system.gfile(path)
+    if not gfile.exists(path):
         return "file not found"
     try:
-        with tf.io.gfile.GFile(path, "rb") as raw, h5py.File(raw, "r") as h5:
+        with gfile.GFile(path, "rb") as raw, h5py.File(raw, "r") as h5:
 
             def read(name, item):
                 if isinstance(item, h5py.Dataset):
@@ -461,7 +425,7 @@ def weights_file_problem(path):
 
             h5.visititems(read)
         return None
-    except (OSError, KeyError, ValueError, RuntimeError, tf.errors.OpError) as error:
+    except (OSError, KeyError, ValueError, RuntimeError, *file_system.read_errors(path)) as error:
         reason = str(error).replace("Unable to synchronously open file ", "").strip()
         return reason.strip("()") or type(error).__name__
 

@@ -3,13 +3,7 @@
 import os
 
 from xlnet_tf.storage import atomic_files
-
-
-def _tensorflow():
-    """TensorFlow, for its filesystems (`gs://`, `ram://`, local)."""
-    import tensorflow as tf  # import time: `xlnet-tf predict` checks its output file before loading TensorFlow
-
-    return tf
+from xlnet_tf.storage import file_system
 
 
 class OutputExistsError(FileExistsError):
@@ -53,11 +47,9 @@ def _contains(directory, path):
 
 def _nearest_existing_ancestor(path):
     """The closest existing directory (or file) above `path`, or None (a filesystem root reached)."""
-    tf = _tensorflow()
-
     parent = os.path.dirname(str(path).rstrip("/"))
     while parent and not parent.endswith("://") and parent != os.path.dirname(parent):
-        if tf.io.gfile.exists(parent):
+        if file_system.gfile(parent).exists(parent):
             return parent
         parent = os.path.dirname(parent)
     return None
@@ -81,21 +73,20 @@ def check_output_directory(path, *, overwrite=False, what="Output directory", so
         ValueError: `path` (or the directory it would be created in) is a file, or it is or
             holds one of `sources`.
     """
-    tf = _tensorflow()
-
     path = str(path)
+    gfile = file_system.gfile(path)
     for source in sources:
         if source and _contains(path, source):
             raise ValueError(f"{what} {path} holds the source {source}: writing there would replace "
                              "what is being read; choose another output directory.")
-    if not tf.io.gfile.exists(path):
+    if not gfile.exists(path):
         ancestor = _nearest_existing_ancestor(path)
-        if ancestor is not None and not tf.io.gfile.isdir(ancestor):
+        if ancestor is not None and not gfile.isdir(ancestor):
             raise ValueError(f"{what} {path} cannot be created: {ancestor} is a file.")
         return
-    if not tf.io.gfile.isdir(path):
+    if not gfile.isdir(path):
         raise ValueError(f"{what} {path} is a file; the output must be a directory.")
-    if tf.io.gfile.listdir(path) and not overwrite:
+    if gfile.listdir(path) and not overwrite:
         raise OutputExistsError(path, what)
 
 
@@ -109,11 +100,10 @@ def check_output_file(path, what="Output file"):
     Raises:
         ValueError: `path` is a directory, or the directory it would be created in is a file.
     """
-    tf = _tensorflow()
-
     path = str(path)
-    if tf.io.gfile.isdir(path):
+    gfile = file_system.gfile(path)
+    if gfile.isdir(path):
         raise ValueError(f"{what} {path} is a directory; give a file name.")
     ancestor = _nearest_existing_ancestor(path)
-    if ancestor is not None and not tf.io.gfile.isdir(ancestor):
+    if ancestor is not None and not gfile.isdir(ancestor):
         raise ValueError(f"{what} {path} cannot be created: {ancestor} is a file.")

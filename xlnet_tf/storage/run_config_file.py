@@ -4,9 +4,9 @@ import logging
 import os
 
 import yaml
-import tensorflow as tf
 
 from xlnet_tf.storage import atomic_files
+from xlnet_tf.storage import file_system
 
 _log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ def read_run_config(workdir):
     through `tf.io.gfile` for non-local work directories.
     """
     path = os.path.join(workdir, CONFIG_FILE)
-    if not tf.io.gfile.exists(path):
+    if not file_system.gfile(path).exists(path):
         return None
     text = atomic_files.read_text(path)
     problem = None

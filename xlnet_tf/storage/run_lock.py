@@ -11,10 +11,9 @@ import time
 import uuid
 import warnings
 
-import tensorflow as tf
-
 from xlnet_tf.config_schema import ConfigError
 from xlnet_tf.storage import atomic_files
+from xlnet_tf.storage import file_system
 
 _log = logging.getLogger(__name__)
 
@@ -113,7 +112,7 @@ class RunLock:
         """Takes the lock; raises `RunLockedError` naming the holder when another live run has it."""
         if not self.enabled or self.held:
             return
-        tf.io.gfile.makedirs(self.workdir)
+        file_system.gfile(self.workdir).makedirs(self.workdir)
         self._token = uuid.uuid4().hex
         content = json.dumps(self._record(), indent=2) + "\n"
         for _ in range(3):
@@ -138,8 +137,8 @@ class RunLock:
         self.held = False
         holder = self._read_holder()
         if holder is not None and holder.get("token") == self._token:
-            with contextlib.suppress(tf.errors.NotFoundError, FileNotFoundError):
-                tf.io.gfile.remove(self.path)
+            with contextlib.suppress(*file_system.not_found_errors(self.path)):
+                file_system.gfile(self.path).remove(self.path)
 
     def _create(self, content):
         """Creates the lock file with `content` unless it exists; True when created."""
@@ -159,13 +158,14 @@ class RunLock:
             finally:
                 with contextlib.suppress(OSError):
                     os.remove(temporary)
-        with tf.io.gfile.GFile(temporary, "w") as f:
+        gfile = file_system.gfile(self.path)
+        with gfile.GFile(temporary, "w") as f:
             f.write(content)
         try:
-            tf.io.gfile.rename(temporary, self.path, overwrite=False)
+            gfile.rename(temporary, self.path, overwrite=False)
             return True
-        except tf.errors.AlreadyExistsError:
-            tf.io.gfile.remove(temporary)
+        except file_system.already_exists_errors(self.path):
+            gfile.remove(temporary)
             return False
 
     def _create_exclusive(self, content):
@@ -182,9 +182,9 @@ class RunLock:
     def _read_holder(self):
         """The holder's record; `{"unreadable": reason}` when the file cannot be parsed; None when absent."""
         try:
-            with tf.io.gfile.GFile(self.path, "r") as f:
+            with file_system.gfile(self.path).GFile(self.path, "r") as f:
                 text = f.read()
-        except tf.errors.NotFoundError:
+        except file_system.not_found_errors(self.path):
             return None
         try:
             holder = json.loads(text)
@@ -198,8 +198,8 @@ class RunLock:
         """Why the holder's lock may be taken over, or None when its run may still be alive."""
         if "unreadable" in holder:
             try:
-                age = time.time() - tf.io.gfile.stat(self.path).mtime_nsec / 1e9
-            except tf.errors.NotFoundError:
+                age = time.time() - file_system.gfile(self.path).stat(self.path).mtime_nsec / 1e9
+            except file_system.not_found_errors(self.path):
                 return "it was removed"
             if age > _UNREADABLE_GRACE_S:
                 return f"it is unreadable ({holder['unreadable']}) and {age:.0f} s old"
@@ -216,8 +216,8 @@ class RunLock:
         # Another run may have taken over first; remove only the lock judged stale.
         current = self._read_holder()
         if current is not None and current == stale:
-            with contextlib.suppress(tf.errors.NotFoundError, FileNotFoundError):
-                tf.io.gfile.remove(self.path)
+            with contextlib.suppress(*file_system.not_found_errors(self.path)):
+                file_system.gfile(self.path).remove(self.path)
 
     def _locked_message(self, holder):
         if "unreadable" in holder:

@@ -11,6 +11,8 @@ row (which fields, which labels are valid) are `canonical_*` functions that the 
 Light on purpose (no TensorFlow at import): Beam workers import it.
 
 Example:
+>>> from xlnet_tf.tasks import TASKS
+>>> from xlnet_tf.tasks.example_rows import read_examples
 >>> for number, example in read_examples("train.jsonl", TASKS["classification"],  # doctest: +SKIP
 ...                                      {"text_fields": ["text"], "label_field": "label"}):
 ...     print(number, example)

@@ -5,6 +5,8 @@ type never imports its model: each task model class registers itself for its tas
 with `@register_task_model`, and `TaskType.model_class()` looks it up here.
 
 Example:
+>>> from xlnet_tf import XLNetTask
+>>> from xlnet_tf.tasks import register_task_model
 >>> from xlnet_tf import tasks
 >>> @register_task_model(tasks.CLASSIFICATION)  # doctest: +SKIP
 ... class XLNetClassifier(XLNetTask):

@@ -70,6 +70,7 @@ class TaskSpec:
         """A copy of this specification with `changes` (the task types fill and tune fields with it).
 
         Example:
+        >>> from xlnet_tf.tasks.task_spec import TaskSpec
         >>> TaskSpec(task_type="regression").replace(num_classes=1).num_classes
         1
         """

@@ -234,10 +234,10 @@ class TaskType:
         """`task` with the classes its training data names where the config leaves them out.
 
         Args:
-            task: a resolved `TaskSpec`.
+            task (TaskSpec): a resolved `TaskSpec`.
             label_names: the string labels of the training file (`label_names_from_file`), or None.
             num_choices: the options per question of the training file (0: none read).
-            recorded: the `task` of the records manifest when the records are the only data, or None.
+            recorded (dict | None): the `task` of the records manifest when the records are the only data, or None.
 
         Raises:
             ValueError: the training file's labels disagree with `task.num_classes`, or the
