@@ -100,9 +100,45 @@ def check_sections(values: Any, known, what: str) -> None:
         values: the parsed config.
         known: the section names it may have.
         what: how errors name the config ("A run config", "A fine-tuning config").
+
+    A top-level `backend:` (`TOP_LEVEL_SETTINGS`) is accepted in every run config and
+    checked here; it picks the Keras backend before Keras is imported
+    (`xlnet_tf.backend_selection.select_backend`), so the sections never see it.
+
+    Example:
+    >>> check_sections({"backend": "jax", "training": {}}, {"training"}, "A run config")
+    >>> check_sections({"backend": "mxnet"}, {"training"}, "A run config")
+    Traceback (most recent call last):
+    ...
+    xlnet_tf.config_schema.ConfigError: backend must be one of ('tensorflow', 'jax', 'torch'), got 'mxnet'.
     """
     if not isinstance(values, Mapping):
         raise ConfigError(f"{what} must be a mapping, got {type(values).__name__}.")
-    unknown = sorted(set(values) - set(known))
+    if "backend" in values:
+        check_backend(values["backend"])
+    unknown = sorted(set(values) - set(known) - set(TOP_LEVEL_SETTINGS))
     if unknown:
         raise ConfigError(f"Unknown section(s) {unknown}; known sections: {sorted(known)}.")
+
+
+# The Keras backends a run may start on (`backend:` at the top of a run config, `--backend`).
+BACKENDS = ("tensorflow", "jax", "torch")
+# A run config's top-level keys that are settings, not sections: read before Keras is
+# imported (`xlnet_tf.backend_selection`), so they cannot live in a section's dataclass.
+TOP_LEVEL_SETTINGS = ("backend",)
+
+
+def check_backend(value: Any, dotted: str = "backend") -> str:
+    """Returns `value` when it names a Keras backend (`BACKENDS`), else raises `ConfigError`.
+
+    Example:
+    >>> check_backend("jax")
+    'jax'
+    >>> check_backend("tf")
+    Traceback (most recent call last):
+    ...
+    xlnet_tf.config_schema.ConfigError: backend must be one of ('tensorflow', 'jax', 'torch'), got 'tf'.
+    """
+    if value not in BACKENDS:
+        raise ConfigError(f"{dotted} must be one of {BACKENDS}, got {value!r}.")
+    return value

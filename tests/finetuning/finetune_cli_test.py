@@ -46,7 +46,7 @@ def test_classification_learns_and_writes_an_exportable_workdir(preset, tmp_path
             "--set", "optimizer.layer_decay=0.9", *sum((["--set", s] for s in NO_DROPOUT), [])]
     assert _run(args) == 0
     # Where it trained: the start line, and the same three facts in config.yaml.
-    assert ("Devices: _DefaultDistributionStrategy, 1 replica, CPU: this run trains on the CPU "
+    assert ("Devices: tensorflow, _DefaultDistributionStrategy, 1 replica, CPU: this run trains on the CPU "
             "(no TPU or GPU in use).") in capsys.readouterr().out.splitlines()
     with open(os.path.join(workdir, "eval_results.json")) as f:
         results = json.load(f)

@@ -134,7 +134,7 @@ def test_a_finished_run_does_not_train_again(finished_run, capsys):
         [f"data.train_files={_records_of(finished_run)}"])
     assert pretrain_cli.main(argv) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == ("Devices: OneDeviceStrategy, 1 replica, CPU: this run trains on the CPU "
+    assert out[0] == ("Devices: tensorflow, OneDeviceStrategy, 1 replica, CPU: this run trains on the CPU "
                       "(no TPU or GPU in use).")
     assert "Resuming at step 8" in "\n".join(out)
     assert f"loss curve: {os.path.join(finished_run, 'loss.png')}" in out  # Redrawn at the end of the run.

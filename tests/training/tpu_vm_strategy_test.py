@@ -251,4 +251,4 @@ def test_device_kind_names_the_tpu_type_the_gpu_or_the_cpu():
         "strategy": "_DefaultDistributionStrategy", "replicas": 1, "device_kind": "CPU"}
     assert strategy_module.devices_line(
         {"strategy": "MirroredStrategy", "replicas": 2, "device_kind": "CPU"}) == (
-        "Devices: MirroredStrategy, 2 replicas, CPU: this run trains on the CPU (no TPU or GPU in use).")
+        "Devices: tensorflow, MirroredStrategy, 2 replicas, CPU: this run trains on the CPU (no TPU or GPU in use).")

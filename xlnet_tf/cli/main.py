@@ -8,6 +8,14 @@ dependency only affects the command that needs it. Commands that need an
 optional extra (`pip install "xlnet_tf[beam]"`) say so in one line when it is
 missing.
 
+The commands that train (`TRAINING_COMMANDS`) pick their Keras backend before
+their module, and so Keras, is imported: `--backend`, else the run config's
+top-level `backend:`, else `KERAS_BACKEND`, else TensorFlow
+(`xlnet_tf.backend_selection.select_backend`). A bad name, or a Keras already
+imported with another backend, is one line and exit code 2. `export` runs on
+TensorFlow whatever the environment says: it reads presets, which every backend
+writes, and builds a TensorFlow graph.
+
 Global options come before the command: `--verbose` shows the libraries' own
 log lines (TensorFlow's start-up notices, Beam's and absl's warnings), which
 are silenced otherwise (`xlnet_tf.cli.library_logs`); `--version` prints the
@@ -19,6 +27,8 @@ import importlib.metadata
 import sys
 
 from xlnet_tf import __version__  # the package's __init__ runs anyway: this module lives in it
+from xlnet_tf.backend_selection import BackendError, select_backend  # no Keras import: safe before the choice
+from xlnet_tf.config_schema import ConfigError
 from xlnet_tf.cli.library_logs import quiet_library_logs
 
 COMMANDS = {
@@ -38,6 +48,10 @@ COMMANDS = {
     "presets": ("xlnet_tf.cli.presets:main",
                 "list the named presets; --download NAME fetches, checks and converts one"),
 }
+
+# Commands that train, and where their `--config NAME` looks for shipped configs. The quick start
+# has no --config; it reads its own config's `backend:` itself, before its first stage.
+TRAINING_COMMANDS = {"pretrain": "pretrain", "finetune": "finetune", "quickstart": "pretrain"}
 
 # Commands that need an optional dependency: command -> (import name, extra that installs it).
 NEEDS_EXTRA = {
@@ -68,6 +82,22 @@ def _missing_extra(command, error=None):
         return None
     return (f"xlnet-tf {command}: needs {module} (not installed); install the extra: "
             f'pip install "xlnet_tf[{extra}]"')
+
+
+def _backend_error(command, argv):
+    """Sets `KERAS_BACKEND` for a training command from its arguments, and TensorFlow for `export` (a SavedModel
+    is built from Keras layers on the TensorFlow backend, from presets that any backend wrote); the one-line
+    error, or None."""
+    if command not in TRAINING_COMMANDS and command != "export":
+        return None
+    try:
+        if command == "export":
+            select_backend(["--backend", "tensorflow"], config_paths=[])
+        else:
+            select_backend(argv, kind=TRAINING_COMMANDS[command])
+    except (ConfigError, BackendError) as e:
+        return f"xlnet-tf {command}: {e}"
+    return None
 
 
 def installed_version() -> str:
@@ -119,6 +149,11 @@ def main(argv=None) -> int:
     if message:
         print(message, file=sys.stderr)
         return 1
+    # Keras reads its backend once, when first imported: chosen before the command module loads.
+    message = _backend_error(command, rest)
+    if message:
+        print(message, file=sys.stderr)
+        return 2
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:

@@ -5,13 +5,15 @@ Example:
         --set data.train_files=records/ --strategy mirrored --virtual-cpu-devices 2
     xlnet-tf pretrain --config base --set training.train_steps=1000 --print-config
 
-Run the same command again after any interruption to resume.
+Run the same command again after any interruption to resume. With the output sent to a
+file, progress is one plain line per `training.log_every_steps` (`xlnet_tf.cli.plain_progress`).
 """
 
 import sys
 import os
 
 from xlnet_tf.cli.command_parser import CommandParser
+from xlnet_tf.cli.plain_progress import progress_overrides, run_progress_callbacks
 from xlnet_tf.cli.run_arguments import add_run_arguments, resolve_run_config
 from xlnet_tf.training.strategy import StrategyError
 from xlnet_tf.config_schema import ConfigError
@@ -29,13 +31,14 @@ def _parser():
 def main(argv=None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    config, code = resolve_run_config(args, parser, "pretrain")
+    progress = [] if args.print_config else progress_overrides(args.overrides)
+    config, code = resolve_run_config(args, parser, "pretrain", progress)
     if config is None:
         return code
     # import time: `--help` and argument errors answer without TensorFlow
     from xlnet_tf.pretraining.pretraining_run import run_pretraining
     try:
-        summary = run_pretraining(config, args.workdir)
+        summary = run_pretraining(config, args.workdir, extra_callbacks=run_progress_callbacks(config, progress))
     except (ConfigError, StrategyError) as e:
         print(f"xlnet-tf pretrain: {e}", file=sys.stderr)
         return 2

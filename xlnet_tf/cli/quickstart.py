@@ -14,8 +14,16 @@
 5. export: a preset directory and a SavedModel (with a `generate` signature); then what the
    model learned: masked-word guesses and continuations of held-out sentence beginnings.
 
+`--backend jax` (or `torch`) pretrains on that Keras backend instead of TensorFlow
+(`xlnet_tf.backend_selection`); the data stages are TensorFlow and Beam on every backend.
+
 Every stage is skipped when its output already exists, so running the command
-again after an interruption continues where it stopped.
+again after an interruption continues where it stopped. With the output sent to a
+file, progress is one plain line per 10 steps (`xlnet_tf.cli.plain_progress`).
+
+The tiny config departs from the paper's objective to learn within minutes on a CPU
+(`configs/pretrain/tiny.yaml` names each departure and its reason): for example its
+masked words' pieces are predicted in reading order (`data.spans_in_reading_order: true`).
 """
 
 import json
@@ -26,6 +34,8 @@ import time
 import sentencepiece as spm
 
 from xlnet_tf.cli.command_parser import CommandParser
+from xlnet_tf.cli.plain_progress import progress_overrides, run_progress_callbacks
+from xlnet_tf.cli.run_arguments import add_backend_argument, apply_backend
 from xlnet_tf.config_schema import ConfigError
 from xlnet_tf.training.shipped_configs import resolve_config
 from xlnet_tf.formats.pretraining_records import MANIFEST_FILE as RECORDS_MANIFEST_FILE
@@ -35,6 +45,8 @@ from xlnet_tf.tokenizer_training import VocabularyTrainingError, train_vocabular
 from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
 
 DEFAULT_WORKDIR = "xlnet_quickstart"
+# The shipped pretraining config the quick start trains with.
+RUN_CONFIG = "tiny"
 
 
 def _stage(title):
@@ -46,17 +58,24 @@ def _parser():
         "Train a vocabulary, prepare records, pretrain a tiny XLNet for a few minutes and export "
         "it, offline. The default corpus is the English documentation of the installed Python "
         "standard library."))
-    parser.add_argument("--workdir", default=DEFAULT_WORKDIR)
+    parser.add_argument("--workdir", default=DEFAULT_WORKDIR,
+                        help="where every stage writes (corpus/, spiece.model, records/, pretrain/); running "
+                             "again with the same directory continues where it stopped")
     parser.add_argument("--input", nargs="+", default=None,
                         help="text files/globs (one sentence per line, blank line between "
                              "documents) or tfds:NAME; default: Python's own docstrings")
     parser.add_argument("--minutes", type=float, default=4.0,
-                        help="pretraining time budget (checked at each epoch end)")
-    parser.add_argument("--vocab-size", type=int, default=4000)
+                        help="pretraining time budget in minutes, checked at each epoch end (100 steps); "
+                             "the run also stops at the tiny config's training.train_steps")
+    parser.add_argument("--vocab-size", type=int, default=4000,
+                        help="SentencePiece pieces to train (the model's vocabulary size follows it)")
     parser.add_argument("--corpus-mb", type=float, default=4.0,
                         help="size of the built-in corpus in MB")
     parser.add_argument("--set", action="append", default=[], dest="overrides",
-                        metavar="SECTION.KEY=VALUE", help="override the tiny run config")
+                        metavar="SECTION.KEY=VALUE",
+                        help="override one setting of the tiny run config (configs/pretrain/tiny.yaml; "
+                             "`xlnet-tf pretrain --config tiny --print-config` lists them); repeatable")
+    add_backend_argument(parser)
     return parser
 
 
@@ -81,7 +100,10 @@ def time_budget(seconds):
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    # Before any stage: the Beam job and the pretraining import Keras, which fixes its backend then.
+    code = apply_backend(args, [resolve_config(RUN_CONFIG, "pretrain")], "quickstart")
+    if code is not None:
+        return code
     workdir = os.path.abspath(args.workdir)
     os.makedirs(workdir, exist_ok=True)
     started = time.time()
@@ -99,7 +121,7 @@ def main(argv=None) -> int:
     _export_stage(summary, run_dir)
     _report(summary, run_dir, context_free, vocabulary, vocabulary_size, heldout)
     print(f"Done in {(time.time() - started) / 60:.1f} minutes. Work directory: {workdir}")
-    print(f"Next: {next_command(run_dir, records, vocabulary, vocabulary_size, args.overrides)}"
+    print(f"Next: {next_command(run_dir, records, vocabulary, vocabulary_size, args.overrides, args.backend)}"
           "   (continues this run)")
     return 0
 
@@ -165,14 +187,15 @@ def _pretraining_stage(args, run_dir, records, vocabulary, vocabulary_size):
     # import time: TensorFlow loads at the pretraining stage
     from xlnet_tf.pretraining.pretraining_run import run_pretraining
 
-    config = load_run_config([resolve_config("tiny", "pretrain")], [
+    progress = progress_overrides(args.overrides)
+    config = load_run_config([resolve_config(RUN_CONFIG, "pretrain")], [
         f"data.train_files={records}", f"data.vocabulary={vocabulary}",
         f"model.vocabulary_size={vocabulary_size}", "distribution.strategy=one_device",
-    ] + list(args.overrides))
+    ] + list(args.overrides) + progress)
     # A pass over the quick start's small records: the context-free line of loss.png and of the summary.
     context_free = context_free_entropy(records)
-    summary = run_pretraining(config, run_dir, extra_callbacks=[time_budget(args.minutes * 60)],
-                              context_free_loss=context_free)
+    callbacks = [time_budget(args.minutes * 60)] + run_progress_callbacks(config, progress)
+    summary = run_pretraining(config, run_dir, extra_callbacks=callbacks, context_free_loss=context_free)
     return summary, context_free
 
 
@@ -244,17 +267,19 @@ def show_what_was_learned(loss, context_free, vocabulary, vocabulary_size, prese
         print("\n".join(format_continuations(sentence_continuations(causal_lm, sentences[:2]))))
 
 
-def next_command(run_dir, records, vocabulary, vocabulary_size, overrides=()):
+def next_command(run_dir, records, vocabulary, vocabulary_size, overrides=(), backend=None):
     """The `xlnet-tf pretrain` command that continues the quick start's run, from any directory.
 
     The config is named (`tiny`, shipped with the package, the file this run used)
-    and every path is absolute.
+    and every path is absolute; `backend`, the quick start's `--backend`, is passed on.
     """
     sets = [f"data.train_files={os.path.abspath(records)}",
             f"model.vocabulary_size={vocabulary_size}",
             f"data.vocabulary={os.path.abspath(vocabulary)}", *overrides]
-    words = ["xlnet-tf", "pretrain", "--config", "tiny", "--workdir", os.path.abspath(run_dir),
+    words = ["xlnet-tf", "pretrain", "--config", RUN_CONFIG, "--workdir", os.path.abspath(run_dir),
              "--strategy", "one_device"]
+    if backend:
+        words += ["--backend", backend]
     for value in sets:
         words += ["--set", value]
     return shlex.join(words)

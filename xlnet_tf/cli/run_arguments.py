@@ -4,19 +4,22 @@ Each option is a shorthand for a `--set section.key=value` override, so the
 resolved config in the work directory records it like any other setting.
 `--config` takes a YAML path or the name of a shipped config (`base`,
 `glue_mrpc`, ...; `xlnet-tf configs` lists them; `xlnet_tf.training.shipped_configs`
-resolves them). No TensorFlow import here: `--help` stays fast.
+resolves them). `--backend` is not a `--set` key: Keras reads its backend once, when it
+is first imported, so `xlnet_tf.backend_selection.select_backend` reads it (then the
+configs' top-level `backend:`, then `KERAS_BACKEND`) before anything imports Keras.
+No TensorFlow import here: `--help` stays fast.
 """
 
-import os
 import sys
 
+from xlnet_tf.backend_selection import BackendError, select_backend
 from xlnet_tf.training.shipped_configs import UnknownConfigError, config_names, resolve_config
 from xlnet_tf.training.strategy import STRATEGIES as STRATEGY_CHOICES
-from xlnet_tf.config_schema import ConfigError
+from xlnet_tf.config_schema import BACKENDS, ConfigError
 
 
 def add_run_arguments(parser, config_help, kind):
-    """Adds --config, --workdir, --set, --strategy, --tpu, --virtual-cpu-devices and --print-config.
+    """Adds --config, --workdir, --set, --backend, --strategy, --tpu, --virtual-cpu-devices and --print-config.
 
     Args:
         parser: an `argparse.ArgumentParser`.
@@ -31,6 +34,7 @@ def add_run_arguments(parser, config_help, kind):
                                           "unless --print-config")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         dest="overrides", help="override one config value (YAML syntax)")
+    add_backend_argument(parser)
     parser.add_argument("--strategy", choices=STRATEGY_CHOICES,
                         help="same as --set distribution.strategy=...")
     parser.add_argument("--tpu", metavar="NAME", help=(
@@ -40,6 +44,36 @@ def add_run_arguments(parser, config_help, kind):
                         help="split the CPU into N logical devices (try distribution on a laptop)")
     parser.add_argument("--print-config", action="store_true",
                         help="print the resolved config (every key --set accepts) and exit")
+
+
+def add_backend_argument(parser):
+    """Adds `--backend {tensorflow,jax,torch}`, the Keras backend the run trains on."""
+    parser.add_argument("--backend", choices=BACKENDS, help=(
+        "the Keras backend to train on (distribution: tf.distribute on tensorflow, keras.distribution on jax); "
+        "default: the run config's top-level `backend:`, else KERAS_BACKEND, else tensorflow"))
+
+
+def apply_backend(args, config_paths, kind):
+    """Sets the run's Keras backend (`select_backend`) from `args.backend` and the configs; an exit code on error.
+
+    Called before the run imports Keras. An already imported Keras on another
+    backend than the one asked for (a notebook, a test process) is one
+    `xlnet-tf KIND: ...` line, never a silent run on the other backend.
+
+    Args:
+        args: the parsed arguments (`backend`).
+        config_paths: the run's YAML files, in order.
+        kind: the command, for the message ("pretrain", "finetune", "quickstart").
+
+    Returns:
+        None when the backend is set, else 2 (the error printed).
+    """
+    try:
+        select_backend(["--backend", args.backend] if args.backend else [], config_paths)
+    except (ConfigError, BackendError) as e:
+        print(f"xlnet-tf {kind}: {e}", file=sys.stderr)
+        return 2
+    return None
 
 
 def config_files(args, kind):
@@ -85,9 +119,10 @@ def run_overrides(args):
 def resolve_run_config(args, parser, kind, extra_overrides=()):
     """The config a `pretrain` / `finetune` command runs with, or the exit code it ends with.
 
-    Resolves `--config` and `--set` (then the command's own shorthands,
-    `extra_overrides`) into a validated config. A config error is printed as one
-    `xlnet-tf KIND: ...` line (exit 2); `--print-config` prints the config (exit 0).
+    Sets the Keras backend (`apply_backend`: `--backend`, the configs' `backend:`,
+    `KERAS_BACKEND`), then resolves `--config` and `--set` (then the command's own
+    shorthands, `extra_overrides`) into a validated config. A config or backend error
+    is printed as one `xlnet-tf KIND: ...` line (exit 2); `--print-config` prints the config (exit 0).
     TensorFlow is not imported on the way, so both stay fast.
 
     Returns:
@@ -99,7 +134,9 @@ def resolve_run_config(args, parser, kind, extra_overrides=()):
     except UnknownConfigError as e:
         print(f"xlnet-tf {kind}: {e}", file=sys.stderr)
         return None, 2
-    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    code = apply_backend(args, files, kind)
+    if code is not None:
+        return None, code
     if kind == "pretrain":
         # import time: `--help` and argument errors answer without TensorFlow
         from xlnet_tf.pretraining.pretraining_config import load_run_config as load

@@ -4,6 +4,7 @@ import logging
 import warnings
 import weakref
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -23,13 +24,47 @@ _PREDICT_FNS = weakref.WeakKeyDictionary()
 
 
 def _predict_fn(model):
-    # One traced function per model, reused by every evaluation of a run.
+    """`features (tf.data batch) -> numpy outputs` of `model` in inference mode, compiled once per model.
+
+    The evaluation sets are tf.data on every backend. On TensorFlow the batch goes
+    to one traced function; on JAX and PyTorch it is handed over as numpy arrays to
+    Keras' own compiled predict step on the backend (`predict_on_batch`), under the
+    distribution the run trains with (`_BackendPredict`).
+    """
     if model not in _PREDICT_FNS:
-        @tf.function(reduce_retracing=True)
-        def predict(features):
-            return model(features, training=False)
+        if keras.config.backend() == "tensorflow":
+            # One traced function per model, reused by every evaluation of a run.
+            traced = tf.function(lambda features: model(features, training=False), reduce_retracing=True)
+
+            def predict(features):
+                return tf.nest.map_structure(lambda t: t.numpy(), traced(features))
+        else:
+            predict = _BackendPredict(model)
         _PREDICT_FNS[model] = predict
     return _PREDICT_FNS[model]
+
+
+class _BackendPredict:
+    """`model.predict_on_batch` of tf.data batches, each batch padded to the rows of the first one.
+
+    The shorter last batch of an evaluation set would otherwise compile the
+    backend's predict step again for its shape, and may not split over the
+    devices of a `keras.distribution`; its padding rows (copies of its last row)
+    are dropped from the outputs.
+    """
+
+    def __init__(self, model):
+        self.model, self.rows = model, None
+
+    def __call__(self, features):
+        arrays = tf.nest.map_structure(lambda t: np.asarray(t), features)
+        rows = len(tf.nest.flatten(arrays)[0])
+        self.rows = self.rows or rows
+        pad = max(self.rows - rows, 0)
+        if pad:
+            arrays = tf.nest.map_structure(lambda a: np.concatenate([a, np.repeat(a[-1:], pad, axis=0)]), arrays)
+        outputs = self.model.predict_on_batch(arrays)
+        return tf.nest.map_structure(lambda a: np.asarray(a)[:rows], outputs)
 
 
 def classification_metrics(names, labels, predictions, scores=None):
@@ -54,7 +89,7 @@ def check_collapse(labels, predictions, what="predictions"):
     labels = np.asarray(labels).reshape(-1)
     predictions = np.asarray(predictions).reshape(-1)
     if predictions.size and np.unique(predictions).size == 1 and np.unique(labels).size > 1:
-        message = (f"All {predictions.size} {what} are class {predictions[0]!r} while the labels have "
+        message = (f"All {predictions.size} {what} are class {predictions[0].item()!r} while the labels have "
                    f"{np.unique(labels).size} classes: the model has collapsed to one class (check the "
                    "learning rate, the number of steps and the label balance).")
         warnings.warn(message, RuntimeWarning, stacklevel=2)
@@ -97,6 +132,8 @@ class TaskEvaluation:
 
     Example:
     >>> # skip-example: runs a fine-tuned model over its evaluation set
+    >>> from xlnet_tf.finetuning.evaluation import TaskEvaluation
+    >>> from xlnet_tf.tasks import task_type
     >>> evaluation = TaskEvaluation(model, task, tokenizer, batch_size=32)
     >>> task_type(task.task_type).evaluate(evaluation)["accuracy"]
     0.875
@@ -113,7 +150,7 @@ class TaskEvaluation:
         for features, batch_labels, batch_truncated in data.finetuning_dataset(
                 self.task, self.tokenizer, "eval", self.batch_size, training=False, data_dir=self.data_dir,
                 with_truncation=True):
-            logits.append(self.predict(features).numpy())
+            logits.append(np.asarray(self.predict(features)))
             labels.append(np.asarray(batch_labels))
             truncated.append(np.asarray(batch_truncated).reshape(-1))
         if not logits:
@@ -166,7 +203,7 @@ class TaskEvaluation:
             for key, value in batch.items():
                 features.setdefault(key, []).append(value.numpy())
             for key, value in out.items():
-                outputs.setdefault(key, []).append(value.numpy())
+                outputs.setdefault(key, []).append(np.asarray(value))
         features = {k: np.concatenate(v) for k, v in features.items()}
         outputs = {k: np.concatenate(v) for k, v in outputs.items()}
         # Best non-null spans and null scores; the threshold is applied below, so the

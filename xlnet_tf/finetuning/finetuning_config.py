@@ -10,6 +10,7 @@ resolved config (dataset defaults filled in) is written to
 `WORKDIR/config.yaml`; its `task` section marks a fine-tuning work directory.
 
 Example:
+>>> from xlnet_tf.finetuning.finetuning_config import load_finetune_config
 >>> config = load_finetune_config([], ["task.dataset=glue/mrpc", "training.global_batch_size=32"])
 >>> config.task.task_type, config.task.num_classes, config.task.text_fields
 ('classification', 2, ['sentence1', 'sentence2'])
@@ -92,6 +93,7 @@ def finetune_config_from_dict(values: Mapping[str, Any]) -> FinetuneConfig:
     """Builds and validates a `FinetuneConfig` from a sparse nested dict (dataset defaults applied).
 
     Example:
+    >>> from xlnet_tf import finetune_config_from_dict
     >>> config = finetune_config_from_dict({"task": {"dataset": "glue/mrpc"},
     ...                                     "training": {"global_batch_size": 32}})
     >>> config.task.task_type, config.task.num_classes
@@ -221,6 +223,7 @@ def memory_off_warning(task, memory_length):
         memory_length: the task model's backbone `memory_length`.
 
     Example:
+    >>> from xlnet_tf.finetuning.finetuning_config import TaskSpec, memory_off_warning
     >>> memory_off_warning(TaskSpec(task_type="classification", train_file="t.jsonl"), 0) is None
     True
     """

@@ -36,6 +36,7 @@ def task_from_data(task: TaskSpec, entry: tasks.TaskType) -> TaskSpec:
 
     Example:
     >>> # skip-example: reads the training file that `config.task` names
+    >>> from xlnet_tf.finetuning.finetuning_inputs import task_from_data, tasks
     >>> task = task_from_data(config.task, tasks.task_type(config.task.task_type))
     >>> task.label_names
     ['negative', 'positive']
@@ -90,6 +91,7 @@ class FinetuningInputs:
 
     Example:
     >>> # skip-example: reads the initial preset that `config.training.init_from` names
+    >>> from xlnet_tf.finetuning.finetuning_inputs import FinetuningInputs
     >>> inputs = FinetuningInputs.resolve(config)
     >>> inputs.config.task.num_classes
     2

@@ -86,13 +86,14 @@ def run_finetuning(config: FinetuneConfig, workdir: str, *, strategy=None) -> di
             (a backbone preset, or a task preset to continue from).
         workdir: work directory (created; re-running resumes from `backup/`). The chief
             holds `workdir/RUN_LOCK` from the first write to the end (`RunLock`).
-        strategy: a `tf.distribute.Strategy` instead of resolving `config.distribution`.
+        strategy (tf.distribute.Strategy | None): a `tf.distribute.Strategy` instead of resolving `config.distribution`.
 
     Returns:
         `{"eval": {...final metrics...}, "final_dir": path, "train_steps": int, ...}`.
 
     Example:
     >>> # skip-example: downloads GLUE MRPC from TensorFlow Datasets; tests/notebooks runs this call on the CPU
+    >>> from xlnet_tf import finetune_config_from_dict, run_finetuning
     >>> config = finetune_config_from_dict({
     ...     "task": {"dataset": "glue/mrpc"},
     ...     "training": {"init_from": "runs/base/export/preset", "global_batch_size": 32}})
@@ -123,8 +124,12 @@ def _open_run(inputs, workdir, run_scope, strategy):
         config.distribution, config.training, strategy,
         paths={"task.train_file": task.train_file, "task.eval_file": task.eval_file,
                "task.records_dir": task.records_dir, "task.data_dir": task.data_dir,
-               "workdir": workdir})
+               "workdir": workdir}, model_config=inputs.backbone_config)
     setup.announce()
+    if setup.backend != "tensorflow":
+        # keras.distribution places variables when they are created and data when `fit` reads it
+        # (the global batches; several processes each read their share).
+        run_scope.enter_context(setup.strategy.scope())
     # Before the first write: a second run on this work directory stops here, naming this one.
     directory = open_run_directory(workdir, config.to_yaml() + setup.devices_yaml()
                                    + _adjustments_yaml(inputs.init_adjustments),

@@ -541,6 +541,7 @@ def present_text_fields(paths):
         The text fields of the task.
 
     Example:
+    >>> from xlnet_tf.pipelines.finetuning_data import present_text_fields
     >>> present_text_fields(["train.jsonl", "dev.jsonl"])  # doctest: +SKIP
     ['text', 'text_pair']
     """
@@ -584,6 +585,7 @@ def prepare_finetuning_data(task, job, sources, vocab_proto, vocabulary, *, over
             with `strict`).
 
     Example:
+    >>> from xlnet_tf.pipelines.finetuning_data import prepare_finetuning_data
     >>> manifest = prepare_finetuning_data(task, FinetuningJobSettings(output_dir="data/mine"),
     ...                                    [("train", "files", ["train.jsonl"])], vocab_proto,
     ...                                    vocabulary)  # doctest: +SKIP

@@ -72,6 +72,7 @@ def expand_input_files(patterns):
             its examples.
 
     Example:
+    >>> from xlnet_tf.pipelines.job_files import expand_input_files
     >>> expand_input_files(["corpus/*.txt", "extra.txt"])  # doctest: +SKIP
     ['corpus/a.txt', 'corpus/b.txt', 'extra.txt']
     """
@@ -178,6 +179,7 @@ def text_problem(head):
     """Why bytes from the start of a file are not UTF-8 text (another encoding's mark, NUL bytes), or None.
 
     Example:
+    >>> from xlnet_tf.pipelines.job_files import text_problem
     >>> text_problem("caf\u00e9".encode("utf-16"))
     'it starts with a UTF-16 byte-order mark'
     """
@@ -221,6 +223,7 @@ def reading(*paths):
     (`runner_options.run_pipeline`), not as a runner's traceback.
 
     Example:
+    >>> from xlnet_tf.pipelines.job_files import line_ranges, reading
     >>> with reading("corpus.txt.gz"):  # doctest: +SKIP
     ...     documents = list(line_ranges.documents_in_range("corpus.txt.gz"))
     """

@@ -294,6 +294,8 @@ def gather_segments(values, starts, counts, order):
         Array `[sum(counts[order])]` of `values`' dtype.
 
     Example:
+        >>> import numpy as np
+        >>> from xlnet_tf.pipelines.pretraining_data import gather_segments
         >>> gather_segments(np.array([1, 2, 3, 4, 5]), np.array([0, 3]), np.array([3, 2]), np.array([1, 0]))
         array([4, 5, 1, 2, 3])
     """
@@ -708,6 +710,7 @@ def prepare_pretraining_data(inputs, output_dir, vocab, *, num_shards=16, chunk_
             local path with a runner whose workers are other machines (unless `shared_filesystem`).
 
     Example:
+    >>> from xlnet_tf.pipelines.pretraining_data import prepare_pretraining_data
     >>> job = prepare_pretraining_data(["corpus/*.txt"], "records", "spiece.model",
     ...                                num_shards=2)  # doctest: +SKIP
     >>> job.manifest["num_tokens"]  # doctest: +SKIP

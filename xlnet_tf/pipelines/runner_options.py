@@ -85,6 +85,7 @@ def beam_options(beam_args):
         `apache_beam.options.pipeline_options.PipelineOptions`.
 
     Example:
+    >>> from xlnet_tf.pipelines.runner_options import StandardOptions, beam_options
     >>> beam_options(["--direct_num_workers", "2"]).view_as(StandardOptions).runner
     'DirectRunner'
     """
@@ -137,6 +138,7 @@ def check_paths_for_runner(options, paths, *, shared_filesystem=False):
         PipelineInputError: naming the first local path and the runner.
 
     Example:
+    >>> from xlnet_tf.pipelines.runner_options import beam_options, check_paths_for_runner
     >>> check_paths_for_runner(beam_options(["--runner", "DataflowRunner"]),
     ...                        [("--output-dir", "out")])  # doctest: +SKIP
     PipelineInputError: --output-dir 'out' is a local path, but DataflowRunner runs on other machines ...
@@ -188,6 +190,7 @@ def check_runner_available(options):
             DirectRunner, which needs nothing more.
 
     Example:
+    >>> from xlnet_tf.pipelines.runner_options import beam_options, check_runner_available
     >>> check_runner_available(beam_options(["--runner", "PrismRunner"]))  # doctest: +SKIP
     PipelineInputError: --runner PrismRunner needs Beam's Prism binary, which is not on this machine ...
     """

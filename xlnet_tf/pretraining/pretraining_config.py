@@ -6,6 +6,7 @@ A run config has four sections (`model`, `data`, `optimizer`, `training`) and a
 types fail immediately with the dotted name of the key.
 
 Example:
+>>> from xlnet_tf.pretraining.pretraining_config import load_run_config
 >>> config = load_run_config([], overrides=["training.global_batch_size=16"])
 >>> config.training.global_batch_size, config.optimizer.adam_epsilon
 (16, 1e-06)
@@ -109,6 +110,7 @@ def run_config_from_dict(values: Mapping[str, Any]) -> RunConfig:
     own config.yaml; its `devices` record is ignored.
 
     Example:
+    >>> from xlnet_tf import run_config_from_dict
     >>> config = run_config_from_dict({"data": {"train_files": "gs://bucket/records"},
     ...                                "training": {"global_batch_size": 8}})
     >>> config.training.global_batch_size, config.distribution.strategy

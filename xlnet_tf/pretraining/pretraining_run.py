@@ -26,6 +26,12 @@ optimizer state and the epoch; the input pipeline is rebuilt deterministically
 and opens every row at the resumed step (`first_step`), so training continues at the same data
 position. Each replica's recurrence memory is saved next to every backup and restored
 with it (`RecurrenceMemoryState`).
+
+Backends: on TensorFlow the run trains under a `tf.distribute` strategy; on JAX under a
+`keras.distribution` (`xlnet_tf.training.jax_distribution`: `DataParallel` over the local
+accelerators, or `ModelParallel`), set for the whole run. The input pipeline is the same
+`tf.data` pipeline, called per process as TensorFlow's strategies call it, and the
+recurrence memory is one `[global batch, ...]` variable split along the batch like the data.
 """
 
 import contextlib
@@ -180,11 +186,12 @@ def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, extra_cal
 
     Example:
     >>> # skip-example: a Base-size run on a bucket; tests/notebooks runs this call on the CPU
+    >>> from xlnet_tf import export_pretrainer, run_config_from_dict, run_pretraining
     >>> config = run_config_from_dict({"data": {"train_files": "gs://bucket/records"},
     ...                                "training": {"global_batch_size": 256}})
-    >>> summary = run_pretraining(config, "gs://bucket/runs/base")  # doctest: +SKIP
+    >>> summary = run_pretraining(config, "gs://bucket/runs/base")
     >>> export_pretrainer(summary["pretrainer"], "gs://bucket/runs/base/export",
-    ...                   vocabulary=summary["vocabulary"])  # doctest: +SKIP
+    ...                   vocabulary=summary["vocabulary"])
     """
     with contextlib.ExitStack() as run_scope:
         return _run_pretraining(config, workdir, run_scope, strategy=strategy,
@@ -199,9 +206,13 @@ def _run_pretraining(config, workdir, run_scope, *, strategy, extra_callbacks, c
     check_workdir(config.to_dict(), workdir)
     t, d, m = config.training, config.data, config.model
     setup = RunSetup.resolve(config.distribution, t, strategy,
-                             paths={"data.train_files": d.train_files, "workdir": workdir})
+                             paths={"data.train_files": d.train_files, "workdir": workdir}, model_config=m)
     setup.announce()
     strategy, replicas = setup.strategy, setup.replicas
+    on_tensorflow = setup.backend == "tensorflow"
+    if not on_tensorflow:
+        # keras.distribution places variables when they are created and data when `fit` reads it.
+        run_scope.enter_context(strategy.scope())
     global_batch, per_replica = setup.global_batch_size, setup.per_replica_batch_size
     if m.bi_data and per_replica % 2:
         raise ConfigError(f"model.bi_data needs an even per-replica batch; got {per_replica} "
@@ -234,7 +245,10 @@ def _run_pretraining(config, workdir, run_scope, *, strategy, extra_callbacks, c
         optimizer.build(pretrainer.trainable_variables)
         pretrainer.set_static_batch_size(per_replica)
         if m.memory_length > 0:
-            pretrainer.enable_recurrence_memory(per_replica, strategy=strategy,
+            # TensorFlow keeps one memory per replica; Keras' JAX step sees the whole global batch, whose
+            # memory rows the distribution splits over the devices as it splits the data.
+            pretrainer.enable_recurrence_memory(per_replica if on_tensorflow else global_batch,
+                                                strategy=strategy if on_tensorflow else None,
                                                 reset_every_steps=data_steps)
 
     # ---------------------------------------------------------------- data
@@ -252,7 +266,11 @@ def _run_pretraining(config, workdir, run_scope, *, strategy, extra_callbacks, c
             # Opens every row at the resumed step's position: O(1), nothing re-sampled.
             first_step=consumed)
 
-    dataset = strategy.distribute_datasets_from_function(dataset_fn)
+    if on_tensorflow:
+        dataset = strategy.distribute_datasets_from_function(dataset_fn)
+    else:
+        # This process's rows, replica after replica; bi_data halves laid out as the backbone reads a batch.
+        dataset = strategy.distribute_datasets_from_function(dataset_fn, bi_data=m.bi_data)
 
     # ---------------------------------------------------------------- callbacks
     callbacks = [

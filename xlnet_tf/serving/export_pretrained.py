@@ -23,7 +23,9 @@ Example:
 """
 
 import os
+import subprocess
 import sys
+import tempfile
 import warnings
 
 import keras
@@ -115,13 +117,16 @@ def export_pretrainer(pretrainer, output_dir, vocabulary=None, generation=None, 
     `generate` signature (`xlnet_tf.serving.generation_signature`), in the
     mode and limits of `generation`. Both are written under a temporary
     sibling of `output_dir`, renamed into place once complete: an existing
-    directory is replaced whole (never a new preset beside old files).
+    directory is replaced whole (never a new preset beside old files). A model
+    on JAX or PyTorch is saved as a preset and exported from it by a
+    TensorFlow-backend process (TensorFlow must be installed), with the same
+    files and signatures.
 
     Args:
-        pretrainer: the trained `XLNetPretrainer` (the `pretrainer` of `run_pretraining`'s summary).
-        output_dir: the export directory (local or gs://): new or empty, or replaced with `overwrite`.
-        vocabulary: the SentencePiece model (bytes or a path) copied into the preset, or None.
-        generation: a generation preset's settings (`mode`, `recompute_window`,
+        pretrainer (XLNetPretrainer): the trained `XLNetPretrainer` (the `pretrainer` of `run_pretraining`'s summary).
+        output_dir (str): the export directory (local or gs://): new or empty, or replaced with `overwrite`.
+        vocabulary (bytes | str | None): the SentencePiece model (bytes or a path) copied into the preset, or None.
+        generation (dict | None): a generation preset's settings (`mode`, `recompute_window`,
             `sequence_length` = the longest prompt, `max_new_tokens` = the
             largest request); also written to the exported preset.
         overwrite: replace a non-empty `output_dir`.
@@ -133,11 +138,14 @@ def export_pretrainer(pretrainer, output_dir, vocabulary=None, generation=None, 
         OutputExistsError: `output_dir` is not empty and `overwrite` is False.
 
     Example:
+    >>> from xlnet_tf import XLNetPretrainer, export_pretrainer
     >>> pretrainer = XLNetPretrainer.from_preset("xlnet_base_cased")  # or run_pretraining's summary["pretrainer"]
     >>> export_pretrainer(pretrainer, "runs/base/export", vocabulary="spiece.model")
     {'preset': 'runs/base/export/preset', 'saved_model': 'runs/base/export/saved_model'}
     """
     check_output_directory(output_dir, overwrite=overwrite, what="Export directory")
+    if keras.config.backend() != "tensorflow":
+        return _export_in_tensorflow_process(pretrainer, output_dir, vocabulary, generation)
 
     def build(directory):
         preset_dir = os.path.join(directory, PRESET_SUBDIR)
@@ -156,6 +164,37 @@ def export_pretrainer(pretrainer, output_dir, vocabulary=None, generation=None, 
         export_saved_model(backbone, os.path.join(directory, SAVED_MODEL_SUBDIR), generation=module)
 
     atomic_files.replace_directory(build, output_dir)
+    return {"preset": os.path.join(output_dir, PRESET_SUBDIR),
+            "saved_model": os.path.join(output_dir, SAVED_MODEL_SUBDIR)}
+
+
+# Runs in a fresh TensorFlow-backend process: argv = [preset directory, output directory].
+_EXPORT_PRESET_PROGRAM = ("import sys; from xlnet_tf.serving.export_pretrained import export_preset; "
+                          "export_preset(sys.argv[1], sys.argv[2], overwrite=True)")
+
+
+def _export_in_tensorflow_process(pretrainer, output_dir, vocabulary, generation):
+    """`export_pretrainer` of a model that lives on JAX or PyTorch.
+
+    A SavedModel is a TensorFlow graph, built from Keras layers on the TensorFlow
+    backend, and a process has one backend. The preset, which every backend reads
+    with equal outputs, is saved here; a TensorFlow-backend process exports it
+    (`export_preset`), so the files and signatures are the ones a model trained on
+    TensorFlow gets.
+    """
+    with tempfile.TemporaryDirectory(prefix="xlnet-tf-export-") as scratch:
+        preset_dir = os.path.join(scratch, PRESET_SUBDIR)
+        pretrainer.save_to_preset(preset_dir, vocabulary_file=vocabulary)
+        if generation:
+            atomic_files.write_json(os.path.join(preset_dir, PREPROCESSING_FILE),
+                                    {"task_type": GENERATION_TASK_TYPE, **generation})
+        environment = dict(os.environ, KERAS_BACKEND="tensorflow")
+        result = subprocess.run([sys.executable, "-c", _EXPORT_PRESET_PROGRAM, preset_dir, output_dir],
+                                env=environment, capture_output=True, text=True)
+    if result.returncode != 0:
+        tail = "\n".join(result.stderr.strip().splitlines()[-8:])
+        raise ExportError(f"The SavedModel of this {keras.config.backend()}-backend model is written by a "
+                          f"TensorFlow-backend process, which failed (exit {result.returncode}):\n{tail}")
     return {"preset": os.path.join(output_dir, PRESET_SUBDIR),
             "saved_model": os.path.join(output_dir, SAVED_MODEL_SUBDIR)}
 
@@ -211,6 +250,7 @@ def pretrainer_from_checkpoint(checkpoint, config, *, config_name="the run confi
     loaded. A checkpoint of another model is an `ExportError` naming both files.
 
     Example:
+    >>> from xlnet_tf.serving.export_pretrained import load_run_config, pretrainer_from_checkpoint
     >>> config = load_run_config(["runs/tiny/config.yaml"])
     >>> pretrainer = pretrainer_from_checkpoint("runs/tiny/checkpoints/ckpt-00001800.weights.h5", config)
     """
@@ -236,6 +276,7 @@ def export_workdir(workdir, output_dir, dtype="float32", jit_compile=False, trim
     new or empty, or `overwrite` replaces it whole; it may not be or hold `workdir`.
 
     Example:
+    >>> from xlnet_tf import export_workdir
     >>> export_workdir("runs/mrpc", "exports/mrpc/1")
     'exports/mrpc/1'
     """

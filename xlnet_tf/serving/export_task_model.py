@@ -137,9 +137,9 @@ def export_task_model(model, output, *, metadata=None, overwrite=False, verify=T
     export never leaves a partial SavedModel where TF Serving would load it.
 
     Args:
-        model: the fine-tuned task `keras.Model` (float32 weights).
+        model (keras.Model): the fine-tuned task `keras.Model` (float32 weights).
         output: directory to write: new or empty, or, with `overwrite`, replaced whole.
-        metadata: optional JSON-serializable dict stored under `"extra"`.
+        metadata (dict | None): optional JSON-serializable dict stored under `"extra"`.
         overwrite: replace a non-empty `output` directory (the new one is built aside and
             renamed into place; the old one is removed only once the new one is complete).
         verify: reload the SavedModel and check `serve_token_ids` against the in-memory model on a probe
@@ -160,6 +160,8 @@ def export_task_model(model, output, *, metadata=None, overwrite=False, verify=T
     Example:
 
     ```python
+    from xlnet_tf.serving import TextPreprocessor, export_task_model
+    from xlnet_tf import XLNetClassifier, XLNetPacker, XLNetTokenizer
     classifier = XLNetClassifier.from_preset("xlnet_base_cased", num_classes=2)
     packer_fn = TextPreprocessor(XLNetTokenizer("spiece.model"), XLNetPacker(128))
     export_task_model(classifier, "exports/sst2/1", task="classification", sequence_length=128,

@@ -82,15 +82,15 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
     take documents of any length.
 
     Args:
-        workdir: a `xlnet-tf finetune` work directory or a task preset directory.
-        output: SavedModel directory to create (new or empty; it may not be or hold `workdir`).
+        workdir (str): a `xlnet-tf finetune` work directory or a task preset directory.
+        output (str): SavedModel directory to create (new or empty; it may not be or hold `workdir`).
         overwrite: replace a non-empty `output` whole (built aside, then renamed into place).
         text_signature: False writes an ids-only SavedModel (core TensorFlow ops only: loads
             without tensorflow-text), whose `serving_default` is `serve_token_ids`.
-        sequence_length: override of the packed length (default: fine-tuning's).
+        sequence_length (int | None): override of the packed length (default: fine-tuning's).
         dtype: `"float32"` or `"bfloat16"` (variables and compute; see `export_task_model`).
         jit_compile: XLA-compile the model call inside the signatures (see `TaskServingModule`).
-        trim_padding: cut the all-padding leading columns of a request before the model;
+        trim_padding (bool | None): cut the all-padding leading columns of a request before the model;
             None: on where it applies (see `TaskServingModule`).
 
     Returns:
@@ -103,6 +103,7 @@ def export_task_workdir(workdir, output, *, overwrite=False, text_signature=True
 
     Example:
     ```python
+    from xlnet_tf.serving import export_task_workdir
     export_task_workdir("runs/mrpc", "exports/mrpc/1")
     ```
     """

@@ -49,6 +49,8 @@ class GenerationModule(tf.Module):
     Example:
 
     ```python
+    import tensorflow as tf
+    from xlnet_tf.serving.generation_signature import GenerationModule
     module = GenerationModule(causal_lm, causal_lm.preprocessor.tokenizer)
     module.generate(tf.constant(["The river"]), tf.constant(8))["continuation"]
     ```

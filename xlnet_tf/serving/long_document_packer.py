@@ -39,6 +39,8 @@ class LongDocumentPacker:
         `T` a multiple of `segment_length` and at least `segment_length`.
 
     Example:
+    >>> import tensorflow as tf
+    >>> from xlnet_tf.serving.long_document_packer import LongDocumentPacker
     >>> packer = LongDocumentPacker(segment_length=4)
     >>> out = packer([tf.ragged.constant([[10, 11, 12], [13]])])
     >>> out["token_ids"].numpy().tolist()

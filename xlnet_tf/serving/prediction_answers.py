@@ -24,6 +24,7 @@ class PredictionAnswers:
         top_k: classification: also list the k most probable labels (0: off).
 
     Example:
+    >>> from xlnet_tf.serving.prediction_answers import PredictionAnswers
     >>> import numpy as np
     >>> PredictionAnswers().score({"score": np.float32(0.75)})
     {'score': 0.75}

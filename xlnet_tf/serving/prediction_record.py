@@ -25,6 +25,7 @@ def prediction_record(task, row, outputs, index, label_names=None, top_k=0):
         `answer_end`, `score`, `null_score`.
 
     Example:
+    >>> from xlnet_tf.serving.prediction_record import prediction_record
     >>> import numpy as np
     >>> prediction_record("regression", ("a fine film", None), {"score": np.array([0.75])}, 0)
     {'text': 'a fine film', 'score': 0.75}

@@ -73,7 +73,7 @@ class SavedModelPredictor:
     `checked_row` answers before the model loads (`load`, on the first `predict`).
 
     Args:
-        model_dir: the SavedModel directory (local or any `tf.io.gfile` scheme).
+        model_dir (str): the SavedModel directory (local or any `tf.io.gfile` scheme).
 
     Raises:
         ValueError: `model_dir` holds no SavedModel, or one without a strings-in
@@ -91,6 +91,7 @@ class SavedModelPredictor:
         label_names: class names in id order, or None.
 
     Example:
+    >>> from xlnet_tf.serving import SavedModelPredictor
     >>> predictor = SavedModelPredictor("exports/mrpc/1")
     >>> list(predictor.predict([("The cat sat.", "A cat was sitting.")]))
     [{'text': 'The cat sat.', 'text_pair': 'A cat was sitting.', 'label': ..., 'probabilities': [...]}]
@@ -187,8 +188,8 @@ class SavedModelPredictor:
         """`row` as the tuple `predict` feeds; a row the model cannot take is a `ValueError` naming `where`.
 
         Args:
-            row: see `predict`.
-            where: how the error names the row (`"row 3"`, `"rows.jsonl:4"`).
+            row (str | tuple | dict): see `predict`.
+            where (str): how the error names the row (`"row 3"`, `"rows.jsonl:4"`).
 
         Returns:
             `(text, text_pair or None)`, `(context, question)`, or for multiple choice
@@ -254,7 +255,7 @@ class SavedModelPredictor:
         """Yields one `prediction_record` per row, calling the model on `batch_size` rows at a time.
 
         Args:
-            rows: valid Unicode strings: `(text, text_pair or None)` (or a bare `text`),
+            rows (list): valid Unicode strings: `(text, text_pair or None)` (or a bare `text`),
                 `(context, question)`; multiple choice: `(context, question, [choices])` or a
                 dict `{"context", "question", "choices"}` (`options`, the training files'
                 name, is read as `choices`), the question left out (`(context, [choices])`)

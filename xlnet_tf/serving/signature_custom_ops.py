@@ -30,6 +30,7 @@ def signature_custom_ops(saved_model_dir, tags=("serve",)):
     Example:
 
     ```python
+    from xlnet_tf.serving import signature_custom_ops
     signature_custom_ops("exports/mrpc/1")
     # {'serving_default': ['NormalizeUTF8', 'SentencepieceTokenizeOp'], 'serve_token_ids': [], ..., '<any>': [...]}
     ```

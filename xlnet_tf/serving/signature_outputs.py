@@ -29,6 +29,8 @@ class SignatureOutputs:
     Example:
 
     ```python
+    import tensorflow as tf
+    from xlnet_tf.serving.signature_outputs import SignatureOutputs
     signature_outputs = SignatureOutputs("logits", ["neg", "pos"])
     signature_outputs.classes(tf.constant([[0.1, 2.0]]))["label_name"]  # [b"pos"]
     ```

@@ -32,11 +32,11 @@ class SpanAnswerDecoder(tf.Module):
 
     Args:
         tokenizer: `xlnet_tf.preprocessing.xlnet_tokenizer.XLNetTokenizer`.
-        sequence_length: window length L.
+        sequence_length (int): window length L.
         max_query_length: question pieces kept.
         doc_stride: window step in passage pieces.
         max_answer_length: longest answer in pieces.
-        null_score_threshold: None (always answer, SQuAD 1.1) or a float: empty answer
+        null_score_threshold (float | None): None (always answer, SQuAD 1.1) or a float: empty answer
             when the null score is above it (SQuAD 2.0).
 
     Call arguments (`answer`):
@@ -55,6 +55,9 @@ class SpanAnswerDecoder(tf.Module):
     Example:
 
     ```python
+    import tensorflow as tf
+    from xlnet_tf.serving import SpanAnswerDecoder
+    from xlnet_tf import XLNetBackbone, XLNetSpanLabeler, XLNetTokenizer
     tokenizer = XLNetTokenizer("spiece.model")
     span_labeler = XLNetSpanLabeler(XLNetBackbone.from_preset("xlnet_base_cased"))
     decoder = SpanAnswerDecoder(tokenizer, sequence_length=384, max_query_length=64, doc_stride=128)

@@ -82,9 +82,9 @@ class TaskServingModule(tf.Module):
     model call with XLA (then padding is not cut).
 
     Args:
-        model: the task `keras.Model`; called with a dict of `token_ids`, `segment_ids`, `padding_mask`
+        model (keras.Model): the task `keras.Model`; called with a dict of `token_ids`, `segment_ids`, `padding_mask`
             (int32 `[B, L]`) and `training=False`.
-        task: one of `"classification"`, `"regression"`, `"token_classification"`, `"span"`,
+        task (str): one of `"classification"`, `"regression"`, `"token_classification"`, `"span"`,
             `"multiple_choice"`.
         sequence_length: int, the packed length `L`.
         preprocessor: optional callable `(text[, text_pair]) -> dict` of int32 `[B, L]` tensors named as
@@ -93,7 +93,7 @@ class TaskServingModule(tf.Module):
         vocabulary: list of pieces (index = id); needed for the `pieces` output of token classification and
             the answer text of span tasks.
         has_text_pair: whether `serve_text` takes a `text_pair` input.
-        label_names: optional class names, returned next to class indices. For `task="span"`, a
+        label_names (list[str] | None): optional class names, returned next to class indices. For `task="span"`, a
             `SpanAnswerDecoder` instead; the strings-in signature then takes `context` and `question`.
         output_key: which key of a dict-returning model holds the logits.
         num_choices: int, the static number of choices `C`; required for `task="multiple_choice"`.
@@ -108,11 +108,14 @@ class TaskServingModule(tf.Module):
             Default False: on CPU it is not faster than the TensorFlow executor.
         trim_padding: bool or None: cut all-padding columns before the model. None (default): on for models
             with an `XLNetBackbone` unless `jit_compile`; True for another model is refused.
-        name: module name.
+        name (str): module name.
 
     Example:
 
     ```python
+    import tensorflow as tf
+    from xlnet_tf.serving import TaskServingModule, TextPreprocessor
+    from xlnet_tf import XLNetClassifier, XLNetPacker, XLNetTokenizer
     classifier = XLNetClassifier.from_preset("xlnet_base_cased", num_classes=2)
     packer_fn = TextPreprocessor(XLNetTokenizer("spiece.model"), XLNetPacker(128))
     module = TaskServingModule(classifier, task="classification", sequence_length=128,

@@ -53,6 +53,7 @@ def check_token_inputs(features, *, shape, vocabulary_size=None):
     Example:
 
     ```python
+    from xlnet_tf.serving.token_input_checks import check_token_inputs
     features = check_token_inputs(features, shape=[None, 128], vocabulary_size=32000)
     ```
     """

@@ -123,6 +123,7 @@ def read_metrics(path):
     """The records of a `metrics.jsonl` file in order, without unreadable lines; [] when there is no file.
 
     Example:
+    >>> from xlnet_tf.training.callbacks import read_metrics
     >>> [record["loss"] for record in read_metrics("runs/tiny/metrics.jsonl")]  # doctest: +SKIP
     [8.29, 7.91, 7.40]
     """

@@ -5,6 +5,7 @@ dict with their own schema (`xlnet_tf.pretraining.pretraining_config`,
 `xlnet_tf.finetuning.finetuning_config`). No TensorFlow import for local files.
 
 Example:
+>>> from xlnet_tf.training.config_sources import merge_config_sources
 >>> merge_config_sources([], ["training.train_steps=10", "optimizer.learning_rate=1e-3"])
 {'training': {'train_steps': 10}, 'optimizer': {'learning_rate': '1e-3'}}
 """

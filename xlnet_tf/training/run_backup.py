@@ -144,6 +144,7 @@ class RunBackup(keras.callbacks.BackupAndRestore):
         delete_checkpoint: delete `backup_dir` when training ends (default False).
 
     Example:
+    >>> from xlnet_tf.training.run_backup import RunBackup
     >>> callback = RunBackup("ram://doc/backup")
     >>> callback.double_checkpoint
     True

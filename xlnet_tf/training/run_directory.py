@@ -11,6 +11,7 @@ behaves the same whichever run wrote it:
     RUN_LOCK      while a run is active: who holds the work directory (one run at a time)
 
 Example:
+>>> from xlnet_tf.training.run_directory import open_run_directory
 >>> import contextlib
 >>> with contextlib.ExitStack() as run_scope:
 ...     directory = open_run_directory("ram://doc/run", "a: 1\\n", run_scope)
@@ -45,6 +46,7 @@ IGNORED_WHEN_RESUMING = frozenset({
     # resume under any strategy (the global batch, and so the data position, is unchanged).
     ("distribution", "strategy"),
     ("distribution", "tpu"),
+    ("distribution", "model_parallel"),
 })
 
 

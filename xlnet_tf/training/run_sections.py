@@ -6,6 +6,7 @@ sections (fine-tuning extends the optimizer section), so a key means the same
 in both runs and is checked by the same code. No TensorFlow import.
 
 Example:
+>>> from xlnet_tf.training.run_sections import OptimizerSection, TrainingSection, validate_training
 >>> training = TrainingSection(global_batch_size=8, train_steps=10, steps_per_epoch=5)
 >>> validate_training(training, OptimizerSection(warmup_steps=2))
 >>> validate_training(TrainingSection(global_batch_size=8, train_steps=10, steps_per_epoch=4),
@@ -36,6 +37,7 @@ def without_run_records(values):
     """`values` (a parsed run config) without the `RUN_RECORD_SECTIONS`; anything else as is.
 
     Example:
+    >>> from xlnet_tf.training.run_sections import without_run_records
     >>> without_run_records({"training": {"seed": 1}, "devices": {"replicas": 8}})
     {'training': {'seed': 1}}
     """
@@ -106,11 +108,17 @@ class TrainingSection:
 
 @dataclasses.dataclass(frozen=True)
 class DistributionSection:
-    """Which `tf.distribute` strategy to use (see `xlnet_tf.training.strategy`)."""
+    """Where the run trains: a `tf.distribute` strategy on TensorFlow (`xlnet_tf.training.strategy`), a
+    `keras.distribution` on JAX (`xlnet_tf.training.jax_distribution`).
+
+    `model_parallel` is the number of devices along the `model` axis of the
+    `model_parallel` strategy's `(batch, model)` mesh (JAX); 0 takes half the devices.
+    """
 
     strategy: str = "auto"
     virtual_cpu_devices: int = 0
     tpu: str = ""
+    model_parallel: int = 0
 
 
 def validate_optimizer(optimizer, section: str = "optimizer") -> None:
@@ -190,6 +198,7 @@ def optimizer_arguments(optimizer: OptimizerSection, training: TrainingSection) 
     as `xlnet-tf finetune` does.
 
     Example:
+    >>> from xlnet_tf.training.run_sections import OptimizerSection, TrainingSection, optimizer_arguments
     >>> arguments = optimizer_arguments(OptimizerSection(learning_rate=3e-5), TrainingSection(train_steps=500))
     >>> arguments["learning_rate"], arguments["train_steps"], arguments["loss_scaling"]
     (3e-05, 500, False)

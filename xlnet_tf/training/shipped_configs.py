@@ -6,6 +6,9 @@ take a YAML path or the name of a shipped config (`base`, `glue_mrpc`, ...);
 so the CLI's `--help` stays fast.
 
 Example:
+>>> import os
+>>> from xlnet_tf.training.shipped_configs import config_names
+>>> from xlnet_tf import resolve_config
 >>> os.path.basename(resolve_config("tiny", "pretrain"))
 'tiny.yaml'
 >>> "base" in config_names("pretrain")
@@ -72,7 +75,7 @@ def resolve_config(value, kind):
     Args:
         value: a path to a YAML file, or the name of a shipped config of `kind`
             (`base`, `glue_mrpc`, `squad_v1.1`, ...).
-        kind: "pretrain" or "finetune": which shipped configs a name refers to.
+        kind (str): "pretrain" or "finetune": which shipped configs a name refers to.
 
     Returns:
         The path of an existing file.
@@ -82,6 +85,8 @@ def resolve_config(value, kind):
             message lists the known names.
 
     Example:
+    >>> import os
+    >>> from xlnet_tf import resolve_config
     >>> os.path.basename(resolve_config("tiny", "pretrain"))
     'tiny.yaml'
     """

@@ -15,7 +15,12 @@ from xlnet_tf.training.tpu_host import TpuHost
 
 # The names `distribution.strategy` and `--strategy` accept. TensorFlow is imported
 # inside the functions, so the CLI reads these names without loading it (fast `--help`).
-STRATEGIES = ("auto", "tpu", "mirrored", "multi_worker", "one_device")
+# The last three are `keras.distribution` names (`xlnet_tf.training.jax_distribution`);
+# on TensorFlow `data_parallel` is "mirrored" and `cpu` one CPU device, and every
+# TensorFlow name has its JAX meaning there, so one config runs on either backend.
+STRATEGIES = ("auto", "tpu", "mirrored", "multi_worker", "one_device", "data_parallel", "model_parallel", "cpu")
+# Names only a `keras.distribution` backend (JAX) can run.
+JAX_ONLY_STRATEGIES = ("model_parallel",)
 
 _log = logging.getLogger(__name__)
 
@@ -31,6 +36,7 @@ class StrategyError(ValueError):
     """The requested strategy or batch size cannot be set up; the message names the cause and the fix.
 
     Example:
+    >>> from xlnet_tf import StrategyError, per_replica_batch_size
     >>> try:
     ...     per_replica_batch_size(12, 8)
     ... except StrategyError as e:
@@ -79,7 +85,8 @@ def resolve_strategy(name: str = "auto", *, virtual_cpu_devices: int = 0,
     machine.
 
     Args:
-        name: one of "auto", "tpu", "mirrored", "multi_worker", "one_device".
+        name: one of `STRATEGIES`: "auto", "tpu", "mirrored" (or "data_parallel"),
+            "multi_worker", "one_device", "cpu"; "model_parallel" is JAX's only.
             "auto" uses the TPU when there is one, else MirroredStrategy over
             several GPUs (or over virtual CPU devices when
             `virtual_cpu_devices > 1`), else the default strategy.
@@ -88,7 +95,7 @@ def resolve_strategy(name: str = "auto", *, virtual_cpu_devices: int = 0,
             is no GPU.
         tpu_address: TPU name or grpc address ("" = `TPU_NAME`, or the attached
             chips of a TPU VM).
-        tpu_host: the `TpuHost` to read (default: this machine's).
+        tpu_host (TpuHost | None): the `TpuHost` to read (default: this machine's).
 
     Returns:
         A strategy; its `num_replicas_in_sync` is the number of replicas.
@@ -98,6 +105,7 @@ def resolve_strategy(name: str = "auto", *, virtual_cpu_devices: int = 0,
             there but cannot be connected to.
 
     Example:
+    >>> from xlnet_tf import resolve_strategy
     >>> type(resolve_strategy("one_device")).__name__
     'OneDeviceStrategy'
     """
@@ -105,6 +113,9 @@ def resolve_strategy(name: str = "auto", *, virtual_cpu_devices: int = 0,
 
     if name not in STRATEGIES:
         raise StrategyError(f"Unknown strategy {name!r}; expected one of {STRATEGIES}.")
+    if name in JAX_ONLY_STRATEGIES:
+        raise StrategyError(f"--strategy {name} shards the model with keras.distribution, which needs the "
+                            f"JAX backend: run with --backend jax (or `backend: jax` in the run config).")
     if virtual_cpu_devices:
         configure_virtual_cpu_devices(virtual_cpu_devices)
     if name in ("tpu", "auto"):
@@ -118,10 +129,12 @@ def resolve_strategy(name: str = "auto", *, virtual_cpu_devices: int = 0,
         return tf.distribute.MultiWorkerMirroredStrategy()
     gpus = tf.config.list_logical_devices("GPU")
     cpus = tf.config.list_logical_devices("CPU")
+    if name == "cpu":
+        return tf.distribute.OneDeviceStrategy(cpus[0].name)
     if name == "one_device":
         device = gpus[0].name if gpus else cpus[0].name
         return tf.distribute.OneDeviceStrategy(device)
-    if name == "mirrored":
+    if name in ("mirrored", "data_parallel"):
         devices = [d.name for d in gpus] or [d.name for d in cpus]
         return tf.distribute.MirroredStrategy(devices)
     # auto, no TPU.
@@ -139,6 +152,7 @@ def tpu_target(tpu_address: str, host) -> str:
     `"local"` when chips are attached (a TPU VM), else "" (no TPU).
 
     Example:
+    >>> from xlnet_tf.training.strategy import tpu_target
     >>> from xlnet_tf.training.tpu_host import TpuHost
     >>> tpu_target("", TpuHost(devices=("/dev/accel0",))), tpu_target("", TpuHost())
     ('local', '')
@@ -174,6 +188,7 @@ def check_remote_tpu_paths(target: str, paths) -> None:
         StrategyError: naming every path that is not on gs://.
 
     Example:
+    >>> from xlnet_tf.training.strategy import check_remote_tpu_paths
     >>> check_remote_tpu_paths("local", {"workdir": "/tmp/run"})  # a TPU VM: its own disk
     >>> check_remote_tpu_paths("my-tpu", {"workdir": "/tmp/run"})
     Traceback (most recent call last):
@@ -249,6 +264,7 @@ def describe_devices(strategy, tpu_host=None) -> dict:
         `{"strategy": class name, "replicas": int, "device_kind": str}`.
 
     Example:
+    >>> from xlnet_tf.training.strategy import describe_devices
     >>> import tensorflow as tf
     >>> describe_devices(tf.distribute.OneDeviceStrategy("/cpu:0"))
     {'strategy': 'OneDeviceStrategy', 'replicas': 1, 'device_kind': 'CPU'}
@@ -272,17 +288,23 @@ def describe_devices(strategy, tpu_host=None) -> dict:
 
 
 def devices_line(devices: dict) -> str:
-    """The line a run prints at start from `describe_devices`; a CPU run says it trains on the CPU.
+    """The line a run prints at start from `describe_devices`: the backend, then the devices.
+
+    A CPU run says it trains on the CPU. The `backend` entry is there for JAX and
+    PyTorch runs; without it (`tf.distribute` strategies) the backend is TensorFlow.
 
     Example:
+    >>> from xlnet_tf.training.strategy import devices_line
     >>> devices_line({"strategy": "TPUStrategy", "replicas": 8, "device_kind": "TPU v2-8"})
-    'Devices: TPUStrategy, 8 replicas, TPU v2-8.'
+    'Devices: tensorflow, TPUStrategy, 8 replicas, TPU v2-8.'
     >>> devices_line({"strategy": "OneDeviceStrategy", "replicas": 1, "device_kind": "CPU"})
-    'Devices: OneDeviceStrategy, 1 replica, CPU: this run trains on the CPU (no TPU or GPU in use).'
+    'Devices: tensorflow, OneDeviceStrategy, 1 replica, CPU: this run trains on the CPU (no TPU or GPU in use).'
+    >>> devices_line({"backend": "jax", "strategy": "DataParallel", "replicas": 8, "device_kind": "TPU v2-8"})
+    'Devices: jax, DataParallel, 8 replicas, TPU v2-8.'
     """
     replicas = devices["replicas"]
-    line = (f"Devices: {devices['strategy']}, {replicas} replica{'s' if replicas != 1 else ''}, "
-            f"{devices['device_kind']}")
+    line = (f"Devices: {devices.get('backend') or 'tensorflow'}, {devices['strategy']}, "
+            f"{replicas} replica{'s' if replicas != 1 else ''}, {devices['device_kind']}")
     if devices["device_kind"] == "CPU":
         return line + ": this run trains on the CPU (no TPU or GPU in use)."
     return line + "."
@@ -299,6 +321,7 @@ def per_replica_batch_size(global_batch_size: int, num_replicas: int) -> int:
         Examples per replica per step.
 
     Example:
+    >>> from xlnet_tf import per_replica_batch_size
     >>> per_replica_batch_size(256, 8), per_replica_batch_size(256, 1)
     (32, 256)
     """

@@ -10,6 +10,7 @@ TPU Node or a pod slice) is another machine. No TensorFlow import here: the
 probes are files and variables, so tests fake a TPU VM in a temporary folder.
 
 Example:
+>>> from xlnet_tf.training.tpu_host import TpuHost
 >>> import os, tempfile
 >>> root = tempfile.mkdtemp()
 >>> os.makedirs(os.path.join(root, "dev"))

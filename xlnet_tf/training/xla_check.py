@@ -16,6 +16,7 @@ fallback, so compiling the step here (on CPU) finds those ops before a TPU run:
   sized shapes, which a TPU step must not have.
 
 Example:
+>>> from xlnet_tf.training.xla_check import jit_compiled_functions, xla_step_report
 >>> model.compile(optimizer=optimizer, jit_compile=True)
 >>> model.make_train_function()
 >>> [step] = jit_compiled_functions(model.train_function)
