@@ -5,7 +5,11 @@ subpackage that has one. A name exported by several packages (for example `XLNet
 `xlnet_tf.preprocessing`) gets one page, under the first package that exports it (`xlnet_tf`, then the
 subpackages in alphabetical order); the other packages' index pages link to it. Each page holds a
 mkdocstrings directive naming the object where it is defined, since the packages export their names lazily
-and the documentation builder reads the source without importing it.
+and the documentation builder reads the source without importing it. A function that a package defines under
+the name of one of its submodules (`xlnet_tf.tasks.task_type`, next to the module `xlnet_tf/tasks/task_type.py`)
+is named `package.name.name`: the builder (Griffe) keeps one object per path, the submodule, so
+`docs/extensions/docstring_sections.py` files the function there and the page names it there, apart from
+the module's classes, which keep their own pages.
 
 Run from the repository root after changing an `__all__`:
 
@@ -17,6 +21,7 @@ Run from the repository root after changing an `__all__`:
 
 import argparse
 import importlib
+import importlib.util
 import inspect
 import os
 import pkgutil
@@ -38,10 +43,21 @@ def public_packages():
     return [ROOT] + [name for name in names if hasattr(importlib.import_module(name), "__all__")]
 
 
+def directive_path(obj):
+    """The path a page's `:::` directive names for `obj`: `module.qualname` where it is defined.
+
+    A package's function named like one of its submodules is `package.name.name` (see the module docstring).
+    """
+    path = f"{obj.__module__}.{obj.__qualname__}"
+    if hasattr(sys.modules[obj.__module__], "__path__") and importlib.util.find_spec(path) is not None:
+        return f"{path}.{obj.__name__}"
+    return path
+
+
 def public_api():
     """`[(package, [(public_name, defining_path, kind)])]`: the classes and functions each package exports.
 
-    `defining_path` is `module.qualname` where the object is defined; `kind` is "class" or "function".
+    `defining_path` is `directive_path(obj)`; `kind` is "class" or "function".
     Other names in `__all__` (such as `__version__`) have no page.
     """
     api = []
@@ -52,7 +68,7 @@ def public_api():
             obj = getattr(package, name)
             if inspect.isclass(obj) or inspect.isfunction(obj):
                 kind = "class" if inspect.isclass(obj) else "function"
-                entries.append((name, f"{obj.__module__}.{obj.__qualname__}", kind))
+                entries.append((name, directive_path(obj), kind))
         api.append((package_name, sorted(entries, key=lambda entry: entry[0].lower())))
     return api
 

@@ -78,6 +78,7 @@ def write_builtin_corpus(path, *, max_bytes=6_000_000, include_site_packages=Fal
 
     Example:
     >>> import os, tempfile
+    >>> from xlnet_tf import write_builtin_corpus
     >>> path = os.path.join(tempfile.mkdtemp(), "corpus.txt")
     >>> documents, sentences, size = write_builtin_corpus(path, max_bytes=20_000)
     >>> 0 < size <= 20_000 + 2_000 and documents > 0

@@ -149,9 +149,14 @@ def train_vocabulary(
         VocabularyTrainingError: missing input, no text, or a bad setting.
 
     Example:
-    >>> summary = train_vocabulary("corpus/*.txt", 200, "spiece.model")  # 32000 on a full corpus
-    >>> summary["vocabulary_size"], summary["files"]
-    (200, ['corpus/part-0.txt', 'corpus/part-1.txt'])
+    >>> import os, tempfile
+    >>> from xlnet_tf import train_vocabulary, write_builtin_corpus
+    >>> folder = tempfile.mkdtemp()
+    >>> corpus = os.path.join(folder, "corpus.txt")
+    >>> _ = write_builtin_corpus(corpus, max_bytes=50_000)  # English prose from Python's docstrings
+    >>> summary = train_vocabulary(corpus, 300, os.path.join(folder, "spiece.model"))  # 32000 on a full corpus
+    >>> summary["vocabulary_size"], len(summary["files"])
+    (300, 1)
     """
     if int(vocab_size) <= len(SPECIAL_PIECES) + len(extra_symbols):
         raise VocabularyTrainingError(

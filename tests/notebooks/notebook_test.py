@@ -1,5 +1,5 @@
 """The Colab TPU notebook: runs top to bottom on this CPU with SMOKE=True, is committed clean, imports
-only public names, has no URL outside `ALLOWED_URLS`, installs with the README's TPU recipe."""
+only public names, has no URL outside `ALLOWED_URLS`, installs with the TPU guide's recipe."""
 
 import ast
 import importlib
@@ -91,7 +91,7 @@ def test_notebook_runs_top_to_bottom_with_smoke(tmp_path):
 # Every web address the notebook may show. None today: a notebook that cites a page names one
 # that exists (checked when added here), never a repository or download that does not.
 ALLOWED_URLS = frozenset()
-README = os.path.join(os.path.dirname(NOTEBOOK), os.pardir, "README.md")
+TPU_GUIDE = os.path.join(os.path.dirname(NOTEBOOK), os.pardir, "docs", "guide", "tpu.md")
 
 
 def _code(notebook):
@@ -163,9 +163,9 @@ def test_batch_table_starts_with_v5e_1_and_keeps_the_8_device_slices():
     assert "Kaggle" in "\n".join(c.source for c in _read().cells if c.cell_type == "markdown")
 
 
-def test_tpu_pins_are_the_readmes_recipe():
-    with open(README, encoding="utf-8") as f:
-        section = f.read().split("### Install on a TPU VM / Colab", 1)[1].split("\n## ", 1)[0]
+def test_tpu_pins_are_the_tpu_guides_recipe():
+    with open(TPU_GUIDE, encoding="utf-8") as f:
+        section = f.read().split("## Install on a TPU VM or a Colab TPU runtime", 1)[1].split("\n## ", 1)[0]
     recipe = section.split("```bash", 1)[1].split("```", 1)[0].strip().splitlines()[0]
     assert recipe.startswith("pip install ")
     assert _literal("TPU_PINS") == re.findall(r'"([^"]+==[^"]+)"', recipe)

@@ -1,4 +1,4 @@
-"""`xlnet-tf export`: a backbone preset directory plus a SavedModel from a work directory, checkpoint or preset.
+"""`xlnet-tf export`: a task SavedModel from a fine-tuning run; a preset plus a SavedModel from pretraining.
 
 Example:
     xlnet-tf export --workdir runs/tiny --output runs/tiny/export
@@ -6,7 +6,7 @@ Example:
     xlnet-tf export --workdir runs/mrpc --output exports/mrpc/2 --jit-compile
     xlnet-tf export --workdir runs/mrpc --output exports/mrpc/1 --overwrite   # replace an earlier export
 
-The export itself is `xlnet_tf.serving.export_pretrained` (fine-tuning work
+The export itself is `xlnet_tf.serving.export_workdir` (fine-tuning work
 directories: `xlnet_tf.serving.export_task_workdir`); this module parses the
 options and prints the paths written.
 """
@@ -22,12 +22,17 @@ from xlnet_tf.storage.output_directory import OutputExistsError
 def _parser():
     parser = CommandParser(
         prog="xlnet-tf export",
-        description="Export a backbone preset and a SavedModel (serving signature on token ids).")
+        description=(
+            "Export a trained model for serving. From a fine-tuning work directory (or its final/ task "
+            "preset): a task SavedModel whose serving_default takes raw text and serve_token_ids takes "
+            "token ids. From a pretraining work directory, a ckpt-*.weights.h5 checkpoint or a backbone "
+            "preset: OUTPUT/preset (a preset directory) and OUTPUT/saved_model (token ids in; with a "
+            "vocabulary, also a generate signature that continues text)."))
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--workdir", help="a pretraining or fine-tuning work directory (or a fine-tuned task "
-                                          "preset, such as the run's final/)")
+    source.add_argument("--workdir", help="a pretraining or fine-tuning work directory, or a fine-tuned task "
+                                          "preset (a fine-tuning run's final/)")
     source.add_argument("--checkpoint", help="a ckpt-*.weights.h5 file written by pretraining")
-    source.add_argument("--preset", help="a preset directory")
+    source.add_argument("--preset", help="a backbone preset directory (a task preset: use --workdir)")
     parser.add_argument("--config", help="run config of --checkpoint (default: the config.yaml "
                                          "of the work directory that holds it)")
     parser.add_argument("--output", required=True, help="output directory (new or empty; see --overwrite)")
@@ -35,17 +40,16 @@ def _parser():
                         help="replace a non-empty --output: the new export is built beside it and renamed into "
                              "place, the old one removed only once the new one is complete")
     parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
-                        help="variables and compute of a fine-tuned task SavedModel (--workdir of "
-                             "`xlnet-tf finetune`): bfloat16 is about 2x faster on CPUs with "
-                             "bfloat16 matmuls, probabilities within 2e-2 of float32")
+                        help="variables and compute of a task SavedModel (fine-tuning --workdir only); "
+                             "bfloat16 halves the weights' size and is faster where the CPU has bfloat16 "
+                             "matrix units, with probabilities close to, not equal to, float32's")
     parser.add_argument("--jit-compile", action="store_true",
-                        help="XLA-compile the model call of a fine-tuned task SavedModel (the tokenizer "
-                             "stays outside); equal outputs within 1e-5, loads in TF Serving CPU/GPU builds")
+                        help="XLA-compile the model call of a task SavedModel (fine-tuning --workdir only; the "
+                             "tokenizer stays outside); loads in TF Serving's CPU and GPU builds")
     parser.add_argument("--no-trim-padding", action="store_true",
-                        help="give the model every column of a request; by default a task SavedModel of "
-                             "a classifier or multiple choice cuts the columns that are padding in every "
-                             "row first (same answers, less work; the model then sees a length that "
-                             "varies per request)")
+                        help="task SavedModel (fine-tuning --workdir only): give the model every column of a "
+                             "request; otherwise a classifier's or multiple choice's SavedModel first cuts the "
+                             "columns that are padding in every row (same answers, less work)")
     return parser
 
 
