@@ -10,7 +10,15 @@ XLNet-Base weights shape (no download) and the same inputs:
   B=4, next to Hugging Face's `XLNetForSequenceClassification` forward, backward
   and `torch.optim.AdamW` step;
 - `generate`: greedy `XLNetCausalLM.generate` of 16 new tokens after a 64-token
-  prompt (cached mode), batch 1, next to Hugging Face's `generate` with mems.
+  prompt (cached mode), batch 1, next to Hugging Face's `generate` with mems;
+- `pretrain`: one permutation-LM `train_on_batch` of `XLNetPretrainer` (two
+  streams: a random factorization order as `perm_mask`, P=L/4 targets through
+  `target_mapping`; AdamW, dropout 0.1) at L=128, B=4, next to Hugging Face's
+  `XLNetLMHeadModel` with the same `perm_mask`/`target_mapping`, forward,
+  backward and `torch.optim.AdamW` step.
+
+`--size base` (default) measures XLNet-Base's shapes; `--size tiny` the model
+of the quick start's `configs/pretrain/tiny.yaml`.
 
 Implementations: `hf` (Hugging Face PyTorch, eager; runs first and again last,
 its faster run counts), `tensorflow`, `jax`, `torch` (ours, `KERAS_BACKEND`
@@ -24,7 +32,7 @@ threads (intra-op `--threads`, inter-op 1; OpenMP waits passively).
 
 Usage:
     python benchmarks/backend_benchmark.py [--paths infer fit generate] [--steps 3] [--before /tmp/before]
-        [--implementations hf tensorflow jax torch]
+        [--implementations hf tensorflow jax torch] [--size base|tiny]
 """
 
 import argparse
@@ -40,25 +48,55 @@ CHECKOUT_VARIABLE = "XLNET_TF_BENCHMARK_CHECKOUT"
 if os.environ.get(CHECKOUT_VARIABLE):
     sys.path.insert(0, os.environ[CHECKOUT_VARIABLE])
 
-BASE = measurement.XLNET_BASE
+SIZES = ("base", "tiny")
 SEQUENCE, BATCH = 128, 4
 PROMPT, NEW_TOKENS = 64, 16
-PATHS = ("infer", "fit", "generate")
+NUM_PREDICT = SEQUENCE // 4
+PATHS = ("infer", "fit", "generate", "pretrain")
 OURS = ("tensorflow", "jax", "torch")
 LABELS = {"hf": "Hugging Face PyTorch (eager)", "tensorflow": "ours, TensorFlow", "jax": "ours, JAX",
           "torch": "ours, PyTorch", "tensorflow-before": "ours, TensorFlow, before (--before)"}
 
 
-def _inputs(path):
+def model_size(size):
+    """`XLNetConfig`'s size keys of `size`: XLNet-Base's, or the quick start's tiny model (its shipped config)."""
+    if size == "base":
+        return dict(measurement.XLNET_BASE)
+    import yaml
+
+    with open(os.path.join(measurement.REPO, "configs", "pretrain", "tiny.yaml"), encoding="utf-8") as stream:
+        model = yaml.safe_load(stream)["model"]
+    return {key: model[key] for key in measurement.XLNET_BASE}
+
+
+def _inputs(path, size):
     import numpy as np
 
     rng = np.random.default_rng(0)
     if path == "generate":
-        return rng.integers(9, BASE["vocabulary_size"], (1, PROMPT)).astype("int32")
-    return rng.integers(9, BASE["vocabulary_size"], (BATCH, SEQUENCE)).astype("int32")
+        return rng.integers(9, size["vocabulary_size"], (1, PROMPT)).astype("int32")
+    return rng.integers(9, size["vocabulary_size"], (BATCH, SEQUENCE)).astype("int32")
 
 
-def ours_step(path):
+def permutation_inputs(ids):
+    """A random factorization order's `perm_mask` `[B, L, L]`, the last `NUM_PREDICT` positions as targets
+    (`target_mapping` `[B, P, L]`) and their ids `[B, P]`, as XLNet's pretraining feeds them."""
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    batch, length = ids.shape
+    perm_mask = np.zeros((batch, length, length), "float32")
+    for row in range(batch):
+        rank = np.empty(length, "int64")
+        rank[rng.permutation(length)] = np.arange(length)
+        perm_mask[row] = (rank[None, :] >= rank[:, None]).astype("float32")  # i may not see j at or after it
+    target_mapping = np.zeros((batch, NUM_PREDICT, length), "float32")
+    positions = np.arange(length - NUM_PREDICT, length)
+    target_mapping[:, np.arange(NUM_PREDICT), positions] = 1.0
+    return perm_mask, target_mapping, ids[:, positions]
+
+
+def ours_step(path, size_name="base"):
     """One call of ours on the backend `KERAS_BACKEND` names, ready to time."""
     import keras
     import numpy as np
@@ -67,36 +105,48 @@ def ours_step(path):
     from xlnet_tf.models.xlnet_config import XLNetConfig
 
     keras.utils.set_random_seed(0)
-    ids = _inputs(path)
+    size = model_size(size_name)
+    ids = _inputs(path, size)
     if path == "infer":
-        backbone = XLNetBackbone(XLNetConfig(**BASE, dropout=0.0, attention_dropout=0.0))
+        backbone = XLNetBackbone(XLNetConfig(**size, dropout=0.0, attention_dropout=0.0))
         features = {"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": np.ones_like(ids)}
         return lambda: backbone.predict_on_batch(features)
     if path == "fit":
         from xlnet_tf.models.xlnet_classifier import XLNetClassifier
 
-        model = XLNetClassifier(XLNetBackbone(XLNetConfig(**BASE)), num_classes=2, preprocessor=None)
+        model = XLNetClassifier(XLNetBackbone(XLNetConfig(**size)), num_classes=2, preprocessor=None)
         model.compile(optimizer=keras.optimizers.AdamW(1e-5),
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         features = {"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": np.ones_like(ids)}
         labels = np.arange(BATCH, dtype="int32") % 2
         return lambda: model.train_on_batch(features, labels)
+    if path == "pretrain":
+        from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
+
+        pretrainer = XLNetPretrainer(XLNetBackbone(XLNetConfig(**size, memory_length=0, bi_data=False)))
+        pretrainer.compile(optimizer=keras.optimizers.AdamW(1e-5))
+        perm_mask, target_mapping, target_ids = permutation_inputs(ids)
+        batch = {"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": np.ones_like(ids),
+                 "perm_mask": perm_mask, "target_mapping": target_mapping, "target_ids": target_ids,
+                 "target_mask": np.ones(target_ids.shape, "float32")}
+        return lambda: pretrainer.train_on_batch(batch)
     from xlnet_tf.models.xlnet_causal_lm import XLNetCausalLM
 
-    model = XLNetCausalLM(XLNetBackbone(XLNetConfig(**BASE, dropout=0.0, attention_dropout=0.0)), mode="cached")
+    model = XLNetCausalLM(XLNetBackbone(XLNetConfig(**size, dropout=0.0, attention_dropout=0.0)), mode="cached")
     width = PROMPT + NEW_TOKENS
     token_ids = np.concatenate([ids, np.full((1, NEW_TOKENS), 5, "int32")], axis=1)  # [1, P + N]
     mask = (np.arange(width) < PROMPT)[None].astype("int32")  # [1, P + N]
     return lambda: model.generate({"token_ids": token_ids, "padding_mask": mask}, stop_token_ids=None)
 
 
-def hugging_face_step(path, torch):
+def hugging_face_step(path, torch, size_name="base"):
     """One call of Hugging Face's, ready to time."""
     import transformers
 
-    ids = torch.tensor(_inputs(path), dtype=torch.long)
+    size = model_size(size_name)
+    ids = torch.tensor(_inputs(path, size), dtype=torch.long)
     if path == "infer":
-        model = transformers.XLNetModel(measurement.hugging_face_config(BASE, dropout=0.0)).eval()
+        model = transformers.XLNetModel(measurement.hugging_face_config(size, dropout=0.0)).eval()
 
         def infer():
             with torch.no_grad():
@@ -104,7 +154,7 @@ def hugging_face_step(path, torch):
         return infer
     if path == "fit":
         model = transformers.XLNetForSequenceClassification(
-            measurement.hugging_face_config(BASE, dropout=0.1, num_labels=2)).train()
+            measurement.hugging_face_config(size, dropout=0.1, num_labels=2)).train()
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
         labels = torch.arange(BATCH) % 2
 
@@ -113,7 +163,19 @@ def hugging_face_step(path, torch):
             model(ids, labels=labels).loss.backward()
             optimizer.step()
         return fit
-    model = transformers.XLNetLMHeadModel(measurement.hugging_face_config(BASE, dropout=0.0, mem_len=None)).eval()
+    if path == "pretrain":
+        model = transformers.XLNetLMHeadModel(measurement.hugging_face_config(size, dropout=0.1, mem_len=None)).train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+        perm_mask, target_mapping, target_ids = (torch.tensor(value) for value in permutation_inputs(ids.numpy()))
+        target_ids = target_ids.long()
+
+        def pretrain():
+            optimizer.zero_grad()
+            logits = model(ids, perm_mask=perm_mask, target_mapping=target_mapping, use_mems=False).logits
+            torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target_ids.reshape(-1)).backward()
+            optimizer.step()
+        return pretrain
+    model = transformers.XLNetLMHeadModel(measurement.hugging_face_config(size, dropout=0.0, mem_len=None)).eval()
 
     def generate():
         with torch.no_grad():
@@ -126,13 +188,13 @@ def child(spec):
     """Builds one implementation's step for one path, warms it up, times it; reports the fastest step."""
     try:
         if spec["implementation"] == "hf":
-            step = hugging_face_step(spec["path"], measurement.limit_torch_threads(spec["threads"]))
+            step = hugging_face_step(spec["path"], measurement.limit_torch_threads(spec["threads"]), spec["size"])
         else:
             if spec["implementation"] in ("tensorflow", "tensorflow-before"):
                 measurement.limit_tensorflow_threads(spec["threads"])
             elif spec["implementation"] == "torch":
                 measurement.limit_torch_threads(spec["threads"])
-            step = ours_step(spec["path"])
+            step = ours_step(spec["path"], spec["size"])
         measurement.time_calls(step, 2)
         seconds = measurement.time_calls(step, spec["steps"])
         measurement.report({"seconds": min(seconds), "peak_rss_gb": measurement.peak_rss_bytes() / 1e9})
@@ -142,7 +204,8 @@ def child(spec):
 
 def measure(implementation, path, args):
     """One implementation on one path, in a fresh process with its backend and checkout."""
-    spec = {"implementation": implementation, "path": path, "steps": args.steps, "threads": args.threads}
+    spec = {"implementation": implementation, "path": path, "steps": args.steps, "threads": args.threads,
+            "size": args.size}
     backend = "tensorflow" if implementation in ("hf", "tensorflow-before") else implementation
     variables = dict(measurement.PASSIVE_WAIT, KERAS_BACKEND=backend, XLA_FLAGS="")
     if implementation == "tensorflow-before":
@@ -152,19 +215,21 @@ def measure(implementation, path, args):
                                         measurement.child_env(args.threads, **variables), timeout=1800)
 
 
-def table(results, paths, implementations):
-    lines = ["| path | implementation | step s | x Hugging Face's time | peak RSS GB |", "|---|---|---|---|---|"]
+def table(results, paths, implementations, size):
+    lines = ["| model | path | implementation | step s | x Hugging Face's time | peak RSS GB |",
+             "|---|---|---|---|---|---|"]
     for path in paths:
         reference = min((r["seconds"] for r in results[path].get("hf", []) if "seconds" in r), default=None)
         for implementation in implementations:
             runs = [r for r in results[path].get(implementation, []) if "seconds" in r]
             if not runs:
                 errors = [r.get("error", "") for r in results[path].get(implementation, [])]
-                lines.append(f"| {path} | {LABELS[implementation]} | failed: {'; '.join(errors)[:200]} | - | - |")
+                failure = "; ".join(errors)[:200]
+                lines.append(f"| {size} | {path} | {LABELS[implementation]} | failed: {failure} | - | - |")
                 continue
             best = min(runs, key=lambda r: r["seconds"])
             ratio = f"**{best['seconds'] / reference:.2f}x**" if reference else "-"
-            lines.append(f"| {path} | {LABELS[implementation]} | {best['seconds']:.3f} | {ratio} | "
+            lines.append(f"| {size} | {path} | {LABELS[implementation]} | {best['seconds']:.3f} | {ratio} | "
                          f"{best['peak_rss_gb']:.2f} |")
     return "\n".join(lines)
 
@@ -175,6 +240,8 @@ def main(argv=None):
     parser.add_argument("--implementations", nargs="+", choices=("hf", *OURS), default=["hf", *OURS])
     parser.add_argument("--before", default=None, help="a checkout of an earlier commit: adds tensorflow-before")
     parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--size", choices=SIZES, default="base",
+                        help="XLNet-Base's shapes, or the quick start's tiny model (configs/pretrain/tiny.yaml)")
     parser.add_argument("--threads", type=int, default=2)
     args = results_table.parse_arguments(parser, argv, child)
     if args is None:
@@ -190,9 +257,11 @@ def main(argv=None):
             result = measure(implementation, path, args)
             results[path].setdefault(implementation, []).append(result)
             print(f"{path} {implementation}: {result}", flush=True)
-    print(f"\nXLNet-Base, {args.threads} threads, fastest of {args.steps} steps per process; infer/fit at "
-          f"L={SEQUENCE} B={BATCH}, generate {NEW_TOKENS} tokens after {PROMPT} (batch 1, cached)\n")
-    print(table(results, args.paths, ["hf", *implementations]))
+    model = "XLNet-Base" if args.size == "base" else "the tiny model of configs/pretrain/tiny.yaml"
+    print(f"\n{model}, {args.threads} threads, fastest of {args.steps} steps per process; infer/fit/pretrain at "
+          f"L={SEQUENCE} B={BATCH} (pretrain: P={NUM_PREDICT}), generate {NEW_TOKENS} tokens after {PROMPT} "
+          f"(batch 1, cached)\n")
+    print(table(results, args.paths, ["hf", *implementations], args.size))
     print(f"\nload average {os.getloadavg()[0]:.1f} at end")
     return 0
 
@@ -203,7 +272,8 @@ def result_rows(section):
         ratio = results_table.number(row.get("x Hugging Face's time", ""))
         if ratio is None or "Hugging Face" in row["implementation"]:
             continue
-        rows.append(results_table.Row(f"backend {row['path']}: {row['implementation']}", "Hugging Face PyTorch",
+        name = f"backend {row['path']}" + (f" ({row['model']})" if row.get("model", "base") != "base" else "")
+        rows.append(results_table.Row(f"{name}: {row['implementation']}", "Hugging Face PyTorch",
                                       ratio, "time"))
     return rows
 

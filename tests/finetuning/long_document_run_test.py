@@ -46,7 +46,7 @@ def _finetune(preset, tmp_path, name, memory_length, capsys):
     settings = [f"task.train_file={tmp_path / 'train.jsonl'}", f"task.eval_file={tmp_path / 'eval.jsonl'}",
                 f"task.sequence_length={LENGTH}", f"task.max_segments={SEGMENTS}",
                 f"model.memory_length={memory_length}", "model.reuse_length=0",
-                "training.global_batch_size=16", "training.train_steps=400", "training.steps_per_epoch=400",
+                "training.global_batch_size=16", "training.train_steps=600", "training.steps_per_epoch=600",
                 "optimizer.learning_rate=0.003", "optimizer.warmup_steps=10", "evaluation.every_epoch=false",
                 "model.dropout=0.0", "model.attention_dropout=0.0", "task.head_dropout=0.0", "training.verbose=0"]
     assert main(["--init", preset, "--workdir", workdir, *sum((["--set", s] for s in settings), [])]) == 0

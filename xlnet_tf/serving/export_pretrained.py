@@ -22,6 +22,7 @@ Example:
     xlnet-tf export --workdir runs/tiny --output runs/tiny/export
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -168,35 +169,51 @@ def export_pretrainer(pretrainer, output_dir, vocabulary=None, generation=None, 
             "saved_model": os.path.join(output_dir, SAVED_MODEL_SUBDIR)}
 
 
-# Runs in a fresh TensorFlow-backend process: argv = [preset directory, output directory].
-_EXPORT_PRESET_PROGRAM = ("import sys; from xlnet_tf.serving.export_pretrained import export_preset; "
-                          "export_preset(sys.argv[1], sys.argv[2], overwrite=True)")
+# Runs `export_pretrained.<function>(*arguments, **keywords)` from a JSON argument in a fresh process and prints
+# its JSON result on the last line.
+_TENSORFLOW_PROGRAM = """
+import json, sys
+from xlnet_tf.serving import export_pretrained
+call = json.loads(sys.argv[1])
+try:
+    result = getattr(export_pretrained, call["function"])(*call["arguments"], **call["keywords"])
+except (export_pretrained.ExportError, OSError, ValueError) as error:
+    print(f"{type(error).__name__}: {error}", file=sys.stderr)
+    sys.exit(2)
+print(json.dumps(result))
+"""
+
+
+def _in_tensorflow_process(function, *arguments, **keywords):
+    """`function(*arguments, **keywords)` of this module, run by a TensorFlow-backend process.
+
+    A SavedModel is a TensorFlow graph built from Keras layers on the TensorFlow
+    backend, and a process has one backend: a process on JAX or PyTorch hands
+    the export, through files (presets, checkpoints, run directories, which
+    every backend reads with equal outputs), to one on TensorFlow, so the
+    SavedModel is the one a run on TensorFlow gets.
+    """
+    call = json.dumps({"function": function, "arguments": arguments, "keywords": keywords})
+    environment = dict(os.environ, KERAS_BACKEND="tensorflow")
+    result = subprocess.run([sys.executable, "-c", _TENSORFLOW_PROGRAM, call], env=environment,
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        lines = result.stderr.strip().splitlines()
+        detail = lines[-1] if result.returncode == 2 and lines else "\n".join(lines[-8:])
+        raise ExportError(f"The SavedModel of a {keras.config.backend()}-backend model is written by a "
+                          f"TensorFlow-backend process, which failed: {detail}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def _export_in_tensorflow_process(pretrainer, output_dir, vocabulary, generation):
-    """`export_pretrainer` of a model that lives on JAX or PyTorch.
-
-    A SavedModel is a TensorFlow graph, built from Keras layers on the TensorFlow
-    backend, and a process has one backend. The preset, which every backend reads
-    with equal outputs, is saved here; a TensorFlow-backend process exports it
-    (`export_preset`), so the files and signatures are the ones a model trained on
-    TensorFlow gets.
-    """
+    """`export_pretrainer` of a model on JAX or PyTorch: its preset is saved here and exported on TensorFlow."""
     with tempfile.TemporaryDirectory(prefix="xlnet-tf-export-") as scratch:
         preset_dir = os.path.join(scratch, PRESET_SUBDIR)
         pretrainer.save_to_preset(preset_dir, vocabulary_file=vocabulary)
         if generation:
             atomic_files.write_json(os.path.join(preset_dir, PREPROCESSING_FILE),
                                     {"task_type": GENERATION_TASK_TYPE, **generation})
-        environment = dict(os.environ, KERAS_BACKEND="tensorflow")
-        result = subprocess.run([sys.executable, "-c", _EXPORT_PRESET_PROGRAM, preset_dir, output_dir],
-                                env=environment, capture_output=True, text=True)
-    if result.returncode != 0:
-        tail = "\n".join(result.stderr.strip().splitlines()[-8:])
-        raise ExportError(f"The SavedModel of this {keras.config.backend()}-backend model is written by a "
-                          f"TensorFlow-backend process, which failed (exit {result.returncode}):\n{tail}")
-    return {"preset": os.path.join(output_dir, PRESET_SUBDIR),
-            "saved_model": os.path.join(output_dir, SAVED_MODEL_SUBDIR)}
+        return _in_tensorflow_process("export_preset", preset_dir, output_dir, overwrite=True)
 
 
 def _generation_module(backbone, pretrainer, preset_dir, settings):
@@ -274,6 +291,8 @@ def export_workdir(workdir, output_dir, dtype="float32", jit_compile=False, trim
     (`xlnet_tf.serving.export_task_workdir.export_task_workdir`), which also takes a fine-tuned
     task preset in place of a work directory (a run's `final/`). `output_dir` must be
     new or empty, or `overwrite` replaces it whole; it may not be or hold `workdir`.
+    On JAX or PyTorch a TensorFlow-backend process does the export (TensorFlow
+    must be installed): the SavedModel is the same whichever backend trained.
 
     Example:
     >>> from xlnet_tf import export_workdir
@@ -281,6 +300,9 @@ def export_workdir(workdir, output_dir, dtype="float32", jit_compile=False, trim
     'exports/mrpc/1'
     """
     check_output_directory(output_dir, overwrite=overwrite, what="Export directory", sources=(workdir,))
+    if keras.config.backend() != "tensorflow":
+        return _in_tensorflow_process("export_workdir", workdir, output_dir, dtype=dtype, jit_compile=jit_compile,
+                                      trim_padding=trim_padding, overwrite=overwrite)
     if _is_task_preset(workdir) and not tf.io.gfile.exists(os.path.join(workdir, "config.yaml")):
         config_path, values = None, {"task": {}}  # a task preset itself (a run's final/)
     else:
