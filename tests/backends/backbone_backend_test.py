@@ -157,3 +157,15 @@ def test_fit_carries_the_memory_from_step_to_step_as_tensorflow(backend_outputs,
         assert_same_as_tensorflow(backend_outputs, backend, f"backbone_memory_through_fit.{key}", tolerance=1e-5)
     assert int(probe_output(backend_outputs, backend, "backbone_memory_through_fit.step")) == 2
     assert np.abs(probe_output(backend_outputs, backend, "backbone_memory_through_fit.memory")).max() > 0.0
+
+
+@pytest.mark.parametrize("backend", INSTALLED)
+def test_a_memory_reset_to_zero_changes_the_next_step_s_loss(backend_outputs, backend):
+    """`fit`'s losses are the running mean of its steps; `train_on_batch` with a reset in between gives step 1
+    alike and another step 2: the carried memory is what the second step read."""
+    carried = probe_output(backend_outputs, backend, "backbone_memory_through_fit.loss")
+    reset = probe_output(backend_outputs, backend, "backbone_memory_through_fit.reset_losses")
+    # The second step of the carried run, from fit's running mean of two steps.
+    second_step = 2 * float(carried[-1]) - float(reset[0])
+    # Small (about 5e-5: a tiny random model reads little from its memory) but far above float32 rounding (1e-7).
+    assert abs(second_step - float(reset[1])) > 1e-5, (carried, reset)

@@ -279,7 +279,18 @@ def probe_backbone_memory_through_fit(workdir, backend):
         batches.append(inputs)
     data = {key: np.concatenate([batch[key] for batch in batches]) for key in batches[0]}
     history = pretrainer.fit(data, batch_size=2, epochs=1, shuffle=False, verbose=0)
+    # The same two steps with the memory reset to zero between them: the second step's loss must change.
+    fresh = XLNetPretrainer(load_backbone(workdir))
+    fresh.enable_recurrence_memory(2)
+    fresh.compile(optimizer=keras.optimizers.SGD(0.5))
+    carried = []
+    for index, batch in enumerate(batches):
+        if index == 1:
+            fresh.recurrence_memory.reset()
+        fresh.reset_metrics()  # each step's own loss, not a running mean
+        carried.append(float(fresh.train_on_batch(batch, return_dict=True)["loss"]))
     return {"memory": np.stack(pretrainer.recurrence_memory.local_values()),
+            "reset_losses": np.asarray(carried, "float32"),
             "loss": np.asarray(history.history["loss"], "float32"),
             "step": np.asarray(int(keras.ops.convert_to_numpy(
                 pretrainer.recurrence_memory._local_step_variables()[0])))}
