@@ -11,7 +11,6 @@ outputs TensorFlow computed for them, written by
 `KERAS_BACKEND=tensorflow python -m tests.backends.no_tensorflow_test --write-reference`.
 """
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -55,11 +54,7 @@ sys.meta_path[:] = [_WithoutTensorFlow(finder) for finder in sys.meta_path]
 """
 
 
-def _tensorflow_installed():
-    return importlib.util.find_spec("tensorflow") is not None
-
-
-TENSORFLOW_INSTALLED = _tensorflow_installed()
+TENSORFLOW_INSTALLED = backend_available("tensorflow")
 
 
 def _config():

@@ -6,7 +6,6 @@ starts. The same global batch of 16, the same initial weights, dropout 0: the
 per-step losses agree within 1e-5.
 """
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -15,11 +14,13 @@ import sys
 import numpy as np
 import pytest
 
+from tests.backends.backend_harness import backend_available
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOLERANCE = 1e-5
 
 # JAX is a test extra; a venv without it (CI's Python 3.13 pass) has nothing to run here.
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="JAX is not installed")
+pytestmark = pytest.mark.skipif(not backend_available("jax"), reason="JAX is not installed")
 
 
 def _run(tmp_path, *checks, timeout=1200, backend="jax"):
