@@ -116,6 +116,13 @@ def test_ci_lints_with_the_ruff_of_the_test_extra():
     assert install < lint < ci.index("run_pytest \"$work/venv/bin/python\" -m pytest")
 
 
+def test_the_test_extra_brings_the_docs_tools_the_site_tests_build_with():
+    # tests/docs/site_test.py runs `mkdocs build --strict`; the README's test command installs only `.[test]`.
+    extras = _setup_cfg()["options.extras_require"]
+    missing = set(_lines(extras["docs"])) - set(_lines(extras["test"]))
+    assert not missing, f"add to the test extra: {missing}"
+
+
 def test_every_imported_distribution_is_declared_and_every_declared_one_imported():
     core, extras = _requirements()
     imported = {**_imported_modules("xlnet_tf"), **_imported_modules("pipelines")}
