@@ -22,13 +22,14 @@ from xlnet_tf.storage import preset_io
 from xlnet_tf.tasks.task_spec import TaskSpec
 
 
-def task_from_data(task: TaskSpec, entry: tasks.TaskType) -> TaskSpec:
+def task_from_data(task: TaskSpec, entry: tasks.TaskType, manifest: dict | None = None) -> TaskSpec:
     """`task` completed from its data: the label names and class count its files or records give, checked.
 
     `entry` is the task's `TaskType`. A local file's string labels name the classes (task
     types with `label_names_from_file`), a multiple-choice file's options count them, and
-    records alone give what their manifest recorded; then both local files are read in
-    full, so a bad row fails before anything is written or trained.
+    records alone give what their manifest recorded (`manifest`, the parsed manifest of
+    `task.records_dir`, read by the caller: `records_manifest`); then both local files are
+    read in full, so a bad row fails before anything is written or trained.
 
     Raises:
         ConfigError: a file cannot be read, its labels disagree with the config, or a
@@ -46,8 +47,7 @@ def task_from_data(task: TaskSpec, entry: tasks.TaskType) -> TaskSpec:
         num_choices = 0 if task.num_classes else data.local_file_num_choices(task)
     except (ValueError, FileNotFoundError) as e:
         raise ConfigError(f"task.train_file: {e}") from e
-    recorded = (read_finetuning_manifest(task.records_dir)["task"]
-                if task.records_dir and not (task.train_file or task.dataset) else None)
+    recorded = manifest["task"] if manifest and not (task.train_file or task.dataset) else None
     try:
         task = entry.with_data_classes(task, label_names, num_choices, recorded)
         data.check_local_files(task)
@@ -77,11 +77,11 @@ class FinetuningInputs:
     Attributes:
         config: the validated `FinetuneConfig`, its task completed from the data (`task_from_data`).
         task_type: the task's `TaskType`.
-        vocabulary: the initial preset's SentencePiece model.
-        tokenizer: the `XLNetTokenizer` of that vocabulary, with the task's `lowercase`, built on
+        preset: the initial preset's `PresetContents`, read once here: its vocabulary, its task
+            model if it is a task preset (training continues from its head), its backbone config.
+        tokenizer: the `XLNetTokenizer` of its vocabulary, with the task's `lowercase`, built on
             first use: its TensorFlow ops would fix the devices, so it comes after the run's
             strategy has set up virtual CPU devices.
-        from_task_preset: the initial preset is a task preset (training continues from its head).
         model_overrides: the user's `model.*` settings (those left null keep the preset's).
         backbone_config: the backbone preset's `XLNetConfig` with the overrides and adjustments
             (None for a task preset, which keeps its own).
@@ -99,8 +99,7 @@ class FinetuningInputs:
 
     config: FinetuneConfig
     task_type: tasks.TaskType
-    vocabulary: str
-    from_task_preset: bool
+    preset: preset_io.PresetContents
     model_overrides: dict
     backbone_config: XLNetConfig | None
     init_adjustments: dict
@@ -108,7 +107,7 @@ class FinetuningInputs:
 
     @functools.cached_property
     def tokenizer(self) -> XLNetTokenizer:
-        return XLNetTokenizer(self.vocabulary, lowercase=self.config.task.lowercase)
+        return XLNetTokenizer(self.preset.vocabulary, lowercase=self.config.task.lowercase)
 
     @classmethod
     def resolve(cls, config: FinetuneConfig) -> "FinetuningInputs":
@@ -128,18 +127,27 @@ class FinetuningInputs:
             raise ConfigError(f"The initial preset {init} has no spiece.model; fine-tuning "
                               "tokenizes text with the preset's vocabulary.")
         entry = tasks.task_type(config.task.task_type)
-        task = task_from_data(config.task, entry)
+        manifest = records_manifest(config.task, entry)
+        task = task_from_data(config.task, entry, manifest)
         overrides = {k: v for k, v in dataclasses.asdict(config.model).items() if v is not None}
         backbone_config, adjustments = (None, {}) if preset.is_task_preset else _initial_backbone_config(
             XLNetConfig.from_dict(preset.backbone_config), overrides)
-        return cls(config=dataclasses.replace(config, task=task), task_type=entry, vocabulary=preset.vocabulary,
-                   from_task_preset=preset.is_task_preset, model_overrides=overrides,
-                   backbone_config=backbone_config, init_adjustments=adjustments,
-                   has_eval=bool(task.eval_file or task.dataset) or _records_have_eval(task, entry))
+        records_have_eval = bool(manifest) and entry.evaluates_records() and (
+            (task.eval_split or "validation") in manifest["splits"])
+        return cls(config=dataclasses.replace(config, task=task), task_type=entry, preset=preset,
+                   model_overrides=overrides, backbone_config=backbone_config, init_adjustments=adjustments,
+                   has_eval=bool(task.eval_file or task.dataset) or records_have_eval)
 
 
-def _records_have_eval(task, entry):
-    """Whether the records hold the evaluation split (and the task type scores records)."""
-    if not task.records_dir or not entry.evaluates_records():
-        return False
-    return (task.eval_split or "validation") in read_finetuning_manifest(task.records_dir)["splits"]
+def records_manifest(task: TaskSpec, entry: tasks.TaskType) -> dict | None:
+    """The manifest of `task.records_dir` where the run needs it, read once; None otherwise.
+
+    A run reads it when the records are its only training data (what they were written
+    for), or when they may be its evaluation data: no other evaluation set is named and
+    its task type scores records (whether they hold the evaluation split).
+    """
+    records_train = not (task.train_file or task.dataset)
+    records_eval = not (task.eval_file or task.dataset) and entry.evaluates_records()
+    if not task.records_dir or not (records_train or records_eval):
+        return None
+    return read_finetuning_manifest(task.records_dir)

@@ -160,15 +160,15 @@ def _compiled_model(inputs, setup):
 
 def _initial_model(inputs):
     """The task preset to continue from, or a new task model on the (adjusted) backbone preset."""
-    init, t = inputs.config.training.init_from, inputs.config.training
+    t = inputs.config.training
     dtype = None if t.mixed_precision == "float32" else t.mixed_precision
-    if inputs.from_task_preset:
+    if inputs.preset.is_task_preset:
         if dtype or inputs.model_overrides:
             raise ConfigError("Continuing from a task preset keeps its dtype, dropout and memory "
                               "settings; drop model.* overrides and training.mixed_precision.")
-        return load_task_preset(init)
+        return load_task_preset(inputs.preset)
     backbone = XLNetBackbone(inputs.backbone_config, dtype=dtype)
-    preset_io.load_weights(backbone, preset_io.fetch(init, MODEL_WEIGHTS_FILE))
+    preset_io.load_weights(backbone, preset_io.fetch(inputs.preset.preset, MODEL_WEIGHTS_FILE))
     model = build_task_model(inputs.config.task, backbone)
     model.build_with_dummy_inputs()
     return model
@@ -247,7 +247,7 @@ def _finish(model, inputs, workdir):
         task = tuned_task(task, results)
         summary.update(inputs.task_type.summary_fields(task))
     final_dir = os.path.join(workdir, FINAL_DIR)
-    model.save_to_preset(final_dir, vocabulary_file=inputs.vocabulary, preprocessing=preprocessing_info(task))
+    model.save_to_preset(final_dir, vocabulary_file=inputs.preset.vocabulary, preprocessing=preprocessing_info(task))
     summary["final_dir"] = final_dir
     return summary
 

@@ -598,18 +598,17 @@ class XLNetTask(TracedDropoutStep, Task):
         if cls is XLNetTask:
             raise ValueError("Call from_preset on a task class (XLNetClassifier, XLNetSpanLabeler, "
                              "XLNetMultipleChoice, XLNetTokenClassifier), or use load_task_preset().")
-        preset = preset_io.resolve(preset)
-        task_file = preset_io.fetch(preset, TASK_CONFIG_FILE, required=False)
-        if task_file is not None:
-            saved = atomic_files.read_json(task_file)
-            name = saved.get("class_name")
+        contents = preset_io.read_preset(preset_io.resolve(preset))
+        preset = contents.preset
+        if contents.is_task_preset:
+            name = contents.task_config.get("class_name")
             if name != cls.__name__:
                 raise ValueError(
                     f"Preset {preset} holds a {name} ({TASK_CONFIG_FILE}), not a {cls.__name__}: "
                     f"load it with {name}.from_preset() or load_task_preset(), or give "
                     f"{cls.__name__}.from_preset a backbone preset (config.json + model.weights.h5).")
-            return _load_task(cls, preset, saved, task_file, load_weights, kwargs)
-        backbone_config = XLNetConfig.from_dict(preset_io.read_backbone_config(preset))
+            return _load_task(cls, contents, load_weights, kwargs)
+        backbone_config = XLNetConfig.from_dict(contents.backbone_config)
         adjustments = {k: new for k, (_, new) in finetuning_adjustments(backbone_config).items()}
         dtype = kwargs.get("dtype")
         if load_weights:
@@ -617,16 +616,16 @@ class XLNetTask(TracedDropoutStep, Task):
         else:
             backbone = XLNetBackbone(backbone_config.replace(**adjustments), dtype=dtype)
         if "preprocessor" not in kwargs:
-            kwargs["preprocessor"] = cls._preset_preprocessor(preset)
+            kwargs["preprocessor"] = cls._preset_preprocessor(contents)
         return cls(backbone=backbone, **kwargs)
 
     @classmethod
-    def _preset_preprocessor(cls, preset):
-        """This task's preprocessor read from `preset`, or None when it has no vocabulary."""
+    def _preset_preprocessor(cls, contents):
+        """This task's preprocessor read from a preset (`PresetContents`), or None when it has no vocabulary."""
         preprocessor_class = cls.preprocessor_cls
-        if preprocessor_class is None or preset_io.vocabulary_path(preset, required=False) is None:
+        if preprocessor_class is None or contents.vocabulary is None:
             return None
-        return preprocessor_class.from_preset(preset)
+        return preprocessor_class.from_preset(contents.preset)
 
     def _preprocessor_for_preset(self, preprocessing, lowercase):
         """The preprocessor `preprocessor.json` describes: this model's, else one from `preprocessing`."""
@@ -734,7 +733,8 @@ def load_task_preset(preset, load_weights=True, **overrides):
     Args:
         preset: a preset name, a directory (local, `gs://`, `ram://`) or a
             `hf://` / `kaggle://` handle written by `XLNetTask.save_to_preset`
-            (either layout, or by keras-hub's saver).
+            (either layout, or by keras-hub's saver); or its `PresetContents`,
+            already read (`xlnet_tf.storage.preset_io.read_preset`).
         load_weights: restore the weights.
         **overrides: constructor arguments replacing the saved ones (e.g. `dropout=0.0`,
             `dtype="float32"`); `preprocessor` defaults to the one the preset
@@ -743,24 +743,24 @@ def load_task_preset(preset, load_weights=True, **overrides):
     Returns:
         The task model (built, compiled with the defaults), an instance of the class named in `task.json`.
     """
-    preset = preset_io.resolve(preset)
-    task_file = preset_io.fetch(preset, TASK_CONFIG_FILE, required=False)
-    if task_file is None:
-        raise FileNotFoundError(f"No {TASK_CONFIG_FILE} in {preset}: not a task preset directory.")
-    saved = atomic_files.read_json(task_file)
+    contents = preset if isinstance(preset, preset_io.PresetContents) else preset_io.read_preset(
+        preset_io.resolve(preset), require_task=True)
+    if not contents.is_task_preset:
+        raise FileNotFoundError(f"No {TASK_CONFIG_FILE} in {contents.preset}: not a task preset directory.")
     classes = task_classes()
-    name = saved.get("class_name")
+    name = contents.task_config.get("class_name")
     if name not in classes:
-        raise ValueError(f"{task_file}: unknown task class {name!r}; known: {sorted(classes)}.")
-    return _load_task(classes[name], preset, saved, task_file, load_weights, overrides)
+        raise ValueError(f"{contents.task_file}: unknown task class {name!r}; known: {sorted(classes)}.")
+    return _load_task(classes[name], contents, load_weights, overrides)
 
 
 # Constructor arguments that change the shape of a task's head weights.
 HEAD_SHAPE_ARGUMENTS = ("num_classes",)
 
 
-def _load_task(task_class, preset, saved, task_file, load_weights, overrides):
-    """Builds `task_class` from a parsed `task.json` and loads its weights."""
+def _load_task(task_class, contents, load_weights, overrides):
+    """Builds `task_class` from a task preset's `PresetContents` and loads its weights."""
+    preset, saved, task_file = contents.preset, contents.task_config, contents.task_file
     if saved.get("registered_name") != f"xlnet_tf>{task_class.__name__}":
         raise ValueError(f"{task_file} holds {saved.get('registered_name')!r}, not an "
                          f"xlnet_tf>{task_class.__name__}.")
@@ -776,8 +776,8 @@ def _load_task(task_class, preset, saved, task_file, load_weights, overrides):
     if isinstance(config.get("dtype"), dict):
         config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
     if "preprocessor" not in config:
-        config["preprocessor"] = task_class._preset_preprocessor(preset)
-    backbone_config = XLNetConfig.from_dict(preset_io.read_backbone_config(preset))
+        config["preprocessor"] = task_class._preset_preprocessor(contents)
+    backbone_config = XLNetConfig.from_dict(contents.backbone_config)
     backbone = XLNetBackbone(backbone_config, dtype=config.get("dtype"))
     # Compiled after the weights are loaded, so no optimizer state is built before them.
     compile_defaults = config.pop("compile", True)

@@ -127,13 +127,11 @@ def export_task_model(model, output, *, metadata=None, overwrite=False, verify=T
     `serving_default` takes raw strings (`text`, plus `text_pair` for pair tasks;
     `context` and `question` for span tasks; `context` `[B]`, `question` `[B]`
     (unless `takes_question=False`) and `choices` `[B, C]` for multiple choice)
-    when a `preprocessor` is given; without one, the export is ids-in only and
-    `serving_default` is the same function as `serve_token_ids` (then the
-    SavedModel contains core TensorFlow ops only). A `xlnet_tf_serving.json` file
-    next to `saved_model.pb` records the task, signatures, label names (for
-    `xlnet-tf predict`) and the non-core ops each signature needs (`custom_ops`).
-    The SavedModel is written and verified in a temporary sibling directory
-    (`.tmp-<uuid>-<name>`), then renamed to `output`: an interrupted or failed
+    when a `preprocessor` is given; without one, the export is ids-in only, `serving_default` is
+    `serve_token_ids` and the SavedModel holds core TensorFlow ops only. `xlnet_tf_serving.json`
+    beside `saved_model.pb` records the task, signatures, label names (for `xlnet-tf predict`) and
+    the non-core ops each signature needs (`custom_ops`). The SavedModel is written and verified in
+    a temporary sibling (`.tmp-<uuid>-<name>`), then renamed to `output`: an interrupted or failed
     export never leaves a partial SavedModel where TF Serving would load it.
 
     Args:

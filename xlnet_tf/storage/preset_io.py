@@ -248,35 +248,50 @@ def vocabulary_path(preset, required=True):
 
 @dataclasses.dataclass(frozen=True)
 class PresetContents:
-    """What a run reads of its initial preset, in one pass (`read_preset`).
+    """What the loaders read of a preset, in one pass (`read_preset`), and hand down.
 
     Attributes:
-        preset: the preset as given.
+        preset: the preset as given (a directory or a hub handle, already resolved).
         vocabulary: the path of its SentencePiece model (`spiece.model`, else keras-hub's
             tokenizer asset), or None when it has none.
-        is_task_preset: it holds a task model (`task.json`), not a backbone alone.
+        task_file: the path of its `task.json`, or None for a backbone (or pretraining) preset.
+        task_config: the parsed `task.json` (the serialized task model), or None.
         backbone_config: the `XLNetConfig` fields (a dict) of its `config.json`.
     """
 
     preset: str
     vocabulary: str | None
-    is_task_preset: bool
+    task_file: str | None
+    task_config: dict | None
     backbone_config: dict
 
+    @property
+    def is_task_preset(self) -> bool:
+        """It holds a task model (`task.json`), not a backbone alone."""
+        return self.task_config is not None
 
-def read_preset(preset):
-    """The `PresetContents` of `preset`: its vocabulary, whether it is a task preset and its backbone config.
+
+def read_preset(preset, require_task=False):
+    """The `PresetContents` of `preset`: its task model if any, its vocabulary and its backbone config.
+
+    Args:
+        preset: a resolved preset (`resolve`): a directory or a hub handle.
+        require_task: refuse a preset without `task.json` (before reading anything else).
 
     Raises:
-        FileNotFoundError: the preset has no `config.json`.
+        FileNotFoundError: the preset has no `config.json` (or no `task.json` where required).
         ValueError: `config.json` is not a serialized `XLNetBackbone`.
 
     Example:
     >>> read_preset("/tmp/xlnet_tiny").backbone_config["num_layers"]  # doctest: +SKIP
     2
     """
+    task_file = fetch(preset, TASK_CONFIG_FILE, required=False)
+    if task_file is None and require_task:
+        raise FileNotFoundError(f"No {TASK_CONFIG_FILE} in {preset}: not a task preset directory.")
+    task_config = None if task_file is None else atomic_files.read_json(task_file)
     return PresetContents(preset=preset, vocabulary=vocabulary_path(preset, required=False),
-                          is_task_preset=fetch(preset, TASK_CONFIG_FILE, required=False) is not None,
+                          task_file=task_file, task_config=task_config,
                           backbone_config=read_backbone_config(preset))
 
 
