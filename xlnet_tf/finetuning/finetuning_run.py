@@ -193,12 +193,12 @@ def _train(model, optimizer, inputs, setup, directory, workdir):
 
 
 def _build_on_one_batch(model, optimizer, inputs, setup):
-    """Builds the loss, metrics and optimizer on one real batch.
+    """Builds the loss, metrics and optimizer on one real batch, before the backup restores them.
 
-    Keras' symbolic build (its fallback inside `fit`) fails for integer-input models under a
-    distribution strategy. Never from the training dataset: its iterators share one
-    shuffle-seed generator, so one opened here (reading ahead past a pass after `skip`)
-    would reorder what `fit` trains on.
+    The same on every backend and strategy, so a run's first step starts from the same state
+    wherever it runs. Never from the training dataset: its iterators share one shuffle-seed
+    generator, so one opened here (reading ahead past a pass after `skip`) would reorder what
+    `fit` trains on.
     """
     task = inputs.config.task
     sample_x, sample_y = data.sample_batch(task, inputs.tokenizer, setup.global_batch_size,

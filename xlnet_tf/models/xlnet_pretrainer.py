@@ -13,6 +13,7 @@ from xlnet_tf.storage import preset_io
 from xlnet_tf.models.xlnet_backbone import OPTIONAL_INPUTS, REQUIRED_INPUTS, XLNetBackbone
 from xlnet_tf.models.recurrence_memory import RecurrenceMemory
 from xlnet_tf.models.token_id_checks import check_token_id_inputs
+from xlnet_tf.models.first_replica_build import FirstReplicaBuild
 from xlnet_tf.models.traced_dropout_step import TracedDropoutStep
 
 BACKBONE_INPUTS = REQUIRED_INPUTS + OPTIONAL_INPUTS
@@ -20,7 +21,7 @@ TARGET_KEYS = ("target_ids", "target_mask")
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
-class XLNetPretrainer(TracedDropoutStep, keras.Model):
+class XLNetPretrainer(FirstReplicaBuild, TracedDropoutStep, keras.Model):
     """`XLNetBackbone` plus the LM head: logits tied to the word embedding, plus an output bias.
 
     The logits come from the query stream when `target_mapping` is given

@@ -37,6 +37,7 @@ from xlnet_tf.layers import seeded_dropout
 from xlnet_tf.models.xlnet_backbone import REQUIRED_INPUTS, XLNetBackbone
 from xlnet_tf.models.xlnet_config import XLNetConfig
 from xlnet_tf.models.token_id_checks import check_token_id_inputs
+from xlnet_tf.models.first_replica_build import FirstReplicaBuild
 from xlnet_tf.models.traced_dropout_step import TracedDropoutStep
 from xlnet_tf.preprocessing.string_inputs import contains_string_data, describe_input, dtype_name
 from xlnet_tf.preprocessing.xlnet_preprocessor import is_packed
@@ -207,7 +208,7 @@ def finetuning_adjustments(config, keep=()):
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
-class XLNetTask(TracedDropoutStep, Task):
+class XLNetTask(FirstReplicaBuild, TracedDropoutStep, Task):
     """Base class of the XLNet task models: backbone, preprocessor, compile defaults, presets.
 
     A `keras_hub.models.Task` (so a `PipelineModel`): `fit`, `evaluate` and
