@@ -131,7 +131,11 @@ def hub_file(handle, filename):
     """The local path of `filename` of a `hf://`, `kaggle://` or `modelscope://` preset, downloaded and cached.
 
     Each hub's client is what keras-hub's loaders call, so a preset uploaded with
-    `keras_hub.upload_preset` comes back through the same cache.
+    `keras_hub.upload_preset` comes back through the same cache. keras-hub's own
+    `get_file` is not used: it reports a gated Kaggle file (403) as missing, which an
+    optional file's probe (`fetch(..., required=False)`) would take for "absent", and it
+    copies `gs://` presets into a cache it never refreshes, where this module reads them
+    in place.
 
     Args:
         handle: `hf://org/name`, `kaggle://org/model/keras/variant[/version]` or `modelscope://org/name`.
