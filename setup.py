@@ -5,7 +5,7 @@ shipped as the package `xlnet_tf.configs`, so `--config base` works after a
 plain `pip install`; setup.cfg's `packages = find:` cannot add such a mapped
 package, hence this file. The top-level `pipelines/` folder holds runnable scripts
 only and is not installed: a generic top-level package named `pipelines` would
-clash with other projects'; the Beam jobs' transforms ship as `xlnet_tf.pipelines`.
+clash with other projects'; the Beam jobs' transforms ship as `xlnet_tf.beam`.
 """
 
 from setuptools import find_packages, setup

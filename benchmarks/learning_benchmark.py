@@ -25,7 +25,7 @@ the masked word's entropy given only part of its blanket, and a count model of t
 The run:
 1. writes a training corpus and a held-out corpus from the chain;
 2. trains the vocabulary with `xlnet_tf.tokenizer_training` (what `xlnet-tf vocab` runs) and
-   prepares records with the Beam job `xlnet_tf/pipelines/pretraining_data.py` (`--fast-records`:
+   prepares records with the Beam job `xlnet_tf/beam/pretraining_data.py` (`--fast-records`:
    the tests' `write_records`);
 3. pretrains with `run_pretraining` and the tiny config (`--set` overrides it);
 4. trains Hugging Face's `XLNetLMHeadModel` on the same examples (our reader's token ids and
@@ -399,7 +399,7 @@ def build_data(directory, language, *, train_words, vocab_size, seed, fast_recor
         write_records(records, tokens, vocabulary_size=vocab_size, chunk_length=512,
                       sentence_length=max(1, round(sentence_words * pieces)), vocabulary=vocabulary)
     else:
-        from xlnet_tf.pipelines.pretraining_data import prepare_pretraining_data
+        from xlnet_tf.beam.pretraining_data import prepare_pretraining_data
 
         prepare_pretraining_data([corpus], records, vocabulary, num_shards=1, chunk_length=512, overwrite=True)
     return records, vocabulary, spellings

@@ -7,7 +7,7 @@ Measures, in one run on the same text:
   runs in both); the job's extra work -- reading, XLNet's normalization (a no-op on this
   ASCII text apart from whitespace handling), the digit-comma rule, hashing, shuffling,
   serializing and writing -- all counts against it;
-- the Beam job (`xlnet_tf.pipelines.pretraining_data`) end to end on the FnApiRunner (named,
+- the Beam job (`xlnet_tf.beam.pretraining_data`) end to end on the FnApiRunner (named,
   so a new default of Beam's DirectRunner cannot change what is measured) with 1 worker
   (in-process) and 2 worker processes: read, normalize, encode, shuffle, sort, serialize, write.
   With 2 workers the corpus file is read in 4 byte ranges, so both workers tokenize.

@@ -4,7 +4,7 @@ Example:
     python pipelines/finetuning_data.py --task-type classification --tfds glue/mrpc \\
         --tfds-splits train,validation --vocab spiece.model --output-dir data/mrpc
 
-The job's transforms live in `xlnet_tf.pipelines.finetuning_data` (shipped in the
+The job's transforms live in `xlnet_tf.beam.finetuning_data` (shipped in the
 wheel, so Dataflow workers get them from it); this script only calls the command.
 """
 

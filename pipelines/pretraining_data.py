@@ -4,7 +4,7 @@ Example:
     python pipelines/pretraining_data.py --input 'corpus/*.txt' --vocab spiece.model \\
         --output-dir data/pretrain --num-shards 64 --direct_num_workers 2
 
-The job's transforms live in `xlnet_tf.pipelines.pretraining_data` (shipped in the
+The job's transforms live in `xlnet_tf.beam.pretraining_data` (shipped in the
 wheel, so Dataflow workers get them from it); this script only calls the command.
 """
 

@@ -137,11 +137,11 @@ def test_every_imported_distribution_is_declared_and_every_declared_one_imported
     used = {DISTRIBUTIONS[m] for m in third_party}
     assert core - used == set(), f"declared in install_requires but never imported: {core - used}"
     # Beam is only needed by the Beam jobs (and the quick start, which runs one); their transforms
-    # live in the package (`xlnet_tf.pipelines`), so one wheel ships them to Dataflow workers.
+    # live in the package (`xlnet_tf.beam`), so one wheel ships them to Dataflow workers.
     beam_users = _files_importing("xlnet_tf", "apache_beam") + _files_importing("pipelines", "apache_beam")
     assert beam_users, "no Beam job found"
     for path in beam_users:
-        assert path.startswith(os.path.join(REPO, "xlnet_tf", "pipelines") + os.sep), path
+        assert path.startswith(os.path.join(REPO, "xlnet_tf", "beam") + os.sep), path
 
 
 def test_top_level_pipelines_folder_is_scripts_not_a_package():
@@ -181,11 +181,11 @@ def test_wheel_ships_the_configs_and_names_work_after_a_normal_install(tmp_path)
         expected = {f"xlnet_tf/configs/{folder}/{f}" for f in os.listdir(os.path.join(REPO, "configs", kind))}
         assert expected <= names, expected - names
     assert not any(name.startswith("xlnet_tf/resources/") for name in names)  # one copy of each config
-    # No generic top-level `pipelines` package; the Beam transforms are in `xlnet_tf.pipelines`.
+    # No generic top-level `pipelines` package; the Beam transforms are in `xlnet_tf.beam`.
     assert not any(name.startswith("pipelines/") for name in names), sorted(
         n for n in names if n.startswith("pipelines/"))
-    assert {"xlnet_tf/pipelines/__init__.py", "xlnet_tf/pipelines/pretraining_data.py",
-            "xlnet_tf/pipelines/finetuning_data.py"} <= names
+    assert {"xlnet_tf/beam/__init__.py", "xlnet_tf/beam/pretraining_data.py",
+            "xlnet_tf/beam/finetuning_data.py"} <= names
     top_level = next(n for n in names if n.endswith(".dist-info/top_level.txt"))
     assert zipfile.ZipFile(wheel).read(top_level).decode().split() == ["xlnet_tf"]
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))

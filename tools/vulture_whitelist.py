@@ -13,7 +13,7 @@ here counts as a use of every definition of that name. Never imported.
 input_shape
 
 # Beam's `DoFn.process` receives the element; the pretraining job's manifest step runs on one
-# placeholder element and reads only its side inputs (xlnet_tf/pipelines/pretraining_data.py).
+# placeholder element and reads only its side inputs (xlnet_tf/beam/pretraining_data.py).
 unused_element
 
 # The context-manager protocol passes the exception to `__exit__`; `RunLock` releases the lock

@@ -26,8 +26,8 @@ import sys
 import sentencepiece as spm
 
 from xlnet_tf.formats.special_tokens import BOS_TOKEN_ID
-from xlnet_tf.pipelines.job_files import expand_input_files
-from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
+from xlnet_tf.beam.job_files import expand_input_files
+from xlnet_tf.beam.pipeline_input_error import PipelineInputError
 from xlnet_tf.formats.special_tokens import CONTROL_SYMBOLS
 from xlnet_tf.formats.special_tokens import EOS_TOKEN_ID
 from xlnet_tf.formats.special_tokens import SPECIAL_PIECES

@@ -20,8 +20,8 @@ from xlnet_tf.cli import main as cli
 from xlnet_tf.cli import prepare_finetuning  # noqa: F401 (loaded while this process may read every module)
 from xlnet_tf.cli import prepare_pretraining  # noqa: F401 (as above; `nobody` may not enter the install)
 from xlnet_tf.formats.finetuning_records import MANIFEST_FILE
-from xlnet_tf.pipelines import finetuning_data  # noqa: F401 (as above)
-from xlnet_tf.pipelines import pretraining_data  # noqa: F401 (as above)
+from xlnet_tf.beam import finetuning_data  # noqa: F401 (as above)
+from xlnet_tf.beam import pretraining_data  # noqa: F401 (as above)
 
 TESTDATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "testdata")
 VOCAB = os.path.join(TESTDATA, "tiny_spiece.model")

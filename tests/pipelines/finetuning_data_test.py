@@ -11,8 +11,8 @@ from tests.pipelines.no_metrics import NoMetrics
 from xlnet_tf.formats import finetuning_records
 from xlnet_tf.cli import prepare_finetuning
 from xlnet_tf.cli.prepare_finetuning import main
-from xlnet_tf.pipelines import finetuning_data
-from xlnet_tf.pipelines.finetuning_job_settings import FinetuningJobSettings
+from xlnet_tf.beam import finetuning_data
+from xlnet_tf.beam.finetuning_job_settings import FinetuningJobSettings
 from xlnet_tf.tasks.task_spec import TaskSpec
 from xlnet_tf.data.finetuning_record_dataset import finetuning_record_dataset, read_finetuning_manifest
 from xlnet_tf.preprocessing.xlnet_packer import XLNetPacker
@@ -320,7 +320,7 @@ def test_manifest_counts_hold_without_metrics(classification_job, monkeypatch, t
 
 
 def test_job_fails_when_examples_do_not_add_up(classification_job, monkeypatch, tmp_path):
-    from xlnet_tf.pipelines import finetuning_data
+    from xlnet_tf.beam import finetuning_data
 
     process = finetuning_data.ReadSource.process
 

@@ -18,9 +18,9 @@ from tests.pipelines.no_metrics import NoMetrics
 from xlnet_tf.formats import pretraining_records
 from xlnet_tf.cli import prepare_pretraining
 from xlnet_tf.storage import line_ranges
-from xlnet_tf.pipelines import pretraining_data
-from xlnet_tf.pipelines.pretraining_data import PipelineInputError
-from xlnet_tf.pipelines.runner_options import beam_options
+from xlnet_tf.beam import pretraining_data
+from xlnet_tf.beam.pretraining_data import PipelineInputError
+from xlnet_tf.beam.runner_options import beam_options
 from xlnet_tf.text_normalization import normalize_text
 from xlnet_tf.text_normalization import split_long_line
 
@@ -565,7 +565,7 @@ def test_worker_path_imports_no_tensorflow(tmp_path):
     # Keras cost every worker seconds of CPU to import, so none of it may load them.
     code = (
         "import sys\n"
-        "from xlnet_tf.pipelines import pretraining_data as job\n"
+        "from xlnet_tf.beam import pretraining_data as job\n"
         f"proto = open({VOCAB!r}, 'rb').read()\n"
         f"batches = [b for b in job._ReadDocuments().process(('file', {CORPUS!r}, 0, None)) if isinstance(b, list)]\n"
         "tokenize = job._TokenizeDocuments(proto, seed=0, num_shards=1, lowercase=False, keep_accents=False,\n"

@@ -7,11 +7,11 @@ from apache_beam.options.pipeline_options import StandardOptions
 
 from xlnet_tf.cli import prepare_finetuning
 from xlnet_tf.cli import prepare_pretraining
-from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
-from xlnet_tf.pipelines.runner_options import beam_options
-from xlnet_tf.pipelines.runner_options import check_paths_for_runner
-from xlnet_tf.pipelines.runner_options import check_runner_available
-from xlnet_tf.pipelines.runner_options import runner_is_local
+from xlnet_tf.beam.pipeline_input_error import PipelineInputError
+from xlnet_tf.beam.runner_options import beam_options
+from xlnet_tf.beam.runner_options import check_paths_for_runner
+from xlnet_tf.beam.runner_options import check_runner_available
+from xlnet_tf.beam.runner_options import runner_is_local
 
 TESTDATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "testdata")
 VOCAB = os.path.join(TESTDATA, "tiny_spiece.model")

@@ -76,7 +76,7 @@ _PEAK_SCRIPT = textwrap.dedent("""
     import resource, sys
     from xlnet_tf.storage import line_ranges
     from xlnet_tf.tasks.example_rows import rows as _rows
-    from xlnet_tf.pipelines.pretraining_data import _ReadDocuments
+    from xlnet_tf.beam.pretraining_data import _ReadDocuments
 
     kind, path = sys.argv[1], sys.argv[2]
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -10,7 +10,7 @@ Options this command does not know go to Beam's `PipelineOptions` unchanged
 (`--runner DataflowRunner --project ...`). This module checks the command line
 and resolves it once into the task (`TaskSpec`: text and label columns, classes,
 packing), the job's own settings (`FinetuningJobSettings`), the splits and their
-files, and the vocabulary; `xlnet_tf.pipelines.finetuning_data.prepare_finetuning_data`
+files, and the vocabulary; `xlnet_tf.beam.finetuning_data.prepare_finetuning_data`
 runs the job.
 """
 
@@ -23,8 +23,8 @@ from xlnet_tf.formats.finetuning_records import FORMAT
 from xlnet_tf.tasks import LONG_DOCUMENT_TASK_TYPES, TASK_TYPES, task_type
 from xlnet_tf.tasks import example_rows
 from xlnet_tf.tasks.task_spec import TaskSpec
-from xlnet_tf.pipelines.finetuning_job_settings import FinetuningJobSettings
-from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
+from xlnet_tf.beam.finetuning_job_settings import FinetuningJobSettings
+from xlnet_tf.beam.pipeline_input_error import PipelineInputError
 
 
 def _parser():
@@ -100,7 +100,7 @@ def _resolve(args):
         raise PipelineInputError("give either --input SPLIT=FILES (repeatable) or --tfds NAME, not both or neither.")
     input_patterns = _input_patterns(args.input)
     # import time: Beam and TensorFlow load once the arguments are checked
-    from xlnet_tf.pipelines.job_files import expand_input_files, load_vocabulary
+    from xlnet_tf.beam.job_files import expand_input_files, load_vocabulary
 
     sources = [(split, "files", expand_input_files(patterns)) for split, patterns in input_patterns]
     dataset = _tfds_dataset(args, sources)
@@ -183,7 +183,7 @@ def _text_fields(args, entry, sources, tfds_fields):
         return args.text_fields.split(",")
     if args.input and entry.pairs:
         # import time: Beam and TensorFlow load once the arguments are checked
-        from xlnet_tf.pipelines.finetuning_data import present_text_fields
+        from xlnet_tf.beam.finetuning_data import present_text_fields
 
         return present_text_fields([path for _, _, paths in sources for path in paths])
     return tfds_fields or ["text", "text_pair"]
@@ -196,7 +196,7 @@ def _classes(args, entry, sources, label_field, dataset):
     task type names its classes so; the options are counted in the first file's first row (or the dataset's).
     """
     # import time: Beam and TensorFlow load once the arguments are checked
-    from xlnet_tf.pipelines.job_files import reading
+    from xlnet_tf.beam.job_files import reading
 
     label_names = args.label_names.split(",") if args.label_names else None
     if dataset and not label_names:
@@ -223,7 +223,7 @@ def run(argv=None):
         PipelineInputError: a bad input, vocabulary or setting, before the pipeline starts.
     """
     # import time: Beam and TensorFlow load once the arguments are checked
-    from xlnet_tf.pipelines.finetuning_data import prepare_finetuning_data
+    from xlnet_tf.beam.finetuning_data import prepare_finetuning_data
 
     args, beam_args = _parser().parse_known_args(argv)
     task, job, sources, proto, vocabulary = _resolve(args)

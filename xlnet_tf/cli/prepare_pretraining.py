@@ -6,7 +6,7 @@ Example:
 
 Options this command does not know go to Beam's `PipelineOptions` unchanged
 (`--runner DataflowRunner --project ...`, `--direct_num_workers 2`). The job is
-`xlnet_tf.pipelines.pretraining_data.prepare_pretraining_data`.
+`xlnet_tf.beam.pretraining_data.prepare_pretraining_data`.
 """
 
 import argparse
@@ -14,7 +14,7 @@ import sys
 
 from xlnet_tf.cli.command_parser import CommandParser
 from xlnet_tf.formats.pretraining_records import FORMAT
-from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
+from xlnet_tf.beam.pipeline_input_error import PipelineInputError
 
 
 def _parser():
@@ -69,7 +69,7 @@ def run(argv=None):
         PipelineInputError: a bad input, vocabulary or setting, before the pipeline starts.
     """
     # import time: Beam loads once the arguments are checked
-    from xlnet_tf.pipelines.pretraining_data import prepare_pretraining_data
+    from xlnet_tf.beam.pretraining_data import prepare_pretraining_data
 
     args, beam_args = _parser().parse_known_args(argv)
     settings = vars(args)

@@ -42,7 +42,7 @@ from xlnet_tf.formats.pretraining_records import MANIFEST_FILE as RECORDS_MANIFE
 from xlnet_tf.formats.preset_files import VOCABULARY_FILE
 from xlnet_tf.builtin_corpus import write_builtin_corpus
 from xlnet_tf.tokenizer_training import VocabularyTrainingError, train_vocabulary
-from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
+from xlnet_tf.beam.pipeline_input_error import PipelineInputError
 
 DEFAULT_WORKDIR = "xlnet_quickstart"
 # The shipped pretraining config the quick start trains with.
@@ -164,7 +164,7 @@ def _records_stage(workdir, inputs, vocabulary):
     if not os.path.exists(os.path.join(records, RECORDS_MANIFEST_FILE)):
         _stage("3/5 records: xlnet-tf prepare-pretraining (Beam DirectRunner)")
         # import time: Beam loads at its stage, after the vocabulary
-        from xlnet_tf.pipelines.pretraining_data import prepare_pretraining_data
+        from xlnet_tf.beam.pretraining_data import prepare_pretraining_data
 
         job = prepare_pretraining_data(inputs, records, vocabulary, num_shards=2, chunk_length=512,
                                        overwrite=True)

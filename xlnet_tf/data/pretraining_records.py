@@ -1,7 +1,7 @@
 """The pretraining records on disk: shard files, their manifest, and token-range lookups.
 
 The record format (v1, specified in `xlnet_tf/formats/README.md`) is written by
-`xlnet_tf/pipelines/pretraining_data.py`: every shard file
+`xlnet_tf/beam/pretraining_data.py`: every shard file
 holds one contiguous token stream cut into records of `chunk_length` tokens, and
 `manifest.json` next to the shards gives each shard's record and token counts. This
 module reads and checks the manifest only; it never opens a shard.

@@ -2,7 +2,7 @@
 
 Every path that turns text into model inputs calls these functions: the tf.data reader
 (`xlnet_tf.data.finetuning`), the keras-hub preprocessors (`xlnet_tf.preprocessing.*_preprocessor`),
-the Beam job (`xlnet_tf.pipelines.finetuning_data`) and the SavedModel's text signature
+the Beam job (`xlnet_tf.beam.finetuning_data`) and the SavedModel's text signature
 (`xlnet_tf.serving.task_serving_module`). So the same example gives the same ids in training,
 `fit` on strings, prepared records and serving. SQuAD windows have their own class,
 `XLNetSquadPreprocessor`, which every path calls as well.

@@ -1,7 +1,7 @@
 """The one reader of local fine-tuning files (JSONL, CSV/TSV): lines -> canonical examples.
 
 Both the tf.data reader (`xlnet_tf.data.finetuning`) and the Beam job
-(`xlnet_tf.pipelines.finetuning_data`) read local files here, so a line means the same
+(`xlnet_tf.beam.finetuning_data`) read local files here, so a line means the same
 example on both paths. By default a bad line is a `ValueError` naming the file and the
 line; the Beam job passes `skip_bad=True`, which yields `Skipped(reason)` in its place so
 the job counts it (the manifest accounts for every line). The rules of each task type's

@@ -15,7 +15,7 @@ class PipelineInputError(ValueError):
     print its message as one line, with no traceback.
 
     Example:
-        >>> from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
+        >>> from xlnet_tf.beam.pipeline_input_error import PipelineInputError
         >>> raise PipelineInputError("--num-shards must be >= 1, got 0.")
         Traceback (most recent call last):
         ...
@@ -35,7 +35,7 @@ def input_error_of_failed_job(error):
         error: what running the pipeline (or waiting for it) raised.
 
     Example:
-    >>> from xlnet_tf.pipelines.pipeline_input_error import input_error_of_failed_job
+    >>> from xlnet_tf.beam.pipeline_input_error import input_error_of_failed_job
     >>> input_error_of_failed_job(RuntimeError(
     ...     "Pipeline failed:\\nTraceback ...\\nPipelineInputError: x.txt: bad. [while running 'Read']"))
     PipelineInputError('x.txt: bad.')

@@ -29,8 +29,8 @@ from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.runners.direct.direct_runner import SwitchingDirectRunner
 from apache_beam.version import __version__ as beam_version
 
-from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
-from xlnet_tf.pipelines.pipeline_input_error import input_error_of_failed_job
+from xlnet_tf.beam.pipeline_input_error import PipelineInputError
+from xlnet_tf.beam.pipeline_input_error import input_error_of_failed_job
 
 # Runners whose workers are threads or processes of this machine (lowercase class names).
 _LOCAL_RUNNERS = frozenset(
@@ -85,7 +85,7 @@ def beam_options(beam_args):
         `apache_beam.options.pipeline_options.PipelineOptions`.
 
     Example:
-    >>> from xlnet_tf.pipelines.runner_options import StandardOptions, beam_options
+    >>> from xlnet_tf.beam.runner_options import StandardOptions, beam_options
     >>> beam_options(["--direct_num_workers", "2"]).view_as(StandardOptions).runner
     'DirectRunner'
     """
@@ -138,7 +138,7 @@ def check_paths_for_runner(options, paths, *, shared_filesystem=False):
         PipelineInputError: naming the first local path and the runner.
 
     Example:
-    >>> from xlnet_tf.pipelines.runner_options import beam_options, check_paths_for_runner
+    >>> from xlnet_tf.beam.runner_options import beam_options, check_paths_for_runner
     >>> check_paths_for_runner(beam_options(["--runner", "DataflowRunner"]),
     ...                        [("--output-dir", "out")])  # doctest: +SKIP
     PipelineInputError: --output-dir 'out' is a local path, but DataflowRunner runs on other machines ...
@@ -190,7 +190,7 @@ def check_runner_available(options):
             DirectRunner, which needs nothing more.
 
     Example:
-    >>> from xlnet_tf.pipelines.runner_options import beam_options, check_runner_available
+    >>> from xlnet_tf.beam.runner_options import beam_options, check_runner_available
     >>> check_runner_available(beam_options(["--runner", "PrismRunner"]))  # doctest: +SKIP
     PipelineInputError: --runner PrismRunner needs Beam's Prism binary, which is not on this machine ...
     """

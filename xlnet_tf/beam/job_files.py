@@ -25,7 +25,7 @@ import sentencepiece as spm
 
 from xlnet_tf.formats.special_tokens import SPECIAL_PIECES
 from xlnet_tf.formats.special_tokens import SPECIAL_TOKEN_IDS
-from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
+from xlnet_tf.beam.pipeline_input_error import PipelineInputError
 from xlnet_tf.storage import atomic_files
 from xlnet_tf.storage import line_ranges
 from xlnet_tf.storage.output_directory import check_output_directory
@@ -72,7 +72,7 @@ def expand_input_files(patterns):
             its examples.
 
     Example:
-    >>> from xlnet_tf.pipelines.job_files import expand_input_files
+    >>> from xlnet_tf.beam.job_files import expand_input_files
     >>> expand_input_files(["corpus/*.txt", "extra.txt"])  # doctest: +SKIP
     ['corpus/a.txt', 'corpus/b.txt', 'extra.txt']
     """
@@ -179,7 +179,7 @@ def text_problem(head):
     """Why bytes from the start of a file are not UTF-8 text (another encoding's mark, NUL bytes), or None.
 
     Example:
-    >>> from xlnet_tf.pipelines.job_files import text_problem
+    >>> from xlnet_tf.beam.job_files import text_problem
     >>> text_problem("caf\u00e9".encode("utf-16"))
     'it starts with a UTF-16 byte-order mark'
     """
@@ -223,7 +223,7 @@ def reading(*paths):
     (`runner_options.run_pipeline`), not as a runner's traceback.
 
     Example:
-    >>> from xlnet_tf.pipelines.job_files import line_ranges, reading
+    >>> from xlnet_tf.beam.job_files import line_ranges, reading
     >>> with reading("corpus.txt.gz"):  # doctest: +SKIP
     ...     documents = list(line_ranges.documents_in_range("corpus.txt.gz"))
     """

@@ -64,16 +64,16 @@ from xlnet_tf.formats.pretraining_records import varint_offsets
 from xlnet_tf.formats.pretraining_records import shard_file_name
 from xlnet_tf.formats.special_tokens import EOD_TOKEN_ID
 from xlnet_tf.storage import line_ranges
-from xlnet_tf.pipelines.job_files import expand_input_files
-from xlnet_tf.pipelines.job_files import load_vocabulary
-from xlnet_tf.pipelines.job_files import prepare_output_dir
-from xlnet_tf.pipelines.job_files import reading
-from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
-from xlnet_tf.pipelines.runner_options import beam_options
-from xlnet_tf.pipelines.runner_options import check_paths_for_runner
-from xlnet_tf.pipelines.runner_options import check_runner_available
-from xlnet_tf.pipelines.runner_options import run_pipeline
-from xlnet_tf.pipelines.tfds_sub_splits import tfds_sub_splits
+from xlnet_tf.beam.job_files import expand_input_files
+from xlnet_tf.beam.job_files import load_vocabulary
+from xlnet_tf.beam.job_files import prepare_output_dir
+from xlnet_tf.beam.job_files import reading
+from xlnet_tf.beam.pipeline_input_error import PipelineInputError
+from xlnet_tf.beam.runner_options import beam_options
+from xlnet_tf.beam.runner_options import check_paths_for_runner
+from xlnet_tf.beam.runner_options import check_runner_available
+from xlnet_tf.beam.runner_options import run_pipeline
+from xlnet_tf.beam.tfds_sub_splits import tfds_sub_splits
 from xlnet_tf.preprocessing.digit_comma_split import DigitCommaSplit
 from xlnet_tf.text_normalization import normalize_lines
 from xlnet_tf.text_normalization import split_long_line
@@ -295,7 +295,7 @@ def gather_segments(values, starts, counts, order):
 
     Example:
         >>> import numpy as np
-        >>> from xlnet_tf.pipelines.pretraining_data import gather_segments
+        >>> from xlnet_tf.beam.pretraining_data import gather_segments
         >>> gather_segments(np.array([1, 2, 3, 4, 5]), np.array([0, 3]), np.array([3, 2]), np.array([1, 0]))
         array([4, 5, 1, 2, 3])
     """
@@ -710,7 +710,7 @@ def prepare_pretraining_data(inputs, output_dir, vocab, *, num_shards=16, chunk_
             local path with a runner whose workers are other machines (unless `shared_filesystem`).
 
     Example:
-    >>> from xlnet_tf.pipelines.pretraining_data import prepare_pretraining_data
+    >>> from xlnet_tf.beam.pretraining_data import prepare_pretraining_data
     >>> job = prepare_pretraining_data(["corpus/*.txt"], "records", "spiece.model",
     ...                                num_shards=2)  # doctest: +SKIP
     >>> job.manifest["num_tokens"]  # doctest: +SKIP

@@ -18,7 +18,7 @@ def tfds_sub_splits(split, count):
         A list of split specs `tfds.load` / `builder.as_dataset` accept.
 
     Example:
-    >>> from xlnet_tf.pipelines.tfds_sub_splits import tfds_sub_splits
+    >>> from xlnet_tf.beam.tfds_sub_splits import tfds_sub_splits
     >>> len(tfds_sub_splits("train", 3))
     3
     >>> tfds_sub_splits("train", 1)

@@ -73,15 +73,15 @@ from xlnet_tf.formats.finetuning_records import TRUNCATED_KEY
 from xlnet_tf.formats.finetuning_records import WINDOW_INDEX_KEY
 from xlnet_tf.formats.finetuning_records import shard_file_name
 from xlnet_tf.storage import line_ranges
-from xlnet_tf.pipelines.job_files import expand_input_files
-from xlnet_tf.pipelines.job_files import prepare_output_dir
-from xlnet_tf.pipelines.job_files import reading
-from xlnet_tf.pipelines.pipeline_input_error import PipelineInputError
-from xlnet_tf.pipelines.runner_options import beam_options
-from xlnet_tf.pipelines.runner_options import check_paths_for_runner
-from xlnet_tf.pipelines.runner_options import check_runner_available
-from xlnet_tf.pipelines.runner_options import run_pipeline
-from xlnet_tf.pipelines.tfds_sub_splits import tfds_sub_splits
+from xlnet_tf.beam.job_files import expand_input_files
+from xlnet_tf.beam.job_files import prepare_output_dir
+from xlnet_tf.beam.job_files import reading
+from xlnet_tf.beam.pipeline_input_error import PipelineInputError
+from xlnet_tf.beam.runner_options import beam_options
+from xlnet_tf.beam.runner_options import check_paths_for_runner
+from xlnet_tf.beam.runner_options import check_runner_available
+from xlnet_tf.beam.runner_options import run_pipeline
+from xlnet_tf.beam.tfds_sub_splits import tfds_sub_splits
 from xlnet_tf.storage import atomic_files
 from xlnet_tf.data.finetuning import raw_dataset
 from xlnet_tf.tasks.task_spec import TaskSpec
@@ -541,7 +541,7 @@ def present_text_fields(paths):
         The text fields of the task.
 
     Example:
-    >>> from xlnet_tf.pipelines.finetuning_data import present_text_fields
+    >>> from xlnet_tf.beam.finetuning_data import present_text_fields
     >>> present_text_fields(["train.jsonl", "dev.jsonl"])  # doctest: +SKIP
     ['text', 'text_pair']
     """
@@ -585,7 +585,7 @@ def prepare_finetuning_data(task, job, sources, vocab_proto, vocabulary, *, over
             with `strict`).
 
     Example:
-    >>> from xlnet_tf.pipelines.finetuning_data import prepare_finetuning_data
+    >>> from xlnet_tf.beam.finetuning_data import prepare_finetuning_data
     >>> manifest = prepare_finetuning_data(task, FinetuningJobSettings(output_dir="data/mine"),
     ...                                    [("train", "files", ["train.jsonl"])], vocab_proto,
     ...                                    vocabulary)  # doctest: +SKIP

@@ -1,7 +1,7 @@
 """`FinetuningJobSettings`: how `xlnet-tf prepare-finetuning` reads, shards and writes, beside the task.
 
 Example:
->>> from xlnet_tf.pipelines.finetuning_job_settings import FinetuningJobSettings
+>>> from xlnet_tf.beam.finetuning_job_settings import FinetuningJobSettings
 >>> FinetuningJobSettings(output_dir="data/sst2", num_shards=8).seed
 0
 """
