@@ -1,4 +1,4 @@
-"""A task model's `fit` on token ids under two MirroredStrategy replicas: it builds, and trains as on one device.
+"""A task model's `fit` and `evaluate` on token ids under two MirroredStrategy replicas: as on one device.
 
 Keras' TensorFlow trainer builds a model under a multi-replica strategy from the mean of the
 replicas' first batches, which made float64 "ids" of the integer token ids (the id check then
@@ -47,3 +47,22 @@ def test_two_replicas_train_a_classifier_as_one_device_does(as_dataset):
     assert one_losses[1] != one_losses[0]  # the first epoch's updates changed the second's loss
     for two, one in zip(two_weights, one_weights):
         np.testing.assert_allclose(two, one, atol=1e-5)
+
+
+def _evaluate_fresh(strategy):
+    x, y = _data()
+    with strategy.scope():
+        keras.utils.set_random_seed(0)
+        model = XLNetClassifier(XLNetBackbone(CONFIG), num_classes=2, preprocessor=None, dropout=0.0)
+        model.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      metrics=["sparse_categorical_accuracy"])
+    return model.evaluate(x, y, batch_size=4, verbose=0, return_dict=True)
+
+
+def test_two_replicas_evaluate_an_unbuilt_classifier_as_one_device_does():
+    devices = assert_two_cpu_devices()
+    one = _evaluate_fresh(tf.distribute.OneDeviceStrategy(devices[0]))
+    two = _evaluate_fresh(tf.distribute.MirroredStrategy(devices))
+    assert set(two) == set(one) == {"loss", "sparse_categorical_accuracy"}
+    for key in one:
+        np.testing.assert_allclose(two[key], one[key], rtol=1e-5, err_msg=key)
