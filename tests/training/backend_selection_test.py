@@ -71,12 +71,16 @@ def test_run_configs_accept_and_check_the_backend_key():
 
 
 def test_selection_happens_before_keras_is_imported(tmp_path):
-    """In a fresh process the chosen backend is the one Keras starts with."""
-    config = _config(tmp_path, "run.yaml", "backend: jax\n")
+    """In a fresh process the chosen backend is the one Keras starts with, whatever `KERAS_BACKEND` says.
+
+    The config asks for TensorFlow against `KERAS_BACKEND=jax`, so the test runs where JAX is not
+    installed too (CI's Python 3.13 pass): had the choice come too late, Keras would start on JAX.
+    """
+    config = _config(tmp_path, "run.yaml", "backend: tensorflow\n")
     code = ("import sys\nfrom xlnet_tf.backend_selection import select_backend\n"
             f"select_backend(['--config', {config!r}])\n"
             "assert 'keras' not in sys.modules\nimport keras\nprint(keras.config.backend())\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env={"PATH": "/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL": "3"})
+                         env={"PATH": "/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "jax"})
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip().splitlines()[-1] == "jax"
+    assert out.stdout.strip().splitlines()[-1] == "tensorflow"
