@@ -22,7 +22,7 @@ from xlnet_tf.storage import preset_io
 from xlnet_tf.tasks.task_spec import TaskSpec
 
 
-def task_from_data(task: TaskSpec, entry: tasks.TaskType, manifest: dict | None = None) -> TaskSpec:
+def task_from_data(task: TaskSpec, entry: tasks.TaskType, manifest: dict | None) -> TaskSpec:
     """`task` completed from its data: the label names and class count its files or records give, checked.
 
     `entry` is the task's `TaskType`. A local file's string labels name the classes (task
@@ -37,8 +37,9 @@ def task_from_data(task: TaskSpec, entry: tasks.TaskType, manifest: dict | None 
 
     Example:
     >>> # skip-example: reads the training file that `config.task` names
-    >>> from xlnet_tf.finetuning.finetuning_inputs import task_from_data, tasks
-    >>> task = task_from_data(config.task, tasks.task_type(config.task.task_type))
+    >>> from xlnet_tf.finetuning.finetuning_inputs import records_manifest, task_from_data, tasks
+    >>> entry = tasks.task_type(config.task.task_type)
+    >>> task = task_from_data(config.task, entry, records_manifest(config.task, entry))
     >>> task.label_names
     ['negative', 'positive']
     """

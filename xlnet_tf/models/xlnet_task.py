@@ -747,7 +747,7 @@ def load_task_preset(preset, load_weights=True, **overrides):
     contents = preset if isinstance(preset, preset_io.PresetContents) else preset_io.read_preset(
         preset_io.resolve(preset), require_task=True)
     if not contents.is_task_preset:
-        raise FileNotFoundError(f"No {TASK_CONFIG_FILE} in {contents.preset}: not a task preset directory.")
+        raise preset_io.not_a_task_preset(contents.preset)
     classes = task_classes()
     name = contents.task_config.get("class_name")
     if name not in classes:

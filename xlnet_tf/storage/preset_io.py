@@ -292,11 +292,16 @@ def read_preset(preset, require_task=False):
     """
     task_file = fetch(preset, TASK_CONFIG_FILE, required=False)
     if task_file is None and require_task:
-        raise FileNotFoundError(f"No {TASK_CONFIG_FILE} in {preset}: not a task preset directory.")
+        raise not_a_task_preset(preset)
     task_config = None if task_file is None else atomic_files.read_json(task_file)
     return PresetContents(preset=preset, vocabulary=vocabulary_path(preset, required=False),
                           task_file=task_file, task_config=task_config,
                           backbone_config=read_backbone_config(preset))
+
+
+def not_a_task_preset(preset):
+    """The error of a preset without `task.json` where a task model is required."""
+    return FileNotFoundError(f"No {TASK_CONFIG_FILE} in {preset}: not a task preset directory.")
 
 
 def read_bytes(path):
