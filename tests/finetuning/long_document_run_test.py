@@ -10,7 +10,6 @@ import yaml
 
 from tests.finetuning.conftest import TINY
 from xlnet_tf.cli.finetune import main
-from xlnet_tf.finetuning.finetuning_inputs import _init_adjustments
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_config import XLNetConfig
 from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
@@ -102,7 +101,7 @@ def test_explicit_memory_settings_win_over_the_finetuning_defaults(tmp_path):
     backbone({"token_ids": ones, "segment_ids": ones * 0, "padding_mask": ones})
     backbone.save_to_preset(path, vocabulary_file="tests/testdata/tiny_spiece.model")
     saved = XLNetConfig.from_dict(preset_io.read_backbone_config(path))
-    assert _init_adjustments(saved, {}) == {"memory_length": {"preset": 32, "finetune": 0},
+    assert saved.for_finetuning({})[1] == {"memory_length": {"preset": 32, "finetune": 0},
                                             "reuse_length": {"preset": 16, "finetune": 0}}
-    assert _init_adjustments(saved, {"memory_length": 24}) == {"reuse_length": {"preset": 16, "finetune": 0}}
-    assert _init_adjustments(saved, {"memory_length": 24, "reuse_length": 8}) == {}
+    assert saved.for_finetuning({"memory_length": 24})[1] == {"reuse_length": {"preset": 16, "finetune": 0}}
+    assert saved.for_finetuning({"memory_length": 24, "reuse_length": 8})[1] == {}

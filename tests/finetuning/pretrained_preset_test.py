@@ -15,7 +15,6 @@ from xlnet_tf.models.xlnet_config import XLNetConfig
 from xlnet_tf.finetuning.finetuning_config import finetune_config_from_dict
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_classifier import XLNetClassifier
-from xlnet_tf.models.xlnet_task import finetuning_adjustments
 from xlnet_tf.storage import preset_io
 
 VOCABULARY = "tests/testdata/tiny_spiece.model"
@@ -96,9 +95,9 @@ def test_adjustments_leave_explicit_fields_and_finetuning_presets_alone():
     pretraining = XLNetConfig(vocabulary_size=40, num_layers=1, num_heads=1, head_dim=4,
                               hidden_dim=4, intermediate_dim=8, memory_length=8, reuse_length=4,
                               bi_data=True, attention_type="uni")
-    assert finetuning_adjustments(pretraining) == {
+    assert pretraining.finetuning_adjustments() == {
         "bi_data": (True, False), "memory_length": (8, 0), "reuse_length": (4, 0)}
-    assert finetuning_adjustments(pretraining, keep={"memory_length": 8, "reuse_length": 4}) == {
+    assert pretraining.finetuning_adjustments(keep={"memory_length": 8, "reuse_length": 4}) == {
         "bi_data": (True, False)}
     finetuning = pretraining.replace(bi_data=False, memory_length=0, reuse_length=0)
-    assert finetuning_adjustments(finetuning) == {}
+    assert finetuning.finetuning_adjustments() == {}

@@ -19,8 +19,8 @@ import tensorflow as tf
 import yaml
 
 from tests.training.helpers import cyclic_tokens, write_records
+from xlnet_tf import tasks
 from xlnet_tf.data.pretraining import pretraining_dataset
-from xlnet_tf.finetuning.finetuning_run import build_task_model, compile_arguments
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 from xlnet_tf.optimizers.build_optimizer import build_optimizer
@@ -138,11 +138,10 @@ def _finetuning_model(task_type, sequence_length, batch_size):
     backbone = XLNetBackbone(config, dtype="mixed_bfloat16")
     task = types.SimpleNamespace(task_type=task_type, num_classes=3, start_n_top=5, end_n_top=5,
                                  head_dropout=0.1)
-    model = build_task_model(task, backbone)
+    model = tasks.task_type(task_type).build_model(task, backbone)
     model.build_with_dummy_inputs()
-    optimizer = build_optimizer(model, learning_rate=3e-5, warmup_steps=10, train_steps=100, layer_decay=0.75)
-    model.compile(optimizer=optimizer, jit_compile=True, steps_per_execution=10,
-                  **compile_arguments(task))
+    model.compile(jit_compile=True, steps_per_execution=10, learning_rate=3e-5, warmup_steps=10, train_steps=100,
+                  layer_decay=0.75)
     rng = np.random.default_rng(0)
     token_ids = rng.integers(9, VOCAB, (batch_size, sequence_length)).astype("int32")
     token_ids[:, -1] = 3  # <cls> last
@@ -161,7 +160,7 @@ def _finetuning_model(task_type, sequence_length, batch_size):
     model.compute_loss(x=x, y=y, y_pred=prediction)
     model.compute_metrics(x, y, prediction, sample_weight=None)
     model.reset_metrics()
-    optimizer.build(model.trainable_variables)
+    model.optimizer.build(model.trainable_variables)
     model.make_train_function()
     return model, (x, y)
 

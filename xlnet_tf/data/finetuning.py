@@ -38,6 +38,7 @@ import types
 import numpy as np
 import tensorflow as tf
 
+from xlnet_tf.config_schema import ConfigError
 from xlnet_tf.tasks import example_rows
 from xlnet_tf.data.finetuning_tasks import dataset_spec
 from xlnet_tf.tasks import task_type
@@ -568,6 +569,42 @@ def local_file_num_choices(task):
     if not task.train_file or not tf.io.gfile.exists(task.train_file):
         return 0
     return task_type(task.task_type).options_in_file(task.train_file) or 0
+
+
+def task_from_data(task, entry, manifest):
+    """`task` completed from its data: the label names and class count its files or records give, checked.
+
+    `entry` is the task's `TaskType`. A local file's string labels name the classes (task
+    types with `label_names_from_file`), a multiple-choice file's options count them, and
+    records alone give what their manifest recorded (`manifest`, the parsed manifest of
+    `task.records_dir`, read by the caller: `records_manifest`); then both local files are
+    read in full, so a bad row fails before anything is written or trained.
+
+    Raises:
+        ConfigError: a file cannot be read, its labels disagree with the config, or a
+            class count the task type needs is still unknown.
+
+    Example:
+    >>> # skip-example: reads the training file that `config.task` names
+    >>> from xlnet_tf.data.finetuning import task_from_data, task_type
+    >>> from xlnet_tf.data.finetuning_record_dataset import records_manifest
+    >>> entry = task_type(config.task.task_type)
+    >>> task = task_from_data(config.task, entry, records_manifest(config.task, entry))
+    >>> task.label_names
+    ['negative', 'positive']
+    """
+    try:
+        label_names = None if task.label_names else local_file_label_names(task)
+        num_choices = 0 if task.num_classes else local_file_num_choices(task)
+    except (ValueError, FileNotFoundError) as e:
+        raise ConfigError(f"task.train_file: {e}") from e
+    recorded = manifest["task"] if manifest and not (task.train_file or task.dataset) else None
+    try:
+        task = entry.with_data_classes(task, label_names, num_choices, recorded)
+        check_local_files(task)
+    except ValueError as e:
+        raise ConfigError(str(e)) from e
+    return task
 
 
 def has_text_pair(task):

@@ -44,6 +44,20 @@ def read_finetuning_manifest(directory):
     return manifest
 
 
+def records_manifest(task, entry):
+    """The manifest of `task.records_dir` where the run needs it, read once; None otherwise.
+
+    A run reads it when the records are its only training data (what they were written
+    for), or when they may be its evaluation data: no other evaluation set is named and
+    its task type scores records (whether they hold the evaluation split).
+    """
+    records_train = not (task.train_file or task.dataset)
+    records_eval = not (task.eval_file or task.dataset) and entry.evaluates_records()
+    if not task.records_dir or not (records_train or records_eval):
+        return None
+    return read_finetuning_manifest(task.records_dir)
+
+
 def records_max_segments(manifest):
     """Segments per example of a records directory: the manifest's `max_segments` (1 when absent)."""
     value = manifest.get("max_segments", 1)

@@ -228,7 +228,7 @@ def memory_off_warning(task, memory_length):
     True
     """
     if task.max_segments > 1 and not memory_length:
-        return (f"task.max_segments is {task.max_segments} but the backbone's memory_length is 0: the "
+        return (f"Warning: task.max_segments is {task.max_segments} but the backbone's memory_length is 0: the "
                 "segments will not see each other (only the last one decides); set model.memory_length "
                 "to let them.")
     return None

@@ -19,6 +19,9 @@ from xlnet_tf.layers.xlnet_block import XLNetBlock
 from xlnet_tf.storage import atomic_files
 from xlnet_tf.storage import preset_io
 
+# The `XLNetConfig` fields that set weight shapes: a preset's weights load only into its own values.
+WEIGHT_SHAPE_FIELDS = ("vocabulary_size", "num_layers", "num_heads", "head_dim", "hidden_dim", "intermediate_dim",
+                       "untie_relative_bias")
 OPTIONAL_INPUTS = ("perm_mask", "target_mapping", "mems", "memory_padding_mask")
 # The XLNetBlock arguments that are XLNetConfig fields of the same name.
 BLOCK_CONFIG_FIELDS = ("hidden_dim", "num_heads", "head_dim", "intermediate_dim", "activation", "dropout",
@@ -548,7 +551,7 @@ class XLNetBackbone(Backbone):
     # keras-hub's loader knows neither our preset names nor the `XLNetConfig` nested in `config.json`
     # (where `config_overrides` go), and copies `gs://` / `ram://` presets into a cache instead of reading them.
     @classmethod
-    def from_preset(cls, preset, dtype=None, load_weights=True, **config_overrides):
+    def from_preset(cls, preset, dtype=None, load_weights=True, *, config=None, **config_overrides):
         """Builds a backbone from a preset.
 
         Args:
@@ -556,11 +559,18 @@ class XLNetBackbone(Backbone):
                 a directory (local, `gs://`, `ram://`) or a `hf://` / `kaggle://`
                 handle, holding `config.json` and `model.weights.h5` in
                 keras-hub's layout (`config.json` = a serialized `XLNetBackbone`,
-                what `save_to_preset` writes).
+                what `save_to_preset` writes); or its `PresetContents`, already
+                read (`xlnet_tf.storage.preset_io.read_preset`).
             dtype: a dtype policy for the new model.
             load_weights: False builds the architecture with fresh weights.
+            config: the `XLNetConfig` to build instead of the preset's (a fine-tuning
+                run's, say, with its `model.*` settings and `finetuning_adjustments`).
             **config_overrides: `XLNetConfig` fields to change (e.g. `memory_length`,
-                `dropout`); fields that change weight shapes are rejected.
+                `dropout`).
+
+        Raises:
+            ValueError: loading weights into a config whose weight shapes differ from
+                the preset's (`vocabulary_size`, `num_layers`, `hidden_dim`, ...).
 
         Returns:
             An `XLNetBackbone`.
@@ -569,19 +579,22 @@ class XLNetBackbone(Backbone):
         >>> from xlnet_tf import XLNetBackbone
         >>> backbone = XLNetBackbone.from_preset("xlnet_base_cased")  # or a directory save_to_preset wrote
         """
-        preset = preset_io.resolve(preset)
-        config = XLNetConfig.from_dict(preset_io.read_backbone_config(preset))
-        if config_overrides:
-            shape_fields = {"vocabulary_size", "num_layers", "num_heads", "head_dim", "hidden_dim",
-                            "intermediate_dim", "untie_relative_bias"}
-            changed = sorted(shape_fields & set(config_overrides)) if load_weights else []
+        if isinstance(preset, preset_io.PresetContents):
+            location, preset_values = preset.preset, preset.backbone_config
+        else:
+            location = preset_io.resolve(preset)
+            preset_values = preset_io.read_backbone_config(location)
+        preset_config = XLNetConfig.from_dict(preset_values)
+        built = (config or preset_config).replace(**config_overrides)
+        if load_weights:
+            changed = sorted(field for field in WEIGHT_SHAPE_FIELDS
+                             if field in config_overrides or getattr(built, field) != getattr(preset_config, field))
             if changed:
                 raise ValueError(f"from_preset: cannot override {changed} when loading weights "
                                  "(they change weight shapes).")
-            config = config.replace(**config_overrides)
-        backbone = cls(config, dtype=dtype)
+        backbone = cls(built, dtype=dtype)
         if load_weights:
-            preset_io.load_weights(backbone, preset_io.fetch(preset, MODEL_WEIGHTS_FILE))
+            preset_io.load_weights(backbone, preset_io.fetch(location, MODEL_WEIGHTS_FILE))
         return backbone
 
 

@@ -109,6 +109,54 @@ class XLNetConfig:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    # The settings of permutation-LM pretraining that a task model cannot use, and their
+    # fine-tuning values: `bi_data` needs an even batch and only serves pretraining, and a
+    # single window needs no recurrence memory (the original fine-tuning code ran with
+    # `mem_len` 0 too). `attention_type`, `clamp_length` and `same_length` are kept.
+    FINETUNING_SETTINGS = {"bi_data": False, "memory_length": 0, "reuse_length": 0}
+
+    def finetuning_adjustments(self, keep=()) -> dict:
+        """The changes that turn this (pretraining) configuration into a fine-tuning one.
+
+        Long documents (`[B, S, L]` features, `xlnet_tf.models.segment_recurrence`) read
+        their earlier segments through recurrence memory: a caller that sets
+        `memory_length` / `reuse_length` itself lists them in `keep`.
+
+        Args:
+            keep: field names the caller sets itself (e.g. a user's explicit override),
+                left out of the result.
+
+        Returns:
+            `{field: (this config's value, the fine-tuning value)}` for every field that changes.
+
+        Example:
+        >>> XLNetConfig(memory_length=32, reuse_length=16).finetuning_adjustments(keep={"memory_length"})
+        {'reuse_length': (16, 0)}
+        """
+        return {field: (getattr(self, field), value) for field, value in self.FINETUNING_SETTINGS.items()
+                if field not in keep and getattr(self, field) != value}
+
+    def for_finetuning(self, overrides=None) -> tuple["XLNetConfig", dict]:
+        """This (pretraining) configuration as fine-tuning builds it, and what that changed.
+
+        Args:
+            overrides: the user's settings (a fine-tuning config's `model.*` keys that are
+                set); they win over `finetuning_adjustments`.
+
+        Returns:
+            The config with `overrides` and the adjustments applied, and the adjustments as
+            `{field: {"preset": old, "finetune": new}}` (recorded in a run's config.yaml).
+
+        Example:
+        >>> config, adjustments = XLNetConfig(memory_length=32).for_finetuning({"dropout": 0.0})
+        >>> config.memory_length, config.dropout, adjustments
+        (0, 0.0, {'memory_length': {'preset': 32, 'finetune': 0}})
+        """
+        overrides = dict(overrides or {})
+        adjustments = {field: {"preset": old, "finetune": new}
+                       for field, (old, new) in self.finetuning_adjustments(keep=overrides).items()}
+        return self.replace(**overrides, **{k: v["finetune"] for k, v in adjustments.items()}), adjustments
+
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> "XLNetConfig":
         """Builds a config from our own field names; unknown keys are an error."""

@@ -30,7 +30,6 @@ from xlnet_tf import tasks
 from xlnet_tf.formats.preset_files import PREPROCESSING_FILE
 from xlnet_tf.formats.preset_files import TASK_CONFIG_FILE
 from xlnet_tf.formats.preset_files import TASK_WEIGHTS_FILE
-from xlnet_tf.formats.preset_files import MODEL_WEIGHTS_FILE
 from xlnet_tf.formats.preset_files import PREPROCESSOR_CONFIG_FILE
 from xlnet_tf.formats.special_tokens import CLS_TOKEN_ID
 from xlnet_tf.layers import seeded_dropout
@@ -181,30 +180,6 @@ def gather_positions(sequence, index):
     """
     one_hot = ops.one_hot(index, ops.shape(sequence)[1], dtype=sequence.dtype)  # [B, L]
     return ops.einsum("blh,bl->bh", sequence, one_hot)
-
-
-def finetuning_adjustments(config, keep=()):
-    """The `XLNetConfig` changes that turn a pretraining configuration into a fine-tuning one.
-
-    Pretraining presets keep the settings of permutation-LM training, which a
-    task model cannot use: `bi_data` needs an even batch and only serves
-    pretraining, and a single window needs no recurrence memory (the original
-    fine-tuning code ran with `mem_len` 0 too). Long documents (`[B, S, L]`
-    features, `xlnet_tf.models.segment_recurrence`) read their earlier segments
-    through it: a caller that sets `memory_length` / `reuse_length` itself lists
-    them in `keep`. `attention_type`, `clamp_length` and `same_length` are kept.
-
-    Args:
-        config: the preset's `XLNetConfig`.
-        keep: field names the caller sets itself (e.g. a user's explicit override),
-            left out of the result.
-
-    Returns:
-        `{field: (preset value, fine-tuning value)}` for every field that changes.
-    """
-    wanted = {"bi_data": False, "memory_length": 0, "reuse_length": 0}
-    return {field: (getattr(config, field), value) for field, value in wanted.items()
-            if field not in keep and getattr(config, field) != value}
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf")
@@ -563,7 +538,7 @@ class XLNetTask(FirstReplicaBuild, TracedDropoutStep, Task):
         }
 
     # keras-hub's `Task.from_preset` neither gives a pretraining backbone the fine-tuning settings
-    # (`finetuning_adjustments`) nor reads a task preset's `preprocessing.json` or our preset names.
+    # (`XLNetConfig.finetuning_adjustments`) nor reads a task preset's `preprocessing.json` or our preset names.
     @classmethod
     def from_preset(cls, preset, load_weights=True, **kwargs):
         """Builds the task model from a task preset or from a backbone preset.
@@ -575,7 +550,7 @@ class XLNetTask(FirstReplicaBuild, TracedDropoutStep, Task):
                 whole model is restored and `kwargs` override its config.
                 Without it, the preset is a backbone (or pretraining) preset: the
                 backbone is loaded with the fine-tuning settings
-                (`finetuning_adjustments`: `bi_data` off and no recurrence memory,
+                (`XLNetConfig.finetuning_adjustments`: `bi_data` off and no recurrence memory,
                 also when the preset comes from pretraining with them on) and a
                 new head is built from `kwargs`. Either preset layout.
             load_weights: load weights (False: same architecture, fresh weights).
@@ -599,7 +574,7 @@ class XLNetTask(FirstReplicaBuild, TracedDropoutStep, Task):
         if cls is XLNetTask:
             raise ValueError("Call from_preset on a task class (XLNetClassifier, XLNetSpanLabeler, "
                              "XLNetMultipleChoice, XLNetTokenClassifier), or use load_task_preset().")
-        contents = preset_io.read_preset(preset_io.resolve(preset))
+        contents = preset_io.preset_contents(preset)
         preset = contents.preset
         if contents.is_task_preset:
             name = contents.task_config.get("class_name")
@@ -609,13 +584,9 @@ class XLNetTask(FirstReplicaBuild, TracedDropoutStep, Task):
                     f"load it with {name}.from_preset() or load_task_preset(), or give "
                     f"{cls.__name__}.from_preset a backbone preset (config.json + model.weights.h5).")
             return _load_task(cls, contents, load_weights, kwargs)
-        backbone_config = XLNetConfig.from_dict(contents.backbone_config)
-        adjustments = {k: new for k, (_, new) in finetuning_adjustments(backbone_config).items()}
-        dtype = kwargs.get("dtype")
-        if load_weights:
-            backbone = XLNetBackbone.from_preset(preset, dtype=dtype, **adjustments)
-        else:
-            backbone = XLNetBackbone(backbone_config.replace(**adjustments), dtype=dtype)
+        backbone_config, _ = XLNetConfig.from_dict(contents.backbone_config).for_finetuning()
+        backbone = XLNetBackbone.from_preset(contents, dtype=kwargs.get("dtype"), load_weights=load_weights,
+                                             config=backbone_config)
         if "preprocessor" not in kwargs:
             kwargs["preprocessor"] = cls._preset_preprocessor(contents)
         return cls(backbone=backbone, **kwargs)
@@ -744,10 +715,7 @@ def load_task_preset(preset, load_weights=True, **overrides):
     Returns:
         The task model (built, compiled with the defaults), an instance of the class named in `task.json`.
     """
-    contents = preset if isinstance(preset, preset_io.PresetContents) else preset_io.read_preset(
-        preset_io.resolve(preset), require_task=True)
-    if not contents.is_task_preset:
-        raise preset_io.not_a_task_preset(contents.preset)
+    contents = preset_io.preset_contents(preset, require_task=True)
     classes = task_classes()
     name = contents.task_config.get("class_name")
     if name not in classes:
@@ -778,18 +746,16 @@ def _load_task(task_class, contents, load_weights, overrides):
         config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
     if "preprocessor" not in config:
         config["preprocessor"] = task_class._preset_preprocessor(contents)
-    backbone_config = XLNetConfig.from_dict(contents.backbone_config)
-    backbone = XLNetBackbone(backbone_config, dtype=config.get("dtype"))
+    weights = preset_io.fetch(preset, TASK_WEIGHTS_FILE, required=False) if load_weights else None
+    if load_weights and weights is None:
+        raise FileNotFoundError(f"Task weights not found: {os.path.join(preset, TASK_WEIGHTS_FILE)}")
+    backbone = XLNetBackbone.from_preset(contents, dtype=config.get("dtype"), load_weights=load_weights)
     # Compiled after the weights are loaded, so no optimizer state is built before them.
     compile_defaults = config.pop("compile", True)
     model = task_class(backbone=backbone, compile=False, **config)
     if not model.built:
         model.build_with_dummy_inputs()
     if load_weights:
-        weights = preset_io.fetch(preset, TASK_WEIGHTS_FILE, required=False)
-        if weights is None:
-            raise FileNotFoundError(f"Task weights not found: {os.path.join(preset, TASK_WEIGHTS_FILE)}")
-        preset_io.load_weights(backbone, preset_io.fetch(preset, MODEL_WEIGHTS_FILE))
         if not resized:
             preset_io.load_weights(model, weights, objects_to_skip=list(backbone._flatten_layers()))
         if resized:

@@ -46,7 +46,7 @@ import tensorflow as tf
 from xlnet_tf.formats import preset_files
 from xlnet_tf.config_schema import ConfigError
 from xlnet_tf.pretraining.pretraining_config import RunConfig, run_config_from_dict
-from xlnet_tf.training.run_directory import check_workdir, open_run_directory
+from xlnet_tf.training.run_directory import open_run_directory
 from xlnet_tf.data.pretraining_records import PretrainingRecords, RecordsError
 from xlnet_tf.models.xlnet_config import XLNetConfig
 from xlnet_tf.storage import preset_io
@@ -55,7 +55,7 @@ from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.models.xlnet_pretrainer import XLNetPretrainer
 from xlnet_tf.optimizers.build_optimizer import build_optimizer
 from xlnet_tf.training import callbacks as run_callbacks
-from xlnet_tf.training.run_setup import RunSetup
+from xlnet_tf.training.run_setup import start_run
 from xlnet_tf.pretraining.learning_report import reference_losses
 from xlnet_tf.pretraining.loss_curve import LOSS_CURVE_FILE, LossCurvePlot
 from xlnet_tf.training.run_sections import optimizer_arguments
@@ -203,16 +203,11 @@ def _run_pretraining(config, workdir, run_scope, *, strategy, extra_callbacks, c
     config = run_config_from_dict(config.to_dict())  # Re-validate whatever the caller built.
     records = check_records(config)
     check_init_from(config, records)
-    check_workdir(config.to_dict(), workdir)
     t, d, m = config.training, config.data, config.model
-    setup = RunSetup.resolve(config.distribution, t, strategy,
-                             paths={"data.train_files": d.train_files, "workdir": workdir}, model_config=m)
-    setup.announce()
+    setup = start_run(config, workdir, run_scope, strategy,
+                      paths={"data.train_files": d.train_files, "workdir": workdir}, model_config=m)
     strategy, replicas = setup.strategy, setup.replicas
     on_tensorflow = setup.backend == "tensorflow"
-    if not on_tensorflow:
-        # keras.distribution places variables when they are created and data when `fit` reads it.
-        run_scope.enter_context(strategy.scope())
     global_batch, per_replica = setup.global_batch_size, setup.per_replica_batch_size
     if m.bi_data and per_replica % 2:
         raise ConfigError(f"model.bi_data needs an even per-replica batch; got {per_replica} "
@@ -225,7 +220,7 @@ def _run_pretraining(config, workdir, run_scope, *, strategy, extra_callbacks, c
 
     # Before the first write: a second run on this work directory stops here, naming this one.
     directory = open_run_directory(workdir, config.to_yaml() + setup.devices_yaml(), run_scope,
-                                   is_chief=is_chief, task_id=task_id)
+                                   is_chief=is_chief, task_id=task_id, steps=(t.steps_per_epoch, t.train_steps))
     backup_dir, first_epoch = directory.backup_dir, directory.first_epoch
     first_step = first_epoch * t.steps_per_epoch
     epochs = t.train_steps // t.steps_per_epoch
@@ -300,7 +295,6 @@ def _run_pretraining(config, workdir, run_scope, *, strategy, extra_callbacks, c
             LossCurvePlot(metrics_path, loss_curve, reference_losses(m.vocabulary_size, context_free_loss)),
         ]
     callbacks += list(extra_callbacks)
-    directory.announce_resume(t.steps_per_epoch, t.train_steps, is_chief)
     # train_steps/steps_per_epoch count optimizer updates; fit counts micro-batches.
     history = pretrainer.fit(dataset, epochs=epochs,
                              steps_per_epoch=t.steps_per_epoch * t.gradient_accumulation_steps,

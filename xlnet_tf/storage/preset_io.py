@@ -299,6 +299,19 @@ def read_preset(preset, require_task=False):
                           backbone_config=read_backbone_config(preset))
 
 
+def preset_contents(preset, require_task=False):
+    """`preset`'s `PresetContents`: read (`read_preset` of `resolve(preset)`), or handed back when already read.
+
+    What every loader of a preset starts with, so that a caller holding the contents
+    (a fine-tuning run) hands them on and nothing reads the preset's files twice.
+    """
+    if isinstance(preset, PresetContents):
+        if require_task and not preset.is_task_preset:
+            raise not_a_task_preset(preset.preset)
+        return preset
+    return read_preset(resolve(preset), require_task=require_task)
+
+
 def not_a_task_preset(preset):
     """The error of a preset without `task.json` where a task model is required."""
     return FileNotFoundError(f"No {TASK_CONFIG_FILE} in {preset}: not a task preset directory.")

@@ -32,13 +32,10 @@ class ClassificationTask(TaskType):
     pairs = True
     label_names_from_file = True
 
-    # --- The model: which class, built how, compiled how --------------------------------------
+    # --- The model: which class, built how ----------------------------------------------------
 
     def model_arguments(self, task):
         return {"num_classes": task.num_classes, "dropout": task.head_dropout}
-
-    def compile_arguments(self, task):
-        return {"num_classes": max(int(task.num_classes or 2), 2)}
 
     # --- Reading, checking and packing examples; what the Beam job writes ---------------------
 

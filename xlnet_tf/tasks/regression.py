@@ -23,13 +23,10 @@ class RegressionTask(ClassificationTask):
     serving_outputs = ("score",)
     label_names_from_file = False
 
-    # --- The model: which class, built how, compiled how --------------------------------------
+    # --- The model: which class, built how ----------------------------------------------------
 
     def model_arguments(self, task):
         return {"num_classes": 1, "dropout": task.head_dropout}
-
-    def compile_arguments(self, task):
-        return {"num_classes": 1}
 
     # --- Reading, checking and packing examples; what the Beam job writes ---------------------
 

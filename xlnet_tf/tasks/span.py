@@ -26,7 +26,7 @@ class SpanTask(TaskType):
                        "end_top_index", "cls_logits")
     reads_rows = False
 
-    # --- The model: which class, built how, compiled how --------------------------------------
+    # --- The model: which class, built how ----------------------------------------------------
 
     def model_arguments(self, task):
         return {"start_n_top": task.start_n_top, "end_n_top": task.end_n_top, "dropout": task.head_dropout}

@@ -75,7 +75,7 @@ class TaskType:
     def __repr__(self):
         return f"{type(self).__name__}(name={self.name!r})"
 
-    # --- The model: which class, built how, compiled how --------------------------------------
+    # --- The model: which class, built how ----------------------------------------------------
 
     def model_class(self):
         """The task model class, registered by `@register_task_model` where it is defined (`xlnet_tf.models`)."""
@@ -89,10 +89,6 @@ class TaskType:
         """The model's constructor arguments (besides the backbone) for a resolved task section."""
         return {"dropout": task.head_dropout}
 
-    def compile_arguments(self, task):
-        """The `default_compile_arguments` keywords for a resolved task section."""
-        return {}
-
     def build_model(self, task, backbone):
         """The task model of a resolved task section on `backbone`.
 
@@ -103,10 +99,6 @@ class TaskType:
             raise ValueError(f"task.num_classes must be >= {self.min_classes} for {self.name} (set it, or "
                              "task.label_names).")
         return self.model_class()(backbone, **self.model_arguments(task))
-
-    def default_compile_arguments(self, task):
-        """`loss`, `loss_weights` and `metrics` for `model.compile`, as the model class's `compile()` uses them."""
-        return self.model_class().default_compile_arguments(**self.compile_arguments(task))
 
     # --- Reading, checking and packing examples; what the Beam job writes ---------------------
 

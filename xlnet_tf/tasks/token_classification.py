@@ -27,7 +27,7 @@ class TokenClassificationTask(TaskType):
     serving_outputs = ("logits", "probabilities", "labels", "label_names", "pieces")
     label_field = "tags"
 
-    # --- The model: which class, built how, compiled how --------------------------------------
+    # --- The model: which class, built how ----------------------------------------------------
 
     def model_arguments(self, task):
         return {"num_classes": task.num_classes, "dropout": task.head_dropout}

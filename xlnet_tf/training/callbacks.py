@@ -78,11 +78,18 @@ class JsonlMetricsLogger(keras.callbacks.Callback):
         if elapsed > 0 and self._last_step is not None:
             record["examples_per_second"] = (step - self._last_step) * self.global_batch_size / elapsed
         record["time"] = now
-        # One short append per line; a kill mid-line leaves a fragment that the next
-        # run's `truncate_jsonl` drops.
-        with tf.io.gfile.GFile(self.path, "a") as f:
-            f.write(json.dumps(record) + "\n")
+        append_jsonl(self.path, record)
         self._last_step, self._last_time = step, now
+
+
+def append_jsonl(path, record):
+    """Appends `record` to the metrics file `path` as one JSON line.
+
+    One short append per line; a kill mid-line leaves a fragment that the next run's
+    `truncate_jsonl` drops.
+    """
+    with tf.io.gfile.GFile(path, "a") as f:
+        f.write(json.dumps(record) + "\n")
 
 
 def optimizer_step(epoch, batch, steps_per_epoch, micro_batches_per_step=1):

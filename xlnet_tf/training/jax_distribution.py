@@ -38,7 +38,7 @@ from importlib import metadata
 
 import keras
 
-from xlnet_tf.training.strategy import STRATEGIES, StrategyError
+from xlnet_tf.training.strategy import STRATEGIES, StrategyError, resolve_batch_sizes
 from xlnet_tf.training.tpu_host import TpuHost
 
 _log = logging.getLogger(__name__)
@@ -407,3 +407,37 @@ def check_batch_split(global_batch_size: int, placement: KerasDistributionStrate
             multiple = math.lcm(placement.num_processes, placement.num_replicas_in_sync)
             raise StrategyError(f"global_batch_size {global_batch_size} does not divide evenly over {parts} "
                                 f"{what}; use a multiple of {multiple}.")
+
+
+def single_device(backend, name) -> KerasDistributionStrategy:
+    """The placement of a backend without `keras.distribution` (PyTorch): one device, for the names that mean one."""
+    if name not in ("auto", "one_device", "cpu"):
+        raise StrategyError(f"--strategy {name} is not available on the {backend} backend (one device only); "
+                            f"use --strategy auto, one_device or cpu, or --backend jax / tensorflow.")
+    import torch  # optional dependency: the PyTorch backend's; its device is the one Keras trains on
+
+    kind = "CPU" if name == "cpu" or not torch.cuda.is_available() else f"GPU {torch.cuda.get_device_name(0)}"
+    return KerasDistributionStrategy(None, replicas=1, processes=(1, 0),
+                                     devices={"backend": backend, "strategy": "SingleDevice", "replicas": 1,
+                                              "device_kind": kind})
+
+
+def keras_placement(backend, distribution, training, strategy, host, model_config) -> dict:
+    """`RunSetup`'s fields on JAX (`keras.distribution`) and PyTorch (one device).
+
+    The placement (unless `strategy` gives one) and the batch over its replicas and processes.
+    """
+    if strategy is None and backend == "jax":
+        strategy = resolve_jax_distribution(
+            distribution.strategy, virtual_cpu_devices=distribution.virtual_cpu_devices,
+            model_parallel=distribution.model_parallel, model_config=model_config, tpu_host=host)
+    elif strategy is None:
+        strategy = single_device(backend, distribution.strategy)
+    global_batch, per_replica = resolve_batch_sizes(
+        global_batch_size=training.global_batch_size,
+        per_replica_batch_size_value=training.per_replica_batch_size,
+        num_replicas=strategy.num_replicas_in_sync)
+    check_batch_split(global_batch, strategy)
+    return {"strategy": strategy, "replicas": strategy.num_replicas_in_sync, "global_batch_size": global_batch,
+            "per_replica_batch_size": per_replica, "task_id": strategy.process_id,
+            "is_chief": strategy.process_id == 0, "devices": strategy.describe()}

@@ -108,7 +108,7 @@ class RunDirectory:
 
 
 def open_run_directory(workdir: str, config_yaml: str, run_scope, *, is_chief: bool = True,
-                       task_id: int = 0) -> RunDirectory:
+                       task_id: int = 0, steps: tuple[int, int] | None = None) -> RunDirectory:
     """Takes `workdir` for this run: lock, `config.yaml`, and the backup to resume from.
 
     Call it after every check that can refuse the run and before the first write:
@@ -121,6 +121,8 @@ def open_run_directory(workdir: str, config_yaml: str, run_scope, *, is_chief: b
         run_scope: a `contextlib.ExitStack` that releases the lock when the run ends.
         is_chief: whether this process is the chief (it alone locks and writes).
         task_id: this worker's index (non-chief workers back up into `backup/worker-N`).
+        steps: the run's `(steps_per_epoch, train_steps)`: a resumed run says at which
+            step it resumes (`RunDirectory.announce_resume`).
 
     Returns:
         A `RunDirectory`.
@@ -131,4 +133,7 @@ def open_run_directory(workdir: str, config_yaml: str, run_scope, *, is_chief: b
     backup_dir = os.path.join(workdir, BACKUP_DIR)
     if not is_chief:
         backup_dir = os.path.join(backup_dir, f"worker-{task_id}")
-    return RunDirectory(workdir=workdir, backup_dir=backup_dir, first_epoch=backup_epoch(backup_dir))
+    directory = RunDirectory(workdir=workdir, backup_dir=backup_dir, first_epoch=backup_epoch(backup_dir))
+    if steps is not None:
+        directory.announce_resume(*steps, is_chief=is_chief)
+    return directory

@@ -1,9 +1,11 @@
 """Where a run trains and on how many examples a step: strategy, replicas, batch sizes, this worker.
 
-Both runs start with `RunSetup.resolve(config)`, so `distribution.*` and the two
-batch-size keys mean the same in pretraining and fine-tuning. Both print
+Both runs start with `start_run` (which resolves their `RunSetup`), so `distribution.*`
+and the two batch-size keys mean the same in pretraining and fine-tuning. Both print
 `devices_line` at start and record `devices` (strategy class, replicas, device
-kind) as the `devices` section of their config.yaml.
+kind) as the `devices` section of their config.yaml. TensorFlow's strategies are
+`xlnet_tf.training.strategy`'s, JAX's and PyTorch's placements
+`xlnet_tf.training.jax_distribution`'s.
 
 Example:
 >>> from xlnet_tf.training.run_setup import RunSetup
@@ -23,9 +25,8 @@ from typing import Any
 import yaml
 
 from xlnet_tf.training import strategy as strategies
-from xlnet_tf.training.strategy import (check_remote_tpu_paths, describe_devices, devices_line, resolve_batch_sizes,
-                                       task_info, tpu_target)
-from xlnet_tf.training.strategy import StrategyError
+from xlnet_tf.training.run_directory import check_workdir
+from xlnet_tf.training.strategy import devices_line
 from xlnet_tf.training.tpu_host import TpuHost
 
 # The config.yaml section recording where a run trained (output, not a setting; see
@@ -82,43 +83,12 @@ class RunSetup:
         host = TpuHost.detect() if tpu_host is None else tpu_host
         backend = keras_backend()
         if backend != "tensorflow":
-            return cls._resolve_keras_distribution(backend, distribution, training, strategy, host, model_config)
-        if strategy is None:
-            if distribution.strategy in ("auto", "tpu"):
-                check_remote_tpu_paths(tpu_target(distribution.tpu, host), paths or {})
-            strategy = strategies.resolve_strategy(distribution.strategy,
-                                        virtual_cpu_devices=distribution.virtual_cpu_devices,
-                                        tpu_address=distribution.tpu, tpu_host=host)
-        replicas = strategy.num_replicas_in_sync
-        global_batch, per_replica = resolve_batch_sizes(
-            global_batch_size=training.global_batch_size,
-            per_replica_batch_size_value=training.per_replica_batch_size, num_replicas=replicas)
-        _, task_id, is_chief = task_info()
-        return cls(strategy=strategy, replicas=replicas, global_batch_size=global_batch,
-                   per_replica_batch_size=per_replica, task_id=task_id, is_chief=is_chief,
-                   devices=describe_devices(strategy, host))
+            # import time: jax_distribution imports Keras, which fixes its backend once imported
+            from xlnet_tf.training import jax_distribution
 
-    @classmethod
-    def _resolve_keras_distribution(cls, backend, distribution, training, strategy, host, model_config):
-        """`resolve` on JAX (`keras.distribution`) and PyTorch (one device)."""
-        # import time: jax_distribution imports Keras, which fixes its backend once imported
-        from xlnet_tf.training import jax_distribution
-
-        if strategy is None and backend == "jax":
-            strategy = jax_distribution.resolve_jax_distribution(
-                distribution.strategy, virtual_cpu_devices=distribution.virtual_cpu_devices,
-                model_parallel=distribution.model_parallel, model_config=model_config,
-                tpu_host=host)
-        elif strategy is None:
-            strategy = _single_device(backend, distribution.strategy)
-        global_batch, per_replica = resolve_batch_sizes(
-            global_batch_size=training.global_batch_size,
-            per_replica_batch_size_value=training.per_replica_batch_size,
-            num_replicas=strategy.num_replicas_in_sync)
-        jax_distribution.check_batch_split(global_batch, strategy)
-        return cls(strategy=strategy, replicas=strategy.num_replicas_in_sync, global_batch_size=global_batch,
-                   per_replica_batch_size=per_replica, task_id=strategy.process_id,
-                   is_chief=strategy.process_id == 0, devices=strategy.describe())
+            return cls(**jax_distribution.keras_placement(backend, distribution, training, strategy, host,
+                                                          model_config))
+        return cls(**strategies.tensorflow_placement(distribution, training, strategy, paths or {}, host))
 
     @property
     def backend(self) -> str:
@@ -129,11 +99,6 @@ class RunSetup:
     def per_process_batch_size(self) -> int:
         """Rows each process's input pipeline yields per step (the global batch on one process)."""
         return self.global_batch_size // getattr(self.strategy, "num_processes", 1)
-
-    def announce(self) -> None:
-        """Prints `devices_line` (the chief only): where this run trains."""
-        if self.is_chief:
-            print(devices_line(self.devices))
 
     def devices_yaml(self) -> str:
         """The `devices` section of config.yaml: strategy class, replicas, device kind."""
@@ -154,16 +119,32 @@ def keras_backend() -> str:
     return keras.config.backend()
 
 
-def _single_device(backend, name):
-    """The placement of a backend without `keras.distribution` (PyTorch): one device, for the names that mean one."""
-    from xlnet_tf.training.jax_distribution import KerasDistributionStrategy  # import time: it imports Keras
+def start_run(config, workdir: str, run_scope, strategy=None, *, paths: Mapping[str, Any],
+              model_config=None) -> RunSetup:
+    """The first steps of every run, before its own checks and its first write.
 
-    if name not in ("auto", "one_device", "cpu"):
-        raise StrategyError(f"--strategy {name} is not available on the {backend} backend (one device only); "
-                            f"use --strategy auto, one_device or cpu, or --backend jax / tensorflow.")
-    import torch  # optional dependency: the PyTorch backend's; its device is the one Keras trains on
+    Refuses a work directory whose earlier run had another config (`check_workdir`),
+    resolves the run's `RunSetup`, prints where it trains (the chief's `devices_line`)
+    and, on JAX and PyTorch, enters the `keras.distribution` scope for the rest of the
+    run: it places variables when they are created and data when `fit` reads it.
 
-    kind = "CPU" if name == "cpu" or not torch.cuda.is_available() else f"GPU {torch.cuda.get_device_name(0)}"
-    return KerasDistributionStrategy(None, replicas=1, processes=(1, 0),
-                                     devices={"backend": backend, "strategy": "SingleDevice", "replicas": 1,
-                                              "device_kind": kind})
+    Args:
+        config: the run's validated config (`distribution`, `training` sections; `to_dict()`).
+        workdir: the work directory.
+        run_scope: a `contextlib.ExitStack` that holds the run's scopes until the run ends.
+        strategy: a strategy to use instead of resolving `config.distribution`.
+        paths: the run's data paths and work directory, for `RunSetup.resolve`.
+        model_config: the backbone's `XLNetConfig`, for `RunSetup.resolve`.
+
+    Raises:
+        ConfigError: the work directory holds a run with another config.
+        StrategyError: as `RunSetup.resolve`.
+    """
+    check_workdir(config.to_dict(), workdir)
+    setup = RunSetup.resolve(config.distribution, config.training, strategy, paths=paths,
+                             model_config=model_config)
+    if setup.is_chief:
+        print(devices_line(setup.devices))
+    if setup.backend != "tensorflow":
+        run_scope.enter_context(setup.strategy.scope())
+    return setup

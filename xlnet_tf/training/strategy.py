@@ -355,6 +355,26 @@ def resolve_batch_sizes(*, global_batch_size, per_replica_batch_size_value, num_
     return global_batch_size, per_replica_batch_size(global_batch_size, num_replicas)
 
 
+def tensorflow_placement(distribution, training, strategy, paths, host) -> dict:
+    """`RunSetup`'s fields on TensorFlow: the `tf.distribute` strategy (unless given) and the batch over it.
+
+    A TPU reached by name needs the run's `paths` on gs://, checked before connecting to it.
+    """
+    if strategy is None:
+        if distribution.strategy in ("auto", "tpu"):
+            check_remote_tpu_paths(tpu_target(distribution.tpu, host), paths)
+        strategy = resolve_strategy(distribution.strategy, virtual_cpu_devices=distribution.virtual_cpu_devices,
+                                    tpu_address=distribution.tpu, tpu_host=host)
+    replicas = strategy.num_replicas_in_sync
+    global_batch, per_replica = resolve_batch_sizes(
+        global_batch_size=training.global_batch_size,
+        per_replica_batch_size_value=training.per_replica_batch_size, num_replicas=replicas)
+    _, task_id, is_chief = task_info()
+    return {"strategy": strategy, "replicas": replicas, "global_batch_size": global_batch,
+            "per_replica_batch_size": per_replica, "task_id": task_id, "is_chief": is_chief,
+            "devices": describe_devices(strategy, host)}
+
+
 def task_info():
     """Returns `(task_type, task_id, is_chief)` of this process from TF_CONFIG."""
     config = json.loads(os.environ.get("TF_CONFIG", "{}") or "{}")
