@@ -36,7 +36,7 @@ class ModelSection:
     """Overrides of the initial preset's `XLNetConfig`.
 
     null keeps the preset's dropout; null `memory_length` / `reuse_length` take the
-    fine-tuning default 0 (`finetuning_adjustments`), an explicit value wins over it.
+    fine-tuning default 0 (`XLNetConfig.finetuning_adjustments`), an explicit value wins over it.
     `memory_length` > 0 lets the segments of a long document (`task.max_segments`)
     see the earlier ones; `reuse_length` 0 caches whole segments.
     """
@@ -114,7 +114,7 @@ def resolve_task(task: TaskSpec) -> TaskSpec:
     """Fills a task section's empty fields from its TFDS dataset spec and its task type, and checks it.
 
     What only the data can say (label names of a local file, the number of options)
-    is filled at the top of a run (`xlnet_tf.finetuning.finetuning_inputs.task_from_data`):
+    is filled at the top of a run (`xlnet_tf.data.finetuning.task_from_data`):
     loading a config reads no data.
     """
     task = _with_dataset_defaults(task) if task.dataset else _with_local_defaults(task)
