@@ -130,6 +130,7 @@ class XLNetConfig:
             `{field: (this config's value, the fine-tuning value)}` for every field that changes.
 
         Example:
+        >>> from xlnet_tf import XLNetConfig
         >>> XLNetConfig(memory_length=32, reuse_length=16).finetuning_adjustments(keep={"memory_length"})
         {'reuse_length': (16, 0)}
         """
@@ -148,6 +149,7 @@ class XLNetConfig:
             `{field: {"preset": old, "finetune": new}}` (recorded in a run's config.yaml).
 
         Example:
+        >>> from xlnet_tf import XLNetConfig
         >>> config, adjustments = XLNetConfig(memory_length=32).for_finetuning({"dropout": 0.0})
         >>> config.memory_length, config.dropout, adjustments
         (0, 0.0, {'memory_length': {'preset': 32, 'finetune': 0}})
