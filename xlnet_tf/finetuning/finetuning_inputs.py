@@ -33,8 +33,7 @@ class FinetuningInputs:
         tokenizer: the `XLNetTokenizer` of its vocabulary, with the task's `lowercase`, built on
             first use: its TensorFlow ops would fix the devices, so it comes after the run's
             strategy has set up virtual CPU devices.
-        model_overrides: the user's `model.*` settings (those left null keep the preset's).
-        backbone_config: the backbone preset's `XLNetConfig` with the overrides and adjustments
+        backbone_config: the backbone preset's `XLNetConfig` with the user's `model.*` settings and the adjustments
             (None for a task preset, which keeps its own).
         init_adjustments: `{field: {"preset", "finetune"}}`, the backbone preset's settings that
             fine-tuning changes (empty for a task preset).
@@ -53,7 +52,6 @@ class FinetuningInputs:
     config: FinetuneConfig
     task_type: tasks.TaskType
     preset: preset_io.PresetContents
-    model_overrides: dict
     backbone_config: XLNetConfig | None
     init_adjustments: dict
     has_eval: bool
@@ -104,6 +102,6 @@ class FinetuningInputs:
                    memory_off_warning(task, (backbone_config or preset_config).memory_length))
         notices = tuple(notice for notice in notices if notice)
         return cls(config=dataclasses.replace(config, task=task), task_type=entry, preset=preset,
-                   model_overrides=overrides, backbone_config=backbone_config, init_adjustments=adjustments,
+                   backbone_config=backbone_config, init_adjustments=adjustments,
                    has_eval=bool(task.eval_file or task.dataset) or records_have_eval,
                    notices=notices)

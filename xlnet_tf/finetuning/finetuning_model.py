@@ -43,7 +43,7 @@ def finetuning_model(inputs, setup):
                 backbone = XLNetBackbone.from_preset(inputs.preset, dtype=dtype, config=inputs.backbone_config)
                 model = inputs.task_type.build_model(config.task, backbone)
                 model.build_with_dummy_inputs()
-        except ValueError as e:  # a class count below the task type's, a task preset of another task type
+        except ValueError as e:  # a class count below what the task type needs
             raise ConfigError(str(e)) from e
         model.backbone.rematerialize = t.rematerialize
         model.compile(jit_compile=t.jit_compile, steps_per_execution=t.steps_per_execution,
