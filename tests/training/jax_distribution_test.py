@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from xlnet_tf.training import jax_distribution
 from xlnet_tf.training.jax_distribution import KerasDistributionStrategy, resolve_jax_distribution
-from xlnet_tf.training.strategy import StrategyError, devices_line
+from xlnet_tf.training.strategy import StrategyError, devices_line, resolve_batch_sizes
 from xlnet_tf.training.tpu_host import TpuHost
 
 
@@ -167,4 +167,11 @@ def test_bi_data_over_several_processes_is_refused():
     with pytest.raises(StrategyError, match="bi_data on JAX with 2 processes"):
         placement.distribute_datasets_from_function(_replica_batches, bi_data=True)
     with pytest.raises(StrategyError, match="global_batch_size 12 does not divide evenly over 8 replicas"):
-        jax_distribution.check_batch_split(12, placement)
+        resolve_batch_sizes(global_batch_size=12, per_replica_batch_size_value=None,
+                            num_replicas=placement.num_replicas_in_sync, num_processes=placement.num_processes)
+    # A (batch, model) mesh over 4 hosts with 2 batch replicas: each host reads a share of the batch.
+    with pytest.raises(StrategyError, match="global_batch_size 6 does not divide evenly over 4 processes; "
+                                            "use a multiple of 4"):
+        resolve_batch_sizes(global_batch_size=6, per_replica_batch_size_value=None, num_replicas=2, num_processes=4)
+    assert resolve_batch_sizes(global_batch_size=8, per_replica_batch_size_value=None, num_replicas=2,
+                               num_processes=4) == (8, 4)

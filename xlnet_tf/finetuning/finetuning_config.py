@@ -73,12 +73,39 @@ class EvaluationSection:
 
 @dataclasses.dataclass(frozen=True)
 class FinetuneConfig(RunConfigFile):
+    """A whole fine-tuning run, checked when built (`RunConfigFile`): its `task` must be resolved.
+
+    Build one with `finetune_config_from_dict` or `load_finetune_config`, which fill the task
+    section from its dataset and task type (`resolve_task`) first; `dataclasses.replace` on a
+    built config checks the result again.
+    """
+
     task: TaskSpec = dataclasses.field(default_factory=TaskSpec)
     model: ModelSection = dataclasses.field(default_factory=ModelSection)
     optimizer: FinetuneOptimizerSection = dataclasses.field(default_factory=FinetuneOptimizerSection)
     training: TrainingSection = dataclasses.field(default_factory=TrainingSection)
     distribution: DistributionSection = dataclasses.field(default_factory=DistributionSection)
     evaluation: EvaluationSection = dataclasses.field(default_factory=EvaluationSection)
+
+    def validate(self) -> None:
+        """Cross-field checks, run when the config is built; raises `ConfigError`."""
+        check_task(self.task)
+        validate_training(self.training, self.optimizer)
+        if self.training.gradient_accumulation_steps != 1:
+            raise ConfigError("training.gradient_accumulation_steps is not supported by fine-tuning; "
+                              "use a smaller per-replica batch or more replicas.")
+        if not 0 < self.optimizer.layer_decay <= 1:
+            raise ConfigError(f"optimizer.layer_decay must be in (0, 1], got {self.optimizer.layer_decay}.")
+        if self.evaluation.batch_size < 1:
+            raise ConfigError("evaluation.batch_size must be >= 1.")
+        for key in ("memory_length", "reuse_length"):
+            value = getattr(self.model, key)
+            if value is not None and value < 0:
+                raise ConfigError(f"model.{key} must be >= 0 (or null for the fine-tuning default 0), got {value}.")
+        reuse = self.model.reuse_length
+        if reuse and reuse > self.task.sequence_length:
+            raise ConfigError(f"model.reuse_length ({reuse}) must be <= task.sequence_length "
+                              f"({self.task.sequence_length}): it counts positions of one segment.")
 
 
 # Task types whose examples may span several segments (`task.max_segments` > 1).
@@ -105,9 +132,8 @@ def finetune_config_from_dict(values: Mapping[str, Any]) -> FinetuneConfig:
     # preset; those records are output, not settings, so feeding the file back must not trip on them.
     values = without_run_records(dict(values))
     check_sections(values, _SECTIONS, "A fine-tuning config")
-    config = FinetuneConfig(**{name: build_section(name, cls, values.get(name) or {})
-                               for name, cls in _SECTIONS.items()})
-    return _validate(dataclasses.replace(config, task=resolve_task(config.task)))
+    sections = {name: build_section(name, cls, values.get(name) or {}) for name, cls in _SECTIONS.items()}
+    return FinetuneConfig(**{**sections, "task": resolve_task(sections["task"])})
 
 
 def resolve_task(task: TaskSpec) -> TaskSpec:
@@ -118,12 +144,20 @@ def resolve_task(task: TaskSpec) -> TaskSpec:
     loading a config reads no data.
     """
     task = _with_dataset_defaults(task) if task.dataset else _with_local_defaults(task)
+    entry = _task_type(task)
+    task = entry.resolved_spec(task)
+    if task.label_names and not task.num_classes:
+        task = task.replace(num_classes=len(task.label_names))
+    if task.metrics is None:
+        task = task.replace(metrics=list(entry.default_metrics(task.num_classes)))
+    check_task(task)
+    return task
+
+
+def _task_type(task):
     if task.task_type not in tasks.TASKS:
         raise ConfigError(f"task.task_type must be one of {tasks.TASK_TYPES}, got {task.task_type!r}.")
-    entry = tasks.task_type(task.task_type)
-    task = _with_classes_and_metrics(entry.resolved_spec(task), entry)
-    _check_task(task, entry)
-    return task
+    return tasks.task_type(task.task_type)
 
 
 def _with_dataset_defaults(task):
@@ -162,23 +196,22 @@ def _with_local_defaults(task):
     return task if task.task_type else task.replace(task_type=tasks.DEFAULT_TASK_TYPE)
 
 
-def _with_classes_and_metrics(task, entry):
-    """`task` with `num_classes` from its label names and the task type's default metrics, both checked."""
-    if task.label_names and not task.num_classes:
-        task = task.replace(num_classes=len(task.label_names))
+def check_task(task: TaskSpec) -> None:
+    """Refuses a task section that is not resolved, or whose settings are out of range or of another task type.
+
+    Raises:
+        ConfigError: naming the `task.*` key and its value.
+    """
+    entry = _task_type(task)
+    if task.metrics is None:
+        raise ConfigError("task.metrics is null: build the config with finetune_config_from_dict or "
+                          "load_finetune_config, which fill the task section (resolve_task).")
     if task.label_names and task.num_classes != len(task.label_names):
         raise ConfigError(f"task.num_classes ({task.num_classes}) != len(task.label_names) "
                           f"({len(task.label_names)}).")
-    if task.metrics is None:
-        task = task.replace(metrics=list(entry.default_metrics(task.num_classes)))
     bad = [m for m in task.metrics if m not in METRICS]
     if bad:
         raise ConfigError(f"task.metrics: unknown metric(s) {bad}; known: {list(METRICS)}.")
-    return task
-
-
-def _check_task(task, entry):
-    """Refuses packing settings out of range, and those the task type cannot use."""
     if task.sequence_length < 4:
         raise ConfigError(f"task.sequence_length must be >= 4, got {task.sequence_length}.")
     try:
@@ -193,45 +226,6 @@ def _check_task(task, entry):
         raise ConfigError(f"task.max_segments > 1 (got {task.max_segments}) is only for the task types "
                           f"{list(LONG_DOCUMENT_TASK_TYPES)}, not {task.task_type!r} (span tasks use "
                           "task.doc_stride windows instead).")
-
-
-def _validate(config: FinetuneConfig) -> FinetuneConfig:
-    validate_training(config.training, config.optimizer)
-    if config.training.gradient_accumulation_steps != 1:
-        raise ConfigError("training.gradient_accumulation_steps is not supported by fine-tuning; "
-                          "use a smaller per-replica batch or more replicas.")
-    if not 0 < config.optimizer.layer_decay <= 1:
-        raise ConfigError(f"optimizer.layer_decay must be in (0, 1], got {config.optimizer.layer_decay}.")
-    if config.evaluation.batch_size < 1:
-        raise ConfigError("evaluation.batch_size must be >= 1.")
-    for key in ("memory_length", "reuse_length"):
-        value = getattr(config.model, key)
-        if value is not None and value < 0:
-            raise ConfigError(f"model.{key} must be >= 0 (or null for the fine-tuning default 0), got {value}.")
-    reuse = config.model.reuse_length
-    if reuse and reuse > config.task.sequence_length:
-        raise ConfigError(f"model.reuse_length ({reuse}) must be <= task.sequence_length "
-                          f"({config.task.sequence_length}): it counts positions of one segment.")
-    return config
-
-
-def memory_off_warning(task, memory_length):
-    """The one-line warning of a long-document task without recurrence memory, or None.
-
-    Args:
-        task: a resolved `TaskSpec`.
-        memory_length: the task model's backbone `memory_length`.
-
-    Example:
-    >>> from xlnet_tf.finetuning.finetuning_config import TaskSpec, memory_off_warning
-    >>> memory_off_warning(TaskSpec(task_type="classification", train_file="t.jsonl"), 0) is None
-    True
-    """
-    if task.max_segments > 1 and not memory_length:
-        return (f"Warning: task.max_segments is {task.max_segments} but the backbone's memory_length is 0: the "
-                "segments will not see each other (only the last one decides); set model.memory_length "
-                "to let them.")
-    return None
 
 
 def load_finetune_config(files: Sequence[str], overrides: Sequence[str] = ()) -> FinetuneConfig:

@@ -15,7 +15,7 @@ from xlnet_tf import tasks
 from xlnet_tf.config_schema import ConfigError
 from xlnet_tf.data.finetuning import task_from_data
 from xlnet_tf.data.finetuning_record_dataset import records_manifest
-from xlnet_tf.finetuning.finetuning_config import FinetuneConfig, finetune_config_from_dict, memory_off_warning
+from xlnet_tf.finetuning.finetuning_config import FinetuneConfig
 from xlnet_tf.models.xlnet_config import XLNetConfig
 from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 from xlnet_tf.storage import preset_io
@@ -63,13 +63,14 @@ class FinetuningInputs:
 
     @classmethod
     def resolve(cls, config: FinetuneConfig) -> "FinetuningInputs":
-        """Validates `config` again, checks the initial preset and completes the task from its data.
+        """Checks the initial preset against `config` and completes the task from its data.
+
+        `config` is valid as built (`FinetuneConfig`), so it is taken as it is.
 
         Raises:
             ConfigError: no initial preset, one without a vocabulary, a task its data contradicts, or
                 a task preset of another task model (or with `model.*` overrides or mixed precision).
         """
-        config = finetune_config_from_dict(config.to_dict())
         init = config.training.init_from
         if not init:
             raise ConfigError("No initial model: pass --init PRESET_DIR (or set training.init_from).")
@@ -105,3 +106,23 @@ class FinetuningInputs:
                    backbone_config=backbone_config, init_adjustments=adjustments,
                    has_eval=bool(task.eval_file or task.dataset) or records_have_eval,
                    notices=notices)
+
+
+def memory_off_warning(task, memory_length):
+    """The one-line warning of a long-document task without recurrence memory, or None.
+
+    Args:
+        task: a resolved `TaskSpec`.
+        memory_length: the task model's backbone `memory_length`.
+
+    Example:
+    >>> from xlnet_tf.finetuning.finetuning_inputs import memory_off_warning
+    >>> from xlnet_tf.tasks.task_spec import TaskSpec
+    >>> memory_off_warning(TaskSpec(task_type="classification", train_file="t.jsonl"), 0) is None
+    True
+    """
+    if task.max_segments > 1 and not memory_length:
+        return (f"Warning: task.max_segments is {task.max_segments} but the backbone's memory_length is 0: the "
+                "segments will not see each other (only the last one decides); set model.memory_length "
+                "to let them.")
+    return None

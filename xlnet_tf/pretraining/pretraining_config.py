@@ -67,8 +67,8 @@ class RunConfig(RunConfigFile):
     training: TrainingSection = dataclasses.field(default_factory=TrainingSection)
     distribution: DistributionSection = dataclasses.field(default_factory=DistributionSection)
 
-    def validate(self) -> "RunConfig":
-        """Cross-field checks; returns self or raises `ConfigError`."""
+    def validate(self) -> None:
+        """Cross-field checks, run when the config is built; raises `ConfigError`."""
         t, d, m = self.training, self.data, self.model
         validate_training(t, self.optimizer)
         if t.gradient_accumulation_steps < 1:
@@ -96,7 +96,6 @@ class RunConfig(RunConfigFile):
                        "batch_size": batch_name, "bi_data": "model.bi_data"})
         except ValueError as e:
             raise ConfigError(str(e)) from None
-        return self
 
 
 _SECTIONS = {"data": DataSection, "optimizer": OptimizerSection, "training": TrainingSection,
@@ -127,7 +126,7 @@ def run_config_from_dict(values: Mapping[str, Any]) -> RunConfig:
         raise ConfigError(f"model: {e}") from e
     sections = {name: build_section(name, cls, values.get(name, {}) or {})
                 for name, cls in _SECTIONS.items()}
-    return RunConfig(model=model, **sections).validate()
+    return RunConfig(model=model, **sections)
 
 
 def load_run_config(files: Sequence[str], overrides: Sequence[str] = ()) -> RunConfig:

@@ -45,7 +45,7 @@ import tensorflow as tf
 
 from xlnet_tf.formats import preset_files
 from xlnet_tf.config_schema import ConfigError
-from xlnet_tf.pretraining.pretraining_config import RunConfig, run_config_from_dict
+from xlnet_tf.pretraining.pretraining_config import RunConfig
 from xlnet_tf.training.run_directory import open_run_directory
 from xlnet_tf.data.pretraining_records import PretrainingRecords, RecordsError
 from xlnet_tf.models.xlnet_config import XLNetConfig
@@ -200,7 +200,6 @@ def run_pretraining(config: RunConfig, workdir: str, *, strategy=None, extra_cal
 
 def _run_pretraining(config, workdir, run_scope, *, strategy, extra_callbacks, context_free_loss):
     """`run_pretraining`; `run_scope` (an ExitStack) releases the run lock when the run ends."""
-    config = run_config_from_dict(config.to_dict())  # Re-validate whatever the caller built.
     records = check_records(config)
     check_init_from(config, records)
     t, d, m = config.training, config.data, config.model

@@ -31,14 +31,13 @@ Example:
 
 import contextlib
 import logging
-import math
 import os
 import re
 from importlib import metadata
 
 import keras
 
-from xlnet_tf.training.strategy import STRATEGIES, StrategyError, resolve_batch_sizes
+from xlnet_tf.training.strategy import STRATEGIES, StrategyError
 from xlnet_tf.training.tpu_host import TpuHost
 
 _log = logging.getLogger(__name__)
@@ -400,15 +399,6 @@ def resolve_jax_distribution(name="auto", *, virtual_cpu_devices=0, model_parall
                                      devices=described("DataParallel", len(devices), devices))
 
 
-def check_batch_split(global_batch_size: int, placement: KerasDistributionStrategy) -> None:
-    """A global batch must split evenly over the processes (each reads its share) and the batch devices."""
-    for parts, what in ((placement.num_processes, "processes"), (placement.num_replicas_in_sync, "replicas")):
-        if global_batch_size % parts:
-            multiple = math.lcm(placement.num_processes, placement.num_replicas_in_sync)
-            raise StrategyError(f"global_batch_size {global_batch_size} does not divide evenly over {parts} "
-                                f"{what}; use a multiple of {multiple}.")
-
-
 def single_device(backend, name) -> KerasDistributionStrategy:
     """The placement of a backend without `keras.distribution` (PyTorch): one device, for the names that mean one."""
     if name not in ("auto", "one_device", "cpu"):
@@ -422,10 +412,11 @@ def single_device(backend, name) -> KerasDistributionStrategy:
                                               "device_kind": kind})
 
 
-def keras_placement(backend, distribution, training, strategy, host, model_config) -> dict:
-    """`RunSetup`'s fields on JAX (`keras.distribution`) and PyTorch (one device).
+def keras_placement(backend, distribution, strategy, host, model_config) -> dict:
+    """Where a run trains on JAX (`keras.distribution`) and PyTorch (one device): `RunSetup`'s fields but the
+    batch sizes.
 
-    The placement (unless `strategy` gives one) and the batch over its replicas and processes.
+    The placement (unless `strategy` gives one), its replicas and this process.
     """
     if strategy is None and backend == "jax":
         strategy = resolve_jax_distribution(
@@ -433,11 +424,5 @@ def keras_placement(backend, distribution, training, strategy, host, model_confi
             model_parallel=distribution.model_parallel, model_config=model_config, tpu_host=host)
     elif strategy is None:
         strategy = single_device(backend, distribution.strategy)
-    global_batch, per_replica = resolve_batch_sizes(
-        global_batch_size=training.global_batch_size,
-        per_replica_batch_size_value=training.per_replica_batch_size,
-        num_replicas=strategy.num_replicas_in_sync)
-    check_batch_split(global_batch, strategy)
-    return {"strategy": strategy, "replicas": strategy.num_replicas_in_sync, "global_batch_size": global_batch,
-            "per_replica_batch_size": per_replica, "task_id": strategy.process_id,
+    return {"strategy": strategy, "replicas": strategy.num_replicas_in_sync, "task_id": strategy.process_id,
             "is_chief": strategy.process_id == 0, "devices": strategy.describe()}

@@ -18,11 +18,12 @@ xlnet_tf.config_schema.ConfigError: training.train_steps (10) must be a multiple
 
 import dataclasses
 import math
+import typing
 from collections.abc import Mapping
 
 import yaml
 
-from xlnet_tf.config_schema import ConfigError
+from xlnet_tf.config_schema import ConfigError, check_value
 
 MIXED_PRECISION = ("float32", "mixed_bfloat16", "mixed_float16")
 
@@ -47,7 +48,30 @@ def without_run_records(values):
 
 
 class RunConfigFile:
-    """`to_dict` / `to_yaml` of a whole run config (a dataclass of sections), as config.yaml holds it."""
+    """A whole run config (a dataclass of sections): valid from the moment it is built, written as config.yaml holds it.
+
+    The constructor, and so `dataclasses.replace`, checks every section's type and every value
+    against its annotation (`check_value`, naming the dotted key), then the run's cross-field
+    rules (`validate`). A run therefore takes the config it is given as it is: there is no
+    config object that a run would have to check again.
+    """
+
+    def __post_init__(self):
+        hints = typing.get_type_hints(type(self))
+        for section in dataclasses.fields(self):
+            values, section_type = getattr(self, section.name), hints[section.name]
+            if not isinstance(values, section_type):
+                raise ConfigError(f"Section {section.name!r} must be a {section_type.__name__}, "
+                                  f"got {type(values).__name__}.")
+            value_types = typing.get_type_hints(section_type)
+            for field in dataclasses.fields(values):
+                # Checked only: an int is a fine float, and the frozen section keeps it as given.
+                check_value(f"{section.name}.{field.name}", getattr(values, field.name),
+                            value_types[field.name], parse_strings=False)
+        self.validate()
+
+    def validate(self) -> None:
+        """The run's cross-field rules; raises `ConfigError` naming the key."""
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -86,9 +86,13 @@ class RunSetup:
             # import time: jax_distribution imports Keras, which fixes its backend once imported
             from xlnet_tf.training import jax_distribution
 
-            return cls(**jax_distribution.keras_placement(backend, distribution, training, strategy, host,
-                                                          model_config))
-        return cls(**strategies.tensorflow_placement(distribution, training, strategy, paths or {}, host))
+            placement = jax_distribution.keras_placement(backend, distribution, strategy, host, model_config)
+        else:
+            placement = strategies.tensorflow_placement(distribution, strategy, paths or {}, host)
+        global_batch, per_replica = strategies.resolve_batch_sizes(
+            global_batch_size=training.global_batch_size, per_replica_batch_size_value=training.per_replica_batch_size,
+            num_replicas=placement["replicas"], num_processes=getattr(placement["strategy"], "num_processes", 1))
+        return cls(**placement, global_batch_size=global_batch, per_replica_batch_size=per_replica)
 
     @property
     def backend(self) -> str:

@@ -8,6 +8,7 @@ devices let a laptop exercise the same multi-replica code paths as a TPU pod.
 """
 
 import json
+import math
 import logging
 import os
 
@@ -335,10 +336,12 @@ def per_replica_batch_size(global_batch_size: int, num_replicas: int) -> int:
     return global_batch_size // num_replicas
 
 
-def resolve_batch_sizes(*, global_batch_size, per_replica_batch_size_value, num_replicas):
-    """Returns `(global, per_replica)` from whichever of the two is given.
+def resolve_batch_sizes(*, global_batch_size, per_replica_batch_size_value, num_replicas, num_processes=1):
+    """Returns `(global, per_replica)` from whichever of the two is given: the batch arithmetic of every backend.
 
-    Exactly one may be given (None for the other); both given must agree.
+    Exactly one may be given (None for the other); both given must agree. The global
+    batch must split evenly over the replicas and over the `num_processes` input
+    pipelines (each process reads its share).
     """
     if global_batch_size is None and per_replica_batch_size_value is None:
         raise StrategyError("Set training.global_batch_size or training.per_replica_batch_size.")
@@ -351,12 +354,17 @@ def resolve_batch_sizes(*, global_batch_size, per_replica_batch_size_value, num_
             raise StrategyError(
                 f"global_batch_size {global_batch_size} != per_replica_batch_size "
                 f"{per_replica_batch_size_value} x {num_replicas} replicas = {implied}.")
-        return implied, per_replica_batch_size_value
-    return global_batch_size, per_replica_batch_size(global_batch_size, num_replicas)
+        global_batch_size = implied
+    per_replica = per_replica_batch_size(global_batch_size, num_replicas)
+    if global_batch_size % num_processes:
+        raise StrategyError(f"global_batch_size {global_batch_size} does not divide evenly over {num_processes} "
+                            f"processes; use a multiple of {math.lcm(num_processes, num_replicas)}.")
+    return global_batch_size, per_replica
 
 
-def tensorflow_placement(distribution, training, strategy, paths, host) -> dict:
-    """`RunSetup`'s fields on TensorFlow: the `tf.distribute` strategy (unless given) and the batch over it.
+def tensorflow_placement(distribution, strategy, paths, host) -> dict:
+    """Where a run trains on TensorFlow (`RunSetup`'s fields but the batch sizes): the `tf.distribute` strategy
+    (unless given), its replicas, this worker.
 
     A TPU reached by name needs the run's `paths` on gs://, checked before connecting to it.
     """
@@ -365,13 +373,8 @@ def tensorflow_placement(distribution, training, strategy, paths, host) -> dict:
             check_remote_tpu_paths(tpu_target(distribution.tpu, host), paths)
         strategy = resolve_strategy(distribution.strategy, virtual_cpu_devices=distribution.virtual_cpu_devices,
                                     tpu_address=distribution.tpu, tpu_host=host)
-    replicas = strategy.num_replicas_in_sync
-    global_batch, per_replica = resolve_batch_sizes(
-        global_batch_size=training.global_batch_size,
-        per_replica_batch_size_value=training.per_replica_batch_size, num_replicas=replicas)
     _, task_id, is_chief = task_info()
-    return {"strategy": strategy, "replicas": replicas, "global_batch_size": global_batch,
-            "per_replica_batch_size": per_replica, "task_id": task_id, "is_chief": is_chief,
+    return {"strategy": strategy, "replicas": strategy.num_replicas_in_sync, "task_id": task_id, "is_chief": is_chief,
             "devices": describe_devices(strategy, host)}
 
 
