@@ -10,7 +10,7 @@ from xlnet_tf.storage import file_system
 
 _log = logging.getLogger(__name__)
 
-CONFIG_FILE = "config.yaml"
+RUN_CONFIG_FILE = "config.yaml"
 # The last line of every config.yaml a run writes: a file without it was cut short
 # (copied partially or damaged).
 END_MARKER = "# end of run config\n"
@@ -19,7 +19,7 @@ END_MARKER = "# end of run config\n"
 def write_run_config(workdir, yaml_text):
     """Writes `workdir/config.yaml` atomically, ending with `END_MARKER`; returns its path."""
     text = yaml_text if yaml_text.endswith("\n") else yaml_text + "\n"
-    return atomic_files.write_text(os.path.join(workdir, CONFIG_FILE), text + END_MARKER)
+    return atomic_files.write_text(os.path.join(workdir, RUN_CONFIG_FILE), text + END_MARKER)
 
 
 def read_run_config(workdir):
@@ -29,7 +29,7 @@ def read_run_config(workdir):
     mapping): a one-line warning names it, and the run rewrites it. Reads
     through `tf.io.gfile` for non-local work directories.
     """
-    path = os.path.join(workdir, CONFIG_FILE)
+    path = os.path.join(workdir, RUN_CONFIG_FILE)
     if not file_system.gfile(path).exists(path):
         return None
     text = atomic_files.read_text(path)
