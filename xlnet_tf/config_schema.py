@@ -18,6 +18,7 @@ Traceback (most recent call last):
 xlnet_tf.config_schema.ConfigError: training.steps must be int, got bool True.
 """
 
+import dataclasses
 import re
 import types
 import typing
@@ -75,6 +76,28 @@ def check_value(dotted: str, value: Any, annotation, *, parse_strings: bool = Tr
         raise ConfigError(f"{dotted} must be {annotation.__name__}, got "
                           f"{type(value).__name__} {value!r}.")
     return value
+
+
+def check_fields(name: str, instance) -> None:
+    """Checks every field of the dataclass `instance` against its annotation (`check_value`), as `name.field`.
+
+    What a config dataclass runs when it is built: a value from Python code is checked
+    but kept as given (an int stays an int where a float is expected), and strings in
+    scientific notation are a config file's spelling, not accepted here.
+
+    Example:
+    >>> import dataclasses
+    >>> @dataclasses.dataclass(frozen=True)
+    ... class Section:
+    ...     steps: int = 10
+    >>> check_fields("training", Section(steps="10"))
+    Traceback (most recent call last):
+    ...
+    xlnet_tf.config_schema.ConfigError: training.steps must be int, got str '10'.
+    """
+    hints = typing.get_type_hints(type(instance))
+    for field in dataclasses.fields(instance):
+        check_value(f"{name}.{field.name}", getattr(instance, field.name), hints[field.name], parse_strings=False)
 
 
 def build_section(name: str, cls, values: Mapping[str, Any]):

@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from xlnet_tf.config_schema import ConfigError, check_value  # noqa: F401 (ConfigError: re-exported)
+from xlnet_tf.config_schema import ConfigError, check_fields  # noqa: F401 (ConfigError: re-exported)
 
 ACTIVATIONS = ("gelu", "gelu_approximate", "relu", "tanh", "swish")
 ATTENTION_TYPES = ("bi", "uni")
@@ -72,10 +72,7 @@ class XLNetConfig:
     initializer_range: float = 0.02
 
     def __post_init__(self):
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            # Checked only: an int is a fine float, and the frozen dataclass keeps it as given.
-            check_value(f"XLNetConfig.{field.name}", value, field.type, parse_strings=False)
+        check_fields("XLNetConfig", self)
         positive = ("vocabulary_size", "num_layers", "num_heads", "head_dim",
                     "hidden_dim", "intermediate_dim")
         for name in positive:

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 
 import yaml
 
-from xlnet_tf.config_schema import ConfigError, check_value
+from xlnet_tf.config_schema import ConfigError, check_fields
 
 MIXED_PRECISION = ("float32", "mixed_bfloat16", "mixed_float16")
 
@@ -51,7 +51,7 @@ class RunConfigFile:
     """A whole run config (a dataclass of sections): valid from the moment it is built, written as config.yaml holds it.
 
     The constructor, and so `dataclasses.replace`, checks every section's type and every value
-    against its annotation (`check_value`, naming the dotted key), then the run's cross-field
+    against its annotation (`check_fields`, naming the dotted key), then the run's cross-field
     rules (`validate`). A run therefore takes the config it is given as it is: there is no
     config object that a run would have to check again.
     """
@@ -63,11 +63,7 @@ class RunConfigFile:
             if not isinstance(values, section_type):
                 raise ConfigError(f"Section {section.name!r} must be a {section_type.__name__}, "
                                   f"got {type(values).__name__}.")
-            value_types = typing.get_type_hints(section_type)
-            for field in dataclasses.fields(values):
-                # Checked only: an int is a fine float, and the frozen section keeps it as given.
-                check_value(f"{section.name}.{field.name}", getattr(values, field.name),
-                            value_types[field.name], parse_strings=False)
+            check_fields(section.name, values)
         self.validate()
 
     def validate(self) -> None:
