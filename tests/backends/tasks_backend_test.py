@@ -2,8 +2,9 @@
 
 Every backend loads the presets the TensorFlow run saved: predictions agree to
 1e-5, the first fine-tuning and pretraining steps' losses (dropout 0, fixed data
-and optimizer) to 1e-4; with dropout, a run resumed midway ends exactly where the
-uninterrupted one does, and a tiny classifier learns its training strings.
+and optimizer) to 1e-4; with dropout, a run resumed midway ends where the
+uninterrupted one does (to float rounding, 1e-6), and a tiny classifier learns its
+training strings.
 """
 
 import numpy as np
@@ -96,7 +97,9 @@ def test_memory_is_carried_across_pretraining_steps(backend_outputs):
 def test_training_with_dropout_resumes_exactly(backend_outputs, model):
     for backend in backend_outputs:
         assert int(probe_output(backend_outputs, backend, f"tasks_resume.{model}.restored_step")) == 2
-        assert float(probe_output(backend_outputs, backend, f"tasks_resume.{model}.resumed_diff")) == 0.0, backend
+        # Same masks, same batches, same optimizer state: only float rounding may differ (TensorFlow's CPU
+        # kernels may sum in thread order, about 1e-9 here), four orders below what another seed moves.
+        assert float(probe_output(backend_outputs, backend, f"tasks_resume.{model}.resumed_diff")) <= 1e-6, backend
         # Dropout acts: another run seed from the same midway state ends elsewhere.
         assert float(probe_output(backend_outputs, backend, f"tasks_resume.{model}.other_seed_diff")) > 1e-4, backend
 
