@@ -372,9 +372,9 @@ else:
         import keras
 
         from xlnet_tf import XLNetBackbone
-        from xlnet_tf.storage import file_system, preset_io
+        from xlnet_tf.storage import atomic_files, preset_io
 
-        assert file_system.gfile(str(tmp_path)) is file_system.LocalFiles
+        assert atomic_files.gfile(str(tmp_path)) is atomic_files.LocalFiles
         backbone = XLNetBackbone.from_preset(PRESET_DIR)
         backbone.save_to_preset(str(tmp_path / "copy"))
         assert preset_io.read_backbone_config(str(tmp_path / "copy")) == preset_io.read_backbone_config(PRESET_DIR)

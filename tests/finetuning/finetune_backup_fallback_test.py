@@ -1,7 +1,7 @@
 """A fine-tuning run killed after a backup, its latest backup then cut in half: the rerun resumes from `.bkp`.
 
 The fine-tuning twin of the "backup weights" case of `tests/training/crash_resume_test.py`:
-both runs take their work directory through `xlnet_tf.training.run_directory`, so the
+both runs take their work directory through `xlnet_tf.training.run_setup`, so the
 same damage gets the same recovery (a warning naming the file, the previous backup's step).
 """
 

@@ -4,7 +4,7 @@ import pytest
 
 from xlnet_tf.config_schema import ConfigError
 from xlnet_tf.finetuning.finetuning_config import load_finetune_config
-from xlnet_tf.finetuning.finetuning_inputs import memory_off_warning
+from xlnet_tf.finetuning.finetuning_run import memory_off_warning
 
 BASE = ["training.global_batch_size=8", "task.train_file=train.jsonl"]
 

@@ -8,8 +8,8 @@ import random
 import pytest
 
 from xlnet_tf.tasks.task_spec import TaskSpec
-from xlnet_tf.finetuning.final_preset import preprocessing_info
-from xlnet_tf.finetuning.final_preset import tuned_task
+from xlnet_tf.finetuning.finetuning_run import preprocessing_info
+from xlnet_tf.finetuning.finetuning_run import tuned_task
 
 from finetune_cli_test import COLORS, FILLER, NO_DROPOUT, SPAN_SETTINGS, _run
 

@@ -29,7 +29,7 @@ from xlnet_tf.data.finetuning import finetuning_dataset
 from xlnet_tf.data.finetuning_record_dataset import finetuning_record_dataset
 from xlnet_tf.finetuning.finetuning_config import resolve_task
 from xlnet_tf.tasks.task_spec import TaskSpec
-from xlnet_tf.finetuning.final_preset import preprocessing_info
+from xlnet_tf.finetuning.finetuning_run import preprocessing_info
 from xlnet_tf.preprocessing.xlnet_tokenizer import XLNetTokenizer
 
 # One Beam job and one export per task type: about 1.5 minutes on 2 shared cores.

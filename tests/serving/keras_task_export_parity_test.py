@@ -21,7 +21,7 @@ from xlnet_tf import (XLNetClassifier, XLNetClassifierPreprocessor, XLNetMultipl
                       XLNetTokenClassifier, XLNetTokenClassifierPreprocessor, XLNetTokenizer)
 from xlnet_tf.models.xlnet_config import XLNetConfig
 from xlnet_tf.tasks.task_spec import TaskSpec
-from xlnet_tf.finetuning.final_preset import preprocessing_info
+from xlnet_tf.finetuning.finetuning_run import preprocessing_info
 from xlnet_tf.models.xlnet_backbone import XLNetBackbone
 from xlnet_tf.serving.export_task_workdir import export_task_workdir
 

@@ -71,7 +71,7 @@ def _save_and_export(root, model, training_rows):
     """
     from xlnet_tf.cli.main import main as xlnet_tf
     from xlnet_tf.tasks.task_spec import TaskSpec
-    from xlnet_tf.finetuning.final_preset import preprocessing_info
+    from xlnet_tf.finetuning.finetuning_run import preprocessing_info
 
     task = TaskSpec(task_type="multiple_choice", train_file=_jsonl(root / "train.jsonl", training_rows),
                        sequence_length=LENGTH, max_qa_length=SECOND_MAX_LENGTH, num_classes=2)

@@ -1,4 +1,4 @@
-"""`xlnet_tf.storage.file_system`: plain-Python local files behind `tf.io.gfile`'s names; TensorFlow's when there."""
+"""`atomic_files.gfile`: plain-Python local files behind `tf.io.gfile`'s names; TensorFlow's when there."""
 
 import os
 import sys
@@ -6,16 +6,16 @@ import sys
 import pytest
 
 from xlnet_tf import tensorflow_required
-from xlnet_tf.storage import file_system
-from xlnet_tf.storage.file_system import LocalFiles
+from xlnet_tf.storage import atomic_files
+from xlnet_tf.storage.atomic_files import LocalFiles
 
 
 def test_with_tensorflow_every_path_goes_through_tf_io_gfile_as_before():
     import tensorflow as tf
 
-    assert file_system.gfile("/tmp/anything") is tf.io.gfile
-    assert file_system.gfile("ram://anything") is tf.io.gfile
-    assert tf.errors.NotFoundError in file_system.not_found_errors("/tmp/x")
+    assert atomic_files.gfile("/tmp/anything") is tf.io.gfile
+    assert atomic_files.gfile("ram://anything") is tf.io.gfile
+    assert tf.errors.NotFoundError in atomic_files.not_found_errors("/tmp/x")
     # Nothing rewrites the package's imports where TensorFlow is installed.
     assert not any(type(finder).__name__ == "_ImportErrorFinder" for finder in sys.meta_path)
     from xlnet_tf.tensorflow_required import tensorflow

@@ -6,7 +6,7 @@ import pytest
 
 from xlnet_tf.config_schema import ConfigError
 from xlnet_tf.storage.run_config_file import write_run_config
-from xlnet_tf.training.run_directory import check_workdir, open_run_directory
+from xlnet_tf.training.run_setup import check_workdir, open_run_directory
 
 PRETRAINING = {"data": {"train_files": "a/*", "vocabulary": "", "sequence_length": 16},
                "training": {"verbose": 1, "train_steps": 8},

@@ -7,7 +7,6 @@ import numpy as np
 from keras import ops
 
 from xlnet_tf.storage import atomic_files
-from xlnet_tf.storage import file_system
 
 
 class RecurrenceMemory:
@@ -156,7 +155,7 @@ class RecurrenceMemory:
         Returns:
             The restored step counter.
         """
-        with file_system.gfile(path).GFile(path, "rb") as f:
+        with atomic_files.gfile(path).GFile(path, "rb") as f:
             stored = np.load(io.BytesIO(f.read()))
             components = self._local_variables()
             names = sorted((k for k in stored.files if k.startswith("replica_")),
@@ -177,7 +176,7 @@ class RecurrenceMemory:
 
     @staticmethod
     def remove(path):
-        files = file_system.gfile(path)
+        files = atomic_files.gfile(path)
         if files.exists(path):
             files.remove(path)
 

@@ -19,7 +19,6 @@ from xlnet_tf.text_normalization import normalize_text
 from xlnet_tf.text_normalization import normalize_text_tf
 from xlnet_tf.text_normalization import replace_undecodable
 from xlnet_tf.storage import atomic_files
-from xlnet_tf.storage import file_system
 from xlnet_tf.storage import preset_io
 
 # `SPECIAL_PIECES` (re-exported from `xlnet_tf.formats.special_tokens`) are the released
@@ -316,7 +315,7 @@ def _decode_proto(proto):
     if not isinstance(proto, str) or os.path.exists(proto):
         return proto
     if "://" in proto:
-        files = file_system.gfile(proto)
+        files = atomic_files.gfile(proto)
         if not files.exists(proto):
             raise ValueError(f"XLNetTokenizer: SentencePiece model file {proto!r} does not exist.")
         with files.GFile(proto, "rb") as f:

@@ -17,9 +17,8 @@ built. The work directory afterwards holds:
                      (`xlnet_tf.serving.export_pretrained.export_pretrainer` of the summary's model)
 
 The strategy, batch split, work directory checks, run lock, config.yaml and
-backup choice are the engine's (`xlnet_tf.training.run_setup`,
-`xlnet_tf.training.run_directory`), shared with fine-tuning. Every file is
-written atomically (`xlnet_tf.storage.atomic_files`).
+backup choice are the engine's (`xlnet_tf.training.run_setup`), shared with
+fine-tuning. Every file is written atomically (`xlnet_tf.storage.atomic_files`).
 
 Resuming: run the same command again. RunBackup restores weights,
 optimizer state and the epoch; the input pipeline is rebuilt deterministically
@@ -46,7 +45,7 @@ import tensorflow as tf
 from xlnet_tf.formats import preset_files
 from xlnet_tf.config_schema import ConfigError
 from xlnet_tf.pretraining.pretraining_config import RunConfig
-from xlnet_tf.training.run_directory import open_run_directory
+from xlnet_tf.training.run_setup import open_run_directory
 from xlnet_tf.data.pretraining_records import PretrainingRecords, RecordsError
 from xlnet_tf.models.xlnet_config import XLNetConfig
 from xlnet_tf.storage import preset_io

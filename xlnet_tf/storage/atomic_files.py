@@ -1,4 +1,9 @@
-"""Atomic writes for every file a run leaves behind, on any `tf.io.gfile` filesystem.
+"""Files on any filesystem: the file functions of a path, reads, and atomic writes of every file a run leaves behind.
+
+`gfile(path)` is `tf.io.gfile` where TensorFlow is installed (local, `gs://`, `ram://`); without it
+(JAX or PyTorch alone) local paths use `os`, `shutil` and `open` behind the same names
+(`LocalFiles`), and a `gs://` or `ram://` path raises the one-line `TensorFlowRequiredError`.
+TensorFlow is imported on the first non-local use, not with this module.
 
 A reader (a resumed run, `xlnet-tf export`, TF Serving) must never see a
 half-written file: each function here writes to a temporary sibling named
@@ -11,7 +16,17 @@ with overwrite works on all three (object stores emulate it by copy + delete,
 which still never exposes a partial object under the target name). Local
 paths use `os` directly (no TensorFlow import: the vocabulary trainer stays light);
 the HDF5 checks read local files through `tf.io.gfile` when TensorFlow is installed
-and with `open` when it is not (`xlnet_tf.storage.file_system`).
+and with `open` when it is not (`gfile`).
+
+Example:
+>>> from xlnet_tf.storage import atomic_files
+>>> atomic_files.write_json("/tmp/doc_run/result.json", {"loss": 0.5})
+'/tmp/doc_run/result.json'
+>>> atomic_files.read_json("/tmp/doc_run/result.json")
+{'loss': 0.5}
+>>> files = atomic_files.gfile("/tmp/doc_run")
+>>> files.isdir("/tmp/doc_run")
+True
 """
 
 import contextlib
@@ -21,9 +36,10 @@ import logging
 import os
 import shutil
 import tempfile
+import types
 import uuid
 
-from xlnet_tf.storage import file_system
+from xlnet_tf import tensorflow_required
 
 _log = logging.getLogger(__name__)
 
@@ -38,14 +54,88 @@ def _h5py():
     return h5py
 
 
+def is_local(path):
+    """Whether `path` is a plain local path (no `scheme://`)."""
+    return "://" not in str(path)
+
+
+class LocalFiles:
+    """The part of `tf.io.gfile` this package uses, for local paths, in plain Python."""
+
+    exists = staticmethod(os.path.exists)
+    isdir = staticmethod(os.path.isdir)
+    listdir = staticmethod(os.listdir)
+    remove = staticmethod(os.remove)
+    rmtree = staticmethod(shutil.rmtree)
+    walk = staticmethod(os.walk)
+    GFile = staticmethod(open)
+
+    @staticmethod
+    def makedirs(path):
+        os.makedirs(path, exist_ok=True)
+
+    @staticmethod
+    def copy(source, target, overwrite=False):
+        if not overwrite and os.path.exists(target):
+            raise FileExistsError(f"{target} exists; copy with overwrite=True to replace it.")
+        shutil.copyfile(source, target)
+
+    @staticmethod
+    def rename(source, target, overwrite=False):
+        if overwrite:
+            os.replace(source, target)
+            return
+        os.link(source, target)  # fails with FileExistsError when `target` exists: no check-then-act race
+        os.remove(source)
+
+    @staticmethod
+    def stat(path):
+        """`length` (bytes) and `mtime_nsec` of `path`, the fields of `tf.io.gfile.stat` read here."""
+        result = os.stat(path)
+        return types.SimpleNamespace(length=result.st_size, mtime_nsec=result.st_mtime_ns)
+
+
+def gfile(path):
+    """`tf.io.gfile` when TensorFlow is installed or `path` is not local, else `LocalFiles`.
+
+    Raises:
+        TensorFlowRequiredError: `path` is not local and TensorFlow is not installed.
+    """
+    if is_local(path) and not tensorflow_required.tensorflow_available():
+        return LocalFiles
+    return tensorflow_required.require_tensorflow(f"Reading or writing {path}").io.gfile
+
+
+def not_found_errors(path):
+    """The exceptions a missing `path` raises through `gfile(path)`."""
+    if gfile(path) is LocalFiles:
+        return (FileNotFoundError,)
+    tf = tensorflow_required.require_tensorflow(f"Reading or writing {path}")
+    return (FileNotFoundError, tf.errors.NotFoundError)
+
+
+def already_exists_errors(path):
+    """The exceptions `gfile(path).rename(..., overwrite=False)` raises onto an existing `path`."""
+    if gfile(path) is LocalFiles:
+        return (FileExistsError,)
+    tf = tensorflow_required.require_tensorflow(f"Reading or writing {path}")
+    return (FileExistsError, tf.errors.AlreadyExistsError)
+
+
+def read_errors(path):
+    """The exceptions reading `path` through `gfile(path)` may raise besides Python's own."""
+    if gfile(path) is LocalFiles:
+        return ()
+    tf = tensorflow_required.require_tensorflow(f"Reading or writing {path}")
+    return (tf.errors.OpError,)
+
+
 def _files(path):
     """`os`-based helpers for local paths, `tf.io.gfile` for every other filesystem."""
     if is_local(path):
-        return file_system.LocalFiles
-    return file_system.gfile(path)
+        return LocalFiles
+    return gfile(path)
 
-
-is_local = file_system.is_local
 
 
 def is_temporary(path):
@@ -94,7 +184,7 @@ def remove_stale_temporaries(path):
         if len(middle) != 32:
             continue
         stale = os.path.join(directory, entry)
-        vanished = OSError if is_local(stale) else file_system.not_found_errors(stale)
+        vanished = OSError if is_local(stale) else not_found_errors(stale)
         try:
             if files.isdir(stale):
                 files.rmtree(stale)
@@ -154,7 +244,7 @@ def _commit(temporary, path):
         _fsync_local(temporary)
         os.replace(temporary, path)
     else:
-        file_system.gfile(path).rename(temporary, path, overwrite=True)
+        gfile(path).rename(temporary, path, overwrite=True)
 
 
 def write_bytes(path, data):
@@ -332,7 +422,7 @@ def save_weights(model, path, *, attributes=None, **kwargs):
 def weights_file_attributes(path):
     """The root attributes of the HDF5 file `path` (what `save_weights(attributes=)` stored)."""
     h5py = _h5py()
-    with file_system.gfile(path).GFile(str(path), "rb") as raw, h5py.File(raw, "r") as h5:
+    with gfile(path).GFile(str(path), "rb") as raw, h5py.File(raw, "r") as h5:
         return {key: (value.item() if hasattr(value, "item") else value)
                 for key, value in h5.attrs.items()}
 
@@ -344,8 +434,8 @@ def copy_file(source, target):
         if is_local(source) and is_local(target):
             shutil.copyfile(source, temporary)
         else:
-            gfile = file_system.gfile(source if not is_local(source) else target)
-            gfile.copy(str(source), temporary, overwrite=True)
+            filesystem = gfile(source if not is_local(source) else target)
+            filesystem.copy(str(source), temporary, overwrite=True)
         _commit(temporary, target)
     return target
 
@@ -360,14 +450,14 @@ def _move_directory(source, target):
     if is_local(source):
         os.rename(source, target)
         return
-    gfile = file_system.gfile(source)
-    for directory, _, files in gfile.walk(source):
+    filesystem = gfile(source)
+    for directory, _, files in filesystem.walk(source):
         relative = os.path.relpath(directory, source) if directory != source else ""
         destination = os.path.join(target, relative) if relative else target
-        gfile.makedirs(destination)
+        filesystem.makedirs(destination)
         for name in files:
-            gfile.rename(os.path.join(directory, name), os.path.join(destination, name), overwrite=True)
-    gfile.rmtree(source)
+            filesystem.rename(os.path.join(directory, name), os.path.join(destination, name), overwrite=True)
+    filesystem.rmtree(source)
 
 
 def replace_directory(build, path):
@@ -413,11 +503,11 @@ def weights_file_problem(path):
     """
     h5py = _h5py()
     path = str(path)
-    gfile = file_system.gfile(path)
-    if not gfile.exists(path):
+    filesystem = gfile(path)
+    if not filesystem.exists(path):
         return "file not found"
     try:
-        with gfile.GFile(path, "rb") as raw, h5py.File(raw, "r") as h5:
+        with filesystem.GFile(path, "rb") as raw, h5py.File(raw, "r") as h5:
 
             def read(name, item):
                 if isinstance(item, h5py.Dataset):
@@ -425,7 +515,7 @@ def weights_file_problem(path):
 
             h5.visititems(read)
         return None
-    except (OSError, KeyError, ValueError, RuntimeError, *file_system.read_errors(path)) as error:
+    except (OSError, KeyError, ValueError, RuntimeError, *read_errors(path)) as error:
         reason = str(error).replace("Unable to synchronously open file ", "").strip()
         return reason.strip("()") or type(error).__name__
 

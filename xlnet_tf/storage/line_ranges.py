@@ -17,7 +17,7 @@ import gzip
 import itertools
 
 from xlnet_tf.formats.pretraining_records import INPUT_ENTRY_KEYS
-from xlnet_tf.storage import file_system
+from xlnet_tf.storage import atomic_files
 
 # ASCII whitespace: what `bytes.strip()` removes, so "blank line" means the same here and in the readers.
 _WHITESPACE = frozenset(b" \t\n\r\x0b\x0c")
@@ -55,7 +55,7 @@ def reading_plan(path, range_bytes, whole_reason=None):
 
 def file_size(path):
     """Size of a local or `tf.io.gfile` file in bytes."""
-    return int(file_system.gfile(path).stat(path).length)
+    return int(atomic_files.gfile(path).stat(path).length)
 
 
 def byte_ranges(path, range_bytes, size=None):
@@ -84,7 +84,7 @@ def byte_ranges(path, range_bytes, size=None):
 
 def _open(path):
     if "://" in path:
-        return file_system.gfile(path).GFile(path, "rb")
+        return atomic_files.gfile(path).GFile(path, "rb")
     # Python's own buffered reader splits lines several times faster than GFile.
     return open(path, "rb", buffering=1 << 20)
 

@@ -3,7 +3,6 @@
 import os
 
 from xlnet_tf.storage import atomic_files
-from xlnet_tf.storage import file_system
 
 
 class OutputExistsError(FileExistsError):
@@ -49,7 +48,7 @@ def _nearest_existing_ancestor(path):
     """The closest existing directory (or file) above `path`, or None (a filesystem root reached)."""
     parent = os.path.dirname(str(path).rstrip("/"))
     while parent and not parent.endswith("://") and parent != os.path.dirname(parent):
-        if file_system.gfile(parent).exists(parent):
+        if atomic_files.gfile(parent).exists(parent):
             return parent
         parent = os.path.dirname(parent)
     return None
@@ -74,7 +73,7 @@ def check_output_directory(path, *, overwrite=False, what="Output directory", so
             holds one of `sources`.
     """
     path = str(path)
-    gfile = file_system.gfile(path)
+    gfile = atomic_files.gfile(path)
     for source in sources:
         if source and _contains(path, source):
             raise ValueError(f"{what} {path} holds the source {source}: writing there would replace "
@@ -101,7 +100,7 @@ def check_output_file(path, what="Output file"):
         ValueError: `path` is a directory, or the directory it would be created in is a file.
     """
     path = str(path)
-    gfile = file_system.gfile(path)
+    gfile = atomic_files.gfile(path)
     if gfile.isdir(path):
         raise ValueError(f"{what} {path} is a directory; give a file name.")
     ancestor = _nearest_existing_ancestor(path)

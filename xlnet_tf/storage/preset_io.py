@@ -23,7 +23,7 @@ Every file of a preset is written atomically (`xlnet_tf.storage.atomic_files`):
 an interrupted save leaves each file either complete or as before, never a
 truncated `model.weights.h5` that a later `from_preset` would choke on. Paths go
 through `tf.io.gfile`, so a preset may live on `gs://`; without TensorFlow (JAX or
-PyTorch alone) local presets are read with plain file I/O (`xlnet_tf.storage.file_system`).
+PyTorch alone) local presets are read with plain file I/O (`xlnet_tf.storage.atomic_files`).
 
 Like keras-hub's `preset_utils`, this module sits below the models: it imports nothing
 from the models, the preprocessors or the runs, so each of them imports it at the top.
@@ -42,7 +42,6 @@ import keras_hub
 import numpy as np
 
 from xlnet_tf.storage import atomic_files
-from xlnet_tf.storage import file_system
 from xlnet_tf.storage import preset_names
 from xlnet_tf.formats.preset_files import BACKBONE_REGISTERED_NAME
 from xlnet_tf.formats.preset_files import CONFIG_FILE
@@ -57,18 +56,18 @@ from xlnet_tf.formats.preset_files import VOCABULARY_FILE
 
 def exists(path):
     """Whether `path` exists, on any `tf.io.gfile` filesystem (local, `gs://`, `ram://`)."""
-    return file_system.gfile(path).exists(str(path))
+    return atomic_files.gfile(path).exists(str(path))
 
 
 def read_arrays(path):
     """The named arrays of an HDF5 file written by `write_arrays`, read through `tf.io.gfile`."""
-    with file_system.gfile(path).GFile(str(path), "rb") as raw, h5py.File(io.BytesIO(raw.read()), "r") as f:
+    with atomic_files.gfile(path).GFile(str(path), "rb") as raw, h5py.File(io.BytesIO(raw.read()), "r") as f:
         return {name: np.asarray(f[name]) for name in f.keys()}
 
 
 def make_preset_dir(preset_dir):
     """Creates `preset_dir` (and parents) if needed; returns it."""
-    file_system.gfile(preset_dir).makedirs(preset_dir)
+    atomic_files.gfile(preset_dir).makedirs(preset_dir)
     return preset_dir
 
 
@@ -118,7 +117,7 @@ def fetch(preset, filename, required=True):
     if exists(path):
         return path
     if required:
-        if not file_system.gfile(preset).isdir(preset):
+        if not atomic_files.gfile(preset).isdir(preset):
             raise FileNotFoundError(f"Preset directory not found: {preset}")
         what = "not a preset directory" if filename == CONFIG_FILE else "incomplete preset"
         raise FileNotFoundError(
@@ -318,7 +317,7 @@ def not_a_task_preset(preset):
 
 
 def read_bytes(path):
-    with file_system.gfile(path).GFile(str(path), "rb") as f:
+    with atomic_files.gfile(path).GFile(str(path), "rb") as f:
         return f.read()
 
 
@@ -330,7 +329,7 @@ def load_weights(model, path, **kwargs):
         return
     with tempfile.TemporaryDirectory() as scratch:
         local = os.path.join(scratch, os.path.basename(str(path)))
-        file_system.gfile(path).copy(str(path), local)
+        atomic_files.gfile(path).copy(str(path), local)
         model.load_weights(local, **kwargs)
 
 
@@ -386,7 +385,7 @@ def vocabulary_bytes(vocabulary):
     if isinstance(vocabulary, (bytes, bytearray)):
         return bytes(vocabulary)
     vocabulary = os.fspath(vocabulary)
-    gfile = file_system.gfile(vocabulary)
+    gfile = atomic_files.gfile(vocabulary)
     if gfile.isdir(vocabulary):
         vocabulary = os.path.join(vocabulary, VOCABULARY_FILE)
         if not gfile.exists(vocabulary):

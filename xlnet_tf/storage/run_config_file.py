@@ -6,7 +6,6 @@ import os
 import yaml
 
 from xlnet_tf.storage import atomic_files
-from xlnet_tf.storage import file_system
 
 _log = logging.getLogger(__name__)
 
@@ -30,7 +29,7 @@ def read_run_config(workdir):
     through `tf.io.gfile` for non-local work directories.
     """
     path = os.path.join(workdir, RUN_CONFIG_FILE)
-    if not file_system.gfile(path).exists(path):
+    if not atomic_files.gfile(path).exists(path):
         return None
     text = atomic_files.read_text(path)
     problem = None

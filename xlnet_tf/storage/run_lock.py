@@ -13,7 +13,6 @@ import warnings
 
 from xlnet_tf.config_schema import ConfigError
 from xlnet_tf.storage import atomic_files
-from xlnet_tf.storage import file_system
 
 _log = logging.getLogger(__name__)
 
@@ -112,7 +111,7 @@ class RunLock:
         """Takes the lock; raises `RunLockedError` naming the holder when another live run has it."""
         if not self.enabled or self.held:
             return
-        file_system.gfile(self.workdir).makedirs(self.workdir)
+        atomic_files.gfile(self.workdir).makedirs(self.workdir)
         self._token = uuid.uuid4().hex
         content = json.dumps(self._record(), indent=2) + "\n"
         for _ in range(3):
@@ -137,8 +136,8 @@ class RunLock:
         self.held = False
         holder = self._read_holder()
         if holder is not None and holder.get("token") == self._token:
-            with contextlib.suppress(*file_system.not_found_errors(self.path)):
-                file_system.gfile(self.path).remove(self.path)
+            with contextlib.suppress(*atomic_files.not_found_errors(self.path)):
+                atomic_files.gfile(self.path).remove(self.path)
 
     def _create(self, content):
         """Creates the lock file with `content` unless it exists; True when created."""
@@ -158,13 +157,13 @@ class RunLock:
             finally:
                 with contextlib.suppress(OSError):
                     os.remove(temporary)
-        gfile = file_system.gfile(self.path)
+        gfile = atomic_files.gfile(self.path)
         with gfile.GFile(temporary, "w") as f:
             f.write(content)
         try:
             gfile.rename(temporary, self.path, overwrite=False)
             return True
-        except file_system.already_exists_errors(self.path):
+        except atomic_files.already_exists_errors(self.path):
             gfile.remove(temporary)
             return False
 
@@ -182,9 +181,9 @@ class RunLock:
     def _read_holder(self):
         """The holder's record; `{"unreadable": reason}` when the file cannot be parsed; None when absent."""
         try:
-            with file_system.gfile(self.path).GFile(self.path, "r") as f:
+            with atomic_files.gfile(self.path).GFile(self.path, "r") as f:
                 text = f.read()
-        except file_system.not_found_errors(self.path):
+        except atomic_files.not_found_errors(self.path):
             return None
         try:
             holder = json.loads(text)
@@ -198,8 +197,8 @@ class RunLock:
         """Why the holder's lock may be taken over, or None when its run may still be alive."""
         if "unreadable" in holder:
             try:
-                age = time.time() - file_system.gfile(self.path).stat(self.path).mtime_nsec / 1e9
-            except file_system.not_found_errors(self.path):
+                age = time.time() - atomic_files.gfile(self.path).stat(self.path).mtime_nsec / 1e9
+            except atomic_files.not_found_errors(self.path):
                 return "it was removed"
             if age > _UNREADABLE_GRACE_S:
                 return f"it is unreadable ({holder['unreadable']}) and {age:.0f} s old"
@@ -216,8 +215,8 @@ class RunLock:
         # Another run may have taken over first; remove only the lock judged stale.
         current = self._read_holder()
         if current is not None and current == stale:
-            with contextlib.suppress(*file_system.not_found_errors(self.path)):
-                file_system.gfile(self.path).remove(self.path)
+            with contextlib.suppress(*atomic_files.not_found_errors(self.path)):
+                atomic_files.gfile(self.path).remove(self.path)
 
     def _locked_message(self, holder):
         if "unreadable" in holder:
