@@ -14,7 +14,7 @@ Work directory layout:
   metadata (task type, packing, text fields, label names, tuned SQuAD `null_score_threshold`);
   read by `XLNetClassifier.from_preset(...)` & co., `load_task_preset` and `xlnet-tf export`.
 
-The run reads a table of contents. What it reads before its first write (the task completed from
+The run reads as a table of contents. What it reads before its first write (the task completed from
 its data, the initial preset's vocabulary and config) is resolved once, at the top, by
 `FinetuningInputs` and handed down as plain values: nothing below reads the config's files again.
 The strategy, batch split, work directory checks, run lock, config.yaml and backup choice are the
