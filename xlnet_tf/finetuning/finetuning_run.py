@@ -30,13 +30,11 @@ import json
 import logging
 import os
 
-import tensorflow as tf
 import yaml
 
 from xlnet_tf import tasks
 from xlnet_tf.config_schema import ConfigError
 from xlnet_tf.data import finetuning as data
-from xlnet_tf.data.finetuning import task_from_data
 from xlnet_tf.data.finetuning_record_dataset import records_manifest
 from xlnet_tf.finetuning.evaluation import evaluate
 from xlnet_tf.finetuning.finetuning_config import FinetuneConfig
@@ -152,7 +150,7 @@ class FinetuningInputs:
         init = config.training.init_from
         if not init:
             raise ConfigError("No initial model: pass --init PRESET_DIR (or set training.init_from).")
-        if not tf.io.gfile.isdir(init):
+        if not atomic_files.gfile(init).isdir(init):
             raise ConfigError(f"Initial preset directory not found: {init}")
         preset = preset_io.read_preset(init)
         if preset.vocabulary is None:
@@ -160,7 +158,7 @@ class FinetuningInputs:
                               "tokenizes text with the preset's vocabulary.")
         entry = tasks.task_type(config.task.task_type)
         manifest = records_manifest(config.task, entry)
-        task = task_from_data(config.task, entry, manifest)
+        task = data.task_from_data(config.task, entry, manifest)
         overrides = {k: v for k, v in dataclasses.asdict(config.model).items() if v is not None}
         if preset.is_task_preset and (overrides or config.training.mixed_precision != "float32"):
             raise ConfigError("Continuing from a task preset keeps its dtype, dropout and memory "
