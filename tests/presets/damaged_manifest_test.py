@@ -7,7 +7,7 @@ import pytest
 
 from tests.presets.conftest import RELEASE_ARCHIVE, release_zip_bytes
 from xlnet_tf.cli import main as cli
-from xlnet_tf.presets import PresetError, read_manifest, resolve_preset
+from xlnet_tf.presets import PresetError, preset_cache, read_manifest, resolve_preset
 
 NAME = "xlnet_base_cased"
 RECORD = {"path": "config.json", "size": 12, "sha256": "ab" * 32}
@@ -159,3 +159,19 @@ def test_cache_folder_that_is_a_file_is_a_usage_error(file_in_the_way, server, t
         resolve_preset(NAME)
     assert str(error.value) == message
     assert path.read_text() == "not a folder" and sum(server.requests.values()) == 0
+
+
+def test_cache_folder_made_by_another_first_use_meanwhile_is_no_problem(tmp_path, monkeypatch):
+    # Two first uses at once: the other one makes the folder between this one's `isdir` and `lexists`.
+    monkeypatch.setenv("XLNET_TF_HOME", str(tmp_path / "home"))
+    presets = tmp_path / "home" / "presets"
+    lexists = os.path.lexists
+
+    def lexists_after_the_other_use(path):
+        presets.mkdir(parents=True, exist_ok=True)
+        return lexists(path)
+
+    monkeypatch.setattr(preset_cache.os.path, "lexists", lexists_after_the_other_use)
+    assert preset_cache.cache_location_problem() is None
+    preset_cache.check_cache_location()
+    assert presets.is_dir()

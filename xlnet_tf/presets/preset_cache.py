@@ -61,7 +61,9 @@ def cache_location_problem():
     """Why the presets folder cannot be used (something that is not a directory in its way), or None."""
     path = presets_dir()
     while not os.path.isdir(path):
-        if os.path.lexists(path):
+        # `isdir` is asked again after `lexists`: another process's first use may have just made this
+        # directory between the two questions, and a directory never turns back into something else here.
+        if os.path.lexists(path) and not os.path.isdir(path):
             return f"{path} exists and is not a directory"
         parent = os.path.dirname(path)
         if parent == path:
