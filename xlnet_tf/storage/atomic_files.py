@@ -137,7 +137,6 @@ def _files(path):
     return gfile(path)
 
 
-
 def is_temporary(path):
     """Whether `path` names a temporary file of an unfinished (or killed) atomic write."""
     return os.path.basename(str(path).rstrip("/")).startswith(TEMP_PREFIX)
